@@ -1,0 +1,31 @@
+#include "base/result.h"
+
+namespace flashsale::base {
+
+std::string_view ToString(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kUnknownOutcome:
+      return "unknown outcome";
+    case ErrorCode::kRemote:
+      return "remote error";
+    case ErrorCode::kProtocol:
+      return "protocol error";
+    case ErrorCode::kResourceExhausted:
+      return "resource exhausted";
+    case ErrorCode::kCancelled:
+      return "cancelled";
+    case ErrorCode::kInternal:
+      return "internal error";
+  }
+  return "unknown error code";
+}
+
+std::string Error::ToString() const { return fmt::format("{}: {}", base::ToString(code), message); }
+
+}  // namespace flashsale::base

@@ -1,0 +1,82 @@
+#include "core/activity.h"
+
+#include <gtest/gtest.h>
+
+#include "core/outcome.h"
+
+namespace flashsale::core {
+namespace {
+
+SeckillActivity Valid() {
+  SeckillActivity a;
+  a.id = "phone-2026";
+  a.start_ms = 1000;
+  a.end_ms = 2000;
+  a.per_user_limit = 2;
+  a.stock = 10;
+  return a;
+}
+
+TEST(ActivityTest, WindowIsHalfOpen) {
+  const auto a = Valid();
+  EXPECT_EQ(a.PositionAt(999), WindowPosition::kBefore);
+  EXPECT_EQ(a.PositionAt(1000), WindowPosition::kOpen);
+  EXPECT_EQ(a.PositionAt(1999), WindowPosition::kOpen);
+  EXPECT_EQ(a.PositionAt(2000), WindowPosition::kAfter);
+}
+
+TEST(ActivityTest, ValidatesDefinitions) {
+  EXPECT_TRUE(Validate(Valid()).ok());
+
+  auto bad_id = Valid();
+  bad_id.id = "a:b";
+  EXPECT_FALSE(Validate(bad_id).ok());
+
+  auto empty_window = Valid();
+  empty_window.end_ms = empty_window.start_ms;
+  EXPECT_FALSE(Validate(empty_window).ok());
+
+  auto no_limit = Valid();
+  no_limit.per_user_limit = 0;
+  EXPECT_FALSE(Validate(no_limit).ok());
+
+  auto negative = Valid();
+  negative.stock = -1;
+  EXPECT_FALSE(Validate(negative).ok());
+
+  auto items = Valid();
+  items.kind = StockKind::kItemised;
+  items.items = {"C-1", "C-2"};
+  EXPECT_TRUE(Validate(items).ok());
+  EXPECT_EQ(items.InitialUnits(), 2);
+  items.items.push_back("C-1");
+  auto duplicate = Validate(items);
+  ASSERT_FALSE(duplicate.ok());
+  EXPECT_NE(duplicate.error().message.find("C-1"), std::string::npos);
+  items.items = {"has space"};
+  EXPECT_FALSE(Validate(items).ok());
+}
+
+TEST(ActivityTest, ValidatesPurchases) {
+  EXPECT_TRUE(ValidatePurchase("alice", 1).ok());
+  EXPECT_FALSE(ValidatePurchase("", 1).ok());
+  EXPECT_FALSE(ValidatePurchase("al|ce", 1).ok());
+  EXPECT_FALSE(ValidatePurchase("alice", 0).ok());
+  EXPECT_FALSE(ValidatePurchase("alice", kMaxQuantityPerPurchase + 1).ok());
+}
+
+TEST(OutcomeTest, CodesRoundTrip) {
+  for (int code = -8; code <= 1; ++code) {
+    auto outcome = OutcomeFromCode(code);
+    ASSERT_TRUE(outcome.has_value()) << code;
+    EXPECT_EQ(static_cast<int>(*outcome), code);
+    EXPECT_NE(StatusWord(*outcome), "unknown");
+  }
+  EXPECT_FALSE(OutcomeFromCode(2).has_value());
+  EXPECT_FALSE(OutcomeFromCode(-9).has_value());
+  EXPECT_EQ(StatusWord(Outcome::kLimitReached), "already_purchased");
+  EXPECT_EQ(StatusWord(Outcome::kSoldOut), "sold_out");
+}
+
+}  // namespace
+}  // namespace flashsale::core

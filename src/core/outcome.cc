@@ -1,0 +1,39 @@
+#include "core/outcome.h"
+
+namespace flashsale::core {
+
+std::string_view StatusWord(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kReserved:
+      return "reserved";
+    case Outcome::kLimitReached:
+      return "already_purchased";
+    case Outcome::kSoldOut:
+      return "sold_out";
+    case Outcome::kNotStarted:
+      return "not_started";
+    case Outcome::kEnded:
+      return "ended";
+    case Outcome::kUnknownActivity:
+      return "unknown_activity";
+    case Outcome::kClosed:
+      return "closed";
+    case Outcome::kConflict:
+      return "conflict";
+    case Outcome::kRateLimited:
+      return "rate_limited";
+    case Outcome::kOverloaded:
+      return "overloaded";
+  }
+  return "unknown";
+}
+
+std::optional<Outcome> OutcomeFromCode(int64_t code) {
+  if (code < static_cast<int>(Outcome::kOverloaded) ||
+      code > static_cast<int>(Outcome::kReserved)) {
+    return std::nullopt;
+  }
+  return static_cast<Outcome>(code);
+}
+
+}  // namespace flashsale::core

@@ -1,0 +1,30 @@
+#pragma once
+// The outcome of a purchase (and later a draw), as the integer codes of the seeds (S3-2) that the
+// Redis scripts return and the HTTP API echoes in `code`, with a status word for humans.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace flashsale::core {
+
+enum class Outcome : int {
+  kReserved = 1,          // a unit was taken and the order intent recorded
+  kLimitReached = 0,      // the user already bought their per-user limit ("already_purchased")
+  kSoldOut = -1,          // not enough stock left for the quantity asked
+  kNotStarted = -2,       // before the activity's window
+  kEnded = -3,            // after the activity's window
+  kUnknownActivity = -4,  // no such activity (or not loaded into Redis yet)
+  kClosed = -5,           // an operator closed (paused) the activity
+  kConflict = -6,         // the order id was already used by another user
+  kRateLimited = -7,      // answered by the service, never by a script
+  kOverloaded = -8,       // answered by the service, never by a script
+};
+
+// "reserved", "already_purchased", "sold_out", ...
+std::string_view StatusWord(Outcome outcome);
+
+// The Outcome for a code a script returned, or nothing for a code we do not know.
+std::optional<Outcome> OutcomeFromCode(int64_t code);
+
+}  // namespace flashsale::core

@@ -1,0 +1,186 @@
+#pragma once
+// One pipelined connection to Redis, owned by one I/O thread and shared by every request on it.
+//
+// Design note. A flash sale is thousands of tiny script calls per second from one process, so
+// the connection never waits for a reply before sending the next command: commands are appended
+// to an output buffer, written together in one syscall when the current handler finishes
+// (coalescing), and replies are matched to commands in order (Redis answers in order on a
+// connection). hiredis is used only to format commands and to parse replies; all I/O is Asio.
+//
+// Every command has a deadline. What a failure means for the caller is spelled out in the error
+// code, because it decides whether a retry is safe:
+//   kUnavailable     the command was never written: it did not run, a retry is safe.
+//   kUnknownOutcome  the command was written but no reply came (timeout, connection lost): it may
+//                    or may not have run. Never retry it blindly; make it idempotent (the reserve
+//                    script is idempotent on its order id) or reconcile.
+//   kRemote          Redis replied with an error (the message is Redis's own text), except the
+//                    replies by which Redis says it cannot run anything right now (LOADING,
+//                    BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN): those did not run either and are
+//                    kUnavailable.
+//   kResourceExhausted / kCancelled  too many commands queued / the connection was stopped.
+// The connection itself never retries a command. When the link breaks it reconnects in the
+// background with exponential backoff; while it waits, calls fail at once (kUnavailable) instead
+// of piling up, so a flash sale with Redis down answers quickly and loses nothing.
+//
+// Threading: all member functions must be called on the connection's executor (one thread).
+// Completion handlers run through their associated executor.
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "redis/command.h"
+#include "redis/reply.h"
+#include "redis/url.h"
+
+struct redisReader;
+
+namespace flashsale::redis {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+using ReplyHandler = boost::asio::any_completion_handler<void(base::Result<Reply>)>;
+
+struct ConnectionOptions {
+  Endpoint endpoint;
+  std::chrono::milliseconds connect_timeout{1000};  // TCP connect + AUTH/SELECT
+  std::chrono::milliseconds command_timeout{1000};  // default deadline of a command
+  // With commands in flight and no byte read for this long, the link is declared dead (a peer
+  // that vanished without a reset): in-flight commands are reported unknown and a new
+  // connection is made.
+  std::chrono::milliseconds stall_timeout{10000};
+  std::chrono::milliseconds backoff_initial{20};
+  std::chrono::milliseconds backoff_max{1000};
+  size_t max_queued = 100000;  // commands waiting + in flight; more is kResourceExhausted
+  uint64_t jitter_seed = 0;    // 0: seeded from std::random_device
+};
+
+struct ConnectionStats {
+  uint64_t commands = 0;          // accepted by Send
+  uint64_t replies = 0;           // replies read (including ones for timed-out commands)
+  uint64_t writes = 0;            // write syscalls started (commands / writes = coalescing)
+  uint64_t timeouts = 0;          // commands that hit their deadline
+  uint64_t connects = 0;          // successful connects (handshake done)
+  uint64_t connect_failures = 0;  // failed connect attempts
+  uint64_t disconnects = 0;       // established links that broke
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  enum class State { kIdle, kConnecting, kHandshake, kReady, kBackoff, kStopped };
+
+  static std::shared_ptr<Connection> Create(boost::asio::any_io_executor executor,
+                                            ConnectionOptions options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Begins connecting. Commands sent before the link is up wait for it (until their deadline).
+  void Start();
+  // Closes the link for good. Commands in flight complete with kUnknownOutcome, queued ones with
+  // kCancelled. Idempotent.
+  void Stop();
+
+  // Sends one command in wire form (the bytes are copied before Send returns). The handler is
+  // called exactly once, never from inside Send.
+  void Send(std::string_view wire, Deadline deadline, ReplyHandler handler);
+
+  template <typename Token>
+  auto AsyncSend(const Command& command, Deadline deadline, Token&& token) {
+    return boost::asio::async_initiate<Token, void(base::Result<Reply>)>(
+        [this](auto handler, std::string_view wire, Deadline d) {
+          Send(wire, d, ReplyHandler(std::move(handler)));
+        },
+        token, command.wire(), deadline);
+  }
+  template <typename Token>
+  auto AsyncSend(const Command& command, Token&& token) {
+    return AsyncSend(command, DefaultDeadline(), std::forward<Token>(token));
+  }
+
+  Deadline DefaultDeadline() const { return Clock::now() + options_.command_timeout; }
+  // The sequence number the next Send will get. Sequence order is wire order, so a command with a
+  // higher number runs after one with a lower number on this connection.
+  uint64_t next_sequence() const { return sequence_; }
+  State state() const { return state_; }
+  const ConnectionStats& stats() const { return stats_; }
+  const ConnectionOptions& options() const { return options_; }
+  const std::string& last_error() const { return last_error_; }
+  const boost::asio::any_io_executor& executor() const { return executor_; }
+
+ private:
+  struct Pending {
+    ReplyHandler handler;
+    Deadline deadline;
+    bool abandoned = false;  // its deadline passed: the reply, when it comes, is dropped
+  };
+  struct Waiting {
+    std::string wire;
+    Pending pending;
+  };
+  using Completion = std::pair<ReplyHandler, base::Result<Reply>>;
+
+  Connection(boost::asio::any_io_executor executor, ConnectionOptions options);
+
+  void Connect();
+  void OnConnected(uint64_t generation);
+  void SendInternal(std::string_view wire, ReplyHandler handler);
+  void BecomeReady();
+  void StartRead(uint64_t generation);
+  void OnRead(uint64_t generation, const boost::system::error_code& error, size_t bytes);
+  void ScheduleFlush();
+  void StartWrite();
+  void ArmTimer(Deadline deadline);
+  void OnTimer();
+  // Drops the link: fails what is in flight and queued, then reconnects after a backoff.
+  void Fail(const std::string& reason);
+  void CloseLink();
+  // Fails every command in flight or waiting, handing the completions to `out`.
+  void FailAll(std::string_view reason, base::ErrorCode unsent_code, std::vector<Completion>& out);
+  std::chrono::milliseconds NextBackoff();
+  void Deliver(std::vector<Completion>& completions);
+  void Post(ReplyHandler handler, base::Error error);
+
+  boost::asio::any_io_executor executor_;
+  ConnectionOptions options_;
+  State state_ = State::kIdle;
+  uint64_t generation_ = 0;  // bumped per link; handlers of an older link do nothing
+  uint64_t sequence_ = 1;
+  boost::asio::generic::stream_protocol::socket socket_;
+  boost::asio::ip::tcp::resolver resolver_;
+  boost::asio::steady_timer connect_timer_;  // connect timeout, then backoff wait
+  boost::asio::steady_timer deadline_timer_;
+  bool deadline_timer_armed_ = false;
+  Deadline deadline_timer_at_{};
+  redisReader* reader_ = nullptr;
+  std::vector<char> read_buffer_;
+
+  std::deque<Waiting> waiting_;   // sent before the link was ready
+  std::deque<Pending> inflight_;  // written or in out_, replies expected in this order
+  size_t unhanded_ = 0;           // the last unhanded_ of inflight_ are still only in out_
+  size_t handshake_left_ = 0;     // AUTH/SELECT replies still expected before kReady
+  std::string out_;               // bytes not yet given to the socket
+  std::string writing_;           // bytes of the write in progress
+  bool write_in_progress_ = false;
+  bool flush_posted_ = false;
+  Deadline last_progress_{};  // last read, or when inflight_ became non-empty
+
+  int backoff_attempt_ = 0;
+  std::minstd_rand jitter_;
+  std::string last_error_ = "not connected yet";
+  ConnectionStats stats_;
+};
+
+}  // namespace flashsale::redis

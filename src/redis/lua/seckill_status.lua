@@ -1,0 +1,15 @@
+#!lua flags=no-writes
+-- One consistent snapshot of an activity's counters, for admin status, reconciliation and tests.
+-- KEYS: meta stock items buyers orders stream
+-- ARGV:
+-- Returns {-4} unknown activity, or {1, state, kind, start_ms, end_ms, per_user_limit, total,
+-- reserved, released, version, remaining, stream_length, orders, buyers}
+local m = redis.call('HMGET', KEYS[1], 'state', 'kind', 'start_ms', 'end_ms', 'limit', 'total',
+  'reserved', 'released', 'version')
+if not m[1] then return {-4} end
+local remaining
+if m[2] == 'counted' then remaining = tonumber(redis.call('GET', KEYS[2]) or '0')
+else remaining = redis.call('LLEN', KEYS[3]) end
+return {1, m[1], m[2], tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6]),
+  tonumber(m[7]), tonumber(m[8]), tonumber(m[9]), remaining, redis.call('XLEN', KEYS[6]),
+  redis.call('HLEN', KEYS[5]), redis.call('HLEN', KEYS[4])}

@@ -1,0 +1,273 @@
+#include "redis/scripts.h"
+
+#include <openssl/sha.h>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "redis/embedded_scripts.h"
+
+namespace flashsale::redis {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+constexpr std::string_view kRestSuffix = "...";
+
+std::string Sha1Hex(std::string_view data) {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex(size_t{2} * SHA_DIGEST_LENGTH, '0');
+  for (size_t i = 0; i < SHA_DIGEST_LENGTH; ++i) {
+    hex[2 * i] = kHex[digest[i] >> 4];
+    hex[2 * i + 1] = kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+// Reads "-- KEYS: a b c" and "-- ARGV: x y..." from the script's header comment.
+Result<Script> ParseScript(std::string name, std::string source) {
+  Script script;
+  script.name = std::move(name);
+  if (source.rfind("#!lua", 0) != 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "script {} must start with a #!lua shebang (Redis 7 script flags)",
+                     script.name);
+  }
+  bool have_keys = false;
+  bool have_argv = false;
+  std::istringstream lines(source);
+  std::string line;
+  while (std::getline(lines, line)) {
+    for (auto [prefix, names, seen] : {std::tuple{"-- KEYS:", &script.key_names, &have_keys},
+                                       std::tuple{"-- ARGV:", &script.arg_names, &have_argv}}) {
+      if (line.rfind(prefix, 0) != 0) continue;
+      std::istringstream words(line.substr(std::string_view(prefix).size()));
+      std::string word;
+      while (words >> word) names->push_back(word);
+      *seen = true;
+    }
+  }
+  if (!have_keys || !have_argv) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "script {} must declare its interface in '-- KEYS:' and '-- ARGV:' lines",
+                     script.name);
+  }
+  for (size_t i = 0; i + 1 < script.arg_names.size(); ++i) {
+    if (script.arg_names[i].ends_with(kRestSuffix)) {
+      return MakeError(ErrorCode::kInvalidArgument, "script {}: only the last ARGV may be '{}'",
+                       script.name, kRestSuffix);
+    }
+  }
+  script.sha1 = Sha1Hex(source);
+  script.load_wire = std::string(Command{"SCRIPT", "LOAD", source}.wire());
+  script.source = std::move(source);
+  return script;
+}
+
+bool IsNoScript(const Result<Reply>& result) {
+  return !result.ok() && result.error().code == ErrorCode::kRemote &&
+         result.error().message.starts_with("NOSCRIPT");
+}
+
+}  // namespace
+
+Result<ScriptSet> ScriptSet::Parse(std::span<const std::pair<std::string, std::string>> sources) {
+  ScriptSet set;
+  for (const auto& [name, source] : sources) {
+    auto script = ParseScript(name, source);
+    if (!script) return std::move(script).error();
+    script->index = set.scripts_.size();
+    set.scripts_.push_back(std::move(*script));
+  }
+  return set;
+}
+
+const ScriptSet& ScriptSet::Embedded() {
+  static const ScriptSet kSet = [] {
+    std::vector<std::pair<std::string, std::string>> sources;
+    for (const auto& embedded : EmbeddedScripts()) {
+      sources.emplace_back(std::string(embedded.name), std::string(embedded.source));
+    }
+    auto set = Parse(sources);
+    if (!set) throw std::logic_error(set.error().message);
+    return std::move(*set);
+  }();
+  return kSet;
+}
+
+const Script* ScriptSet::Find(std::string_view name) const {
+  for (const auto& script : scripts_) {
+    if (script.name == name) return &script;
+  }
+  return nullptr;
+}
+
+const Script& ScriptSet::Get(std::string_view name) const {
+  const Script* script = Find(name);
+  if (script == nullptr) throw std::out_of_range("no embedded script named " + std::string(name));
+  return *script;
+}
+
+ScriptCall::ScriptCall(const Script& script) : script_(script) {}
+
+ScriptCall& ScriptCall::Key(std::string_view name, std::string_view key) {
+  key_names_.push_back(name);
+  keys_.push_back(key);
+  return *this;
+}
+
+ScriptCall& ScriptCall::Arg(std::string_view name, std::string_view value) {
+  arg_names_.push_back(name);
+  args_.push_back(value);
+  return *this;
+}
+
+ScriptCall& ScriptCall::Arg(std::string_view name, int64_t value) {
+  return Arg(name, ints_.emplace_back(value).view());
+}
+
+ScriptCall& ScriptCall::Rest(std::string_view name, std::span<const std::string> values) {
+  rest_name_ = name;
+  rest_ = values;
+  return *this;
+}
+
+Result<Command> ScriptCall::Build() const {
+  auto mismatch = [&](std::string_view what, size_t i, std::string_view declared,
+                      std::string_view given) {
+    return MakeError(ErrorCode::kInternal,
+                     "script {}: {}[{}] is declared '{}' but the binding passes '{}'", script_.name,
+                     what, i + 1, declared, given);
+  };
+  if (key_names_.size() != script_.key_names.size()) {
+    return MakeError(ErrorCode::kInternal, "script {} declares {} KEYS, the binding passes {}",
+                     script_.name, script_.key_names.size(), key_names_.size());
+  }
+  for (size_t i = 0; i < key_names_.size(); ++i) {
+    if (key_names_[i] != script_.key_names[i]) {
+      return mismatch("KEYS", i, script_.key_names[i], key_names_[i]);
+    }
+  }
+  const auto& declared = script_.arg_names;
+  const bool has_rest = !declared.empty() && declared.back().ends_with(kRestSuffix);
+  const size_t fixed = declared.size() - (has_rest ? 1 : 0);
+  if (arg_names_.size() != fixed) {
+    return MakeError(ErrorCode::kInternal,
+                     "script {} declares {} fixed ARGV, the binding passes {}", script_.name, fixed,
+                     arg_names_.size());
+  }
+  for (size_t i = 0; i < fixed; ++i) {
+    if (arg_names_[i] != declared[i]) return mismatch("ARGV", i, declared[i], arg_names_[i]);
+  }
+  if (has_rest) {
+    const std::string_view rest =
+        std::string_view(declared.back()).substr(0, declared.back().size() - kRestSuffix.size());
+    if (rest_name_ != rest) return mismatch("ARGV", fixed, declared.back(), rest_name_);
+  } else if (!rest_name_.empty()) {
+    return MakeError(ErrorCode::kInternal, "script {} takes no variadic ARGV '{}'", script_.name,
+                     rest_name_);
+  }
+
+  const IntArg numkeys(static_cast<int64_t>(keys_.size()));
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys_.size() + args_.size() + rest_.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(script_.sha1);
+  argv.push_back(numkeys.view());
+  argv.insert(argv.end(), keys_.begin(), keys_.end());
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  for (const auto& value : rest_) argv.push_back(value);
+  return Command(argv);
+}
+
+ScriptRunner::ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts)
+    : state_(std::make_shared<State>()) {
+  state_->connection = std::move(connection);
+  state_->scripts = &scripts;
+  state_->load_sequence.assign(scripts.scripts().size(), 0);
+}
+
+void ScriptRunner::Eval(const ScriptCall& call, Deadline deadline, ReplyHandler handler) {
+  auto command = call.Build();
+  if (!command) {
+    asio::post(state_->connection->executor(),
+               asio::append(std::move(handler), Result<Reply>(std::move(command).error())));
+    return;
+  }
+  Attempt(state_, &call.script(), std::string(command->wire()), deadline, std::move(handler));
+}
+
+void ScriptRunner::Attempt(std::shared_ptr<State> state, const Script* script, std::string wire,
+                           Deadline deadline, ReplyHandler handler) {
+  Connection& connection = *state->connection;
+  const uint64_t sequence = connection.next_sequence();
+  // Move the wire into the continuation only after Send has copied it.
+  auto continuation = [state, script, sequence, deadline, handler = std::move(handler)](
+                          std::string wire, Result<Reply> result) mutable {
+    if (!IsNoScript(result) || Clock::now() >= deadline) {
+      asio::dispatch(asio::append(std::move(handler), std::move(result)));
+      return;
+    }
+    Connection& connection = *state->connection;
+    uint64_t& loaded_at = state->load_sequence[script->index];
+    if (loaded_at <= sequence) {
+      // No SCRIPT LOAD was sent after this call: send one. Its reply is not needed; if it fails,
+      // the EVALSHA behind it fails too and says why.
+      loaded_at = connection.next_sequence();
+      ++state->reloads;
+      connection.Send(script->load_wire, deadline, ReplyHandler([](Result<Reply>) {}));
+    }
+    Attempt(std::move(state), script, std::move(wire), deadline, std::move(handler));
+  };
+  std::string_view view = wire;
+  connection.Send(view, deadline,
+                  ReplyHandler([continuation = std::move(continuation),
+                                wire = std::move(wire)](Result<Reply> result) mutable {
+                    continuation(std::move(wire), std::move(result));
+                  }));
+}
+
+void ScriptRunner::LoadAll(Deadline deadline,
+                           asio::any_completion_handler<void(base::Status)> handler) {
+  struct Join {
+    asio::any_completion_handler<void(base::Status)> handler;
+    size_t left;
+    base::Status status;
+  };
+  const auto& scripts = state_->scripts->scripts();
+  auto join = std::make_shared<Join>(Join{std::move(handler), scripts.size(), {}});
+  if (scripts.empty()) {
+    asio::post(state_->connection->executor(),
+               asio::append(std::move(join->handler), base::Status()));
+    return;
+  }
+  for (const auto& script : scripts) {
+    state_->load_sequence[script.index] = state_->connection->next_sequence();
+    state_->connection->Send(
+        script.load_wire, deadline, ReplyHandler([join, &script](Result<Reply> result) {
+          if (join->status.ok()) {
+            if (!result.ok()) {
+              join->status = MakeError(result.error().code, "SCRIPT LOAD {}: {}", script.name,
+                                       result.error().message);
+            } else if (result->str() != script.sha1) {
+              join->status =
+                  MakeError(ErrorCode::kProtocol, "SCRIPT LOAD {} returned sha {}, expected {}",
+                            script.name, result->Describe(), script.sha1);
+            }
+          }
+          if (--join->left == 0) {
+            asio::dispatch(asio::append(std::move(join->handler), std::move(join->status)));
+          }
+        }));
+  }
+}
+
+}  // namespace flashsale::redis

@@ -1,0 +1,140 @@
+#pragma once
+// The script registry and the script runner.
+//
+// Scripts are Lua files under src/redis/lua, embedded at build time. Each opens with a `#!lua`
+// shebang (Redis 7 script flags: a script that writes is refused under maxmemory before it runs,
+// never aborted half-way) and declares its interface in two comment lines:
+//   -- KEYS: meta stock items
+//   -- ARGV: order_id user_id quantity now_ms
+// A binding builds a call with ScriptCall, naming each key and argument as it adds it; Build()
+// checks the names, in order, against that declaration, so a swapped KEYS or ARGV order (S0-4) is
+// an error before anything is sent instead of a silently wrong sale.
+//
+// ScriptRunner sends EVALSHA. A NOSCRIPT reply (Redis restarted, failed over, SCRIPT FLUSH) means
+// the script did not run, so it is the one failure that is retried: SCRIPT LOAD, then EVALSHA
+// again on the same connection, invisibly to the caller. When many calls are in flight in one
+// pipeline and all get NOSCRIPT, one SCRIPT LOAD is sent and the others only resend EVALSHA
+// behind it (wire order is execution order on one connection).
+
+#include <boost/asio/async_result.hpp>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "redis/command.h"
+#include "redis/connection.h"
+
+namespace flashsale::redis {
+
+struct Script {
+  size_t index = 0;  // position in its ScriptSet
+  std::string name;
+  std::string source;
+  std::string sha1;  // hex, as SCRIPT LOAD returns it
+  std::vector<std::string> key_names;
+  std::vector<std::string> arg_names;  // a last name ending in "..." takes the rest
+  std::string load_wire;               // SCRIPT LOAD <source>, formatted once
+};
+
+class ScriptSet {
+ public:
+  // Every script embedded in the binary. Parsed once; throws at startup if a script's header
+  // is malformed (a build defect, not a runtime condition).
+  static const ScriptSet& Embedded();
+
+  // Parses scripts from (name, source) pairs; an error names the script and what is wrong.
+  static base::Result<ScriptSet> Parse(
+      std::span<const std::pair<std::string, std::string>> sources);
+
+  const Script* Find(std::string_view name) const;
+  const Script& Get(std::string_view name) const;  // throws std::out_of_range if absent
+  std::span<const Script> scripts() const { return scripts_; }
+
+ private:
+  std::vector<Script> scripts_;
+};
+
+// Collects the KEYS and ARGV of one EVALSHA, each under the name the script declares.
+class ScriptCall {
+ public:
+  explicit ScriptCall(const Script& script);
+
+  ScriptCall& Key(std::string_view name, std::string_view key);
+  ScriptCall& Arg(std::string_view name, std::string_view value);
+  ScriptCall& Arg(std::string_view name, int64_t value);
+  // The trailing variadic argument (declared as `name...`).
+  ScriptCall& Rest(std::string_view name, std::span<const std::string> values);
+
+  const Script& script() const { return script_; }
+  // EVALSHA <sha> <numkeys> <keys...> <args...>, or kInternal if the names do not match the
+  // script's declaration.
+  base::Result<Command> Build() const;
+
+ private:
+  const Script& script_;
+  std::vector<std::string_view> key_names_;
+  std::vector<std::string_view> arg_names_;
+  std::vector<std::string_view> keys_;
+  std::vector<std::string_view> args_;
+  std::deque<IntArg> ints_;  // storage for integer arguments (stable addresses)
+  std::string_view rest_name_;
+  std::span<const std::string> rest_;
+};
+
+class ScriptRunner {
+ public:
+  ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts);
+
+  // Runs the call with EVALSHA; reloads and retries on NOSCRIPT until `deadline`.
+  void Eval(const ScriptCall& call, Deadline deadline, ReplyHandler handler);
+
+  template <typename Token>
+  auto AsyncEval(const ScriptCall& call, Deadline deadline, Token&& token) {
+    return boost::asio::async_initiate<Token, void(base::Result<Reply>)>(
+        [this](auto handler, const ScriptCall* call, Deadline d) {
+          Eval(*call, d, ReplyHandler(std::move(handler)));
+        },
+        token, &call, deadline);
+  }
+  template <typename Token>
+  auto AsyncEval(const ScriptCall& call, Token&& token) {
+    return AsyncEval(call, connection().DefaultDeadline(), std::forward<Token>(token));
+  }
+
+  // SCRIPT LOAD of every script, so the first sale call does not pay for a NOSCRIPT round trip.
+  // Completes with the first failure, if any.
+  void LoadAll(Deadline deadline, boost::asio::any_completion_handler<void(base::Status)> handler);
+  template <typename Token>
+  auto AsyncLoadAll(Token&& token) {
+    return boost::asio::async_initiate<Token, void(base::Status)>(
+        [this](auto handler) {
+          LoadAll(connection().DefaultDeadline(),
+                  boost::asio::any_completion_handler<void(base::Status)>(std::move(handler)));
+        },
+        token);
+  }
+
+  Connection& connection() const { return *state_->connection; }
+  const ScriptSet& scripts() const { return *state_->scripts; }
+  // SCRIPT LOADs sent because of NOSCRIPT replies.
+  uint64_t reloads() const { return state_->reloads; }
+
+ private:
+  struct State {
+    std::shared_ptr<Connection> connection;
+    const ScriptSet* scripts;
+    std::vector<uint64_t> load_sequence;  // per script: sequence of the last SCRIPT LOAD sent
+    uint64_t reloads = 0;
+  };
+  static void Attempt(std::shared_ptr<State> state, const Script* script, std::string wire,
+                      Deadline deadline, ReplyHandler handler);
+
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace flashsale::redis

@@ -1,0 +1,94 @@
+#include "redis/scripts.h"
+
+#include <gtest/gtest.h>
+
+#include "redis/embedded_scripts.h"
+
+namespace flashsale::redis {
+namespace {
+
+using Sources = std::vector<std::pair<std::string, std::string>>;
+
+TEST(ScriptSetTest, EmbedsEveryLuaFileWithShebangAndInterface) {
+  const auto& set = ScriptSet::Embedded();
+  EXPECT_EQ(set.scripts().size(), EmbeddedScripts().size());
+  for (const char* name : {"seckill_setup", "seckill_reserve", "seckill_release",
+                           "seckill_add_stock", "seckill_status"}) {
+    const Script* script = set.Find(name);
+    ASSERT_NE(script, nullptr) << name;
+    EXPECT_TRUE(script->source.starts_with("#!lua")) << name;
+    EXPECT_EQ(script->sha1.size(), 40u);
+    EXPECT_FALSE(script->key_names.empty()) << name;
+  }
+  const Script& reserve = set.Get("seckill_reserve");
+  EXPECT_EQ(reserve.key_names,
+            (std::vector<std::string>{"meta", "stock", "items", "buyers", "orders", "stream"}));
+  EXPECT_EQ(reserve.arg_names,
+            (std::vector<std::string>{"order_id", "user_id", "quantity", "now_ms"}));
+}
+
+TEST(ScriptSetTest, KnownSha1) {
+  // EVALSHA needs the SHA-1 of the exact source, in lower-case hex (as `sha1sum` prints it).
+  Sources sources = {{"one", "#!lua\n-- KEYS:\n-- ARGV:\nreturn 1"}};
+  auto set = ScriptSet::Parse(sources);
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->Get("one").sha1, "d9e738d4c76f214322a21a0ebdd69e5771079553");
+}
+
+TEST(ScriptSetTest, RejectsScriptsWithoutShebangOrInterface) {
+  Sources no_shebang = {{"a", "-- KEYS: k\n-- ARGV: a\nreturn 1"}};
+  EXPECT_FALSE(ScriptSet::Parse(no_shebang).ok());
+  Sources no_interface = {{"a", "#!lua\nreturn 1"}};
+  EXPECT_FALSE(ScriptSet::Parse(no_interface).ok());
+  Sources rest_not_last = {{"a", "#!lua\n-- KEYS: k\n-- ARGV: xs... y\nreturn 1"}};
+  EXPECT_FALSE(ScriptSet::Parse(rest_not_last).ok());
+}
+
+class ScriptCallTest : public ::testing::Test {
+ protected:
+  ScriptCallTest() {
+    Sources sources = {{"s", "#!lua\n-- KEYS: first second\n-- ARGV: name count items...\n"}};
+    set_ = std::move(*ScriptSet::Parse(sources));
+  }
+  ScriptSet set_;
+};
+
+TEST_F(ScriptCallTest, BuildsEvalshaInDeclaredOrder) {
+  std::vector<std::string> items = {"x", "y"};
+  ScriptCall call(set_.Get("s"));
+  call.Key("first", "k1").Key("second", "k2").Arg("name", "n").Arg("count", 3).Rest("items", items);
+  auto command = call.Build();
+  ASSERT_TRUE(command.ok()) << command.error().message;
+  const std::string sha = set_.Get("s").sha1;
+  const std::string expected = "*9\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha +
+                               "\r\n$1\r\n2\r\n$2\r\nk1\r\n$2\r\nk2\r\n$1\r\nn\r\n$1\r\n3\r\n"
+                               "$1\r\nx\r\n$1\r\ny\r\n";
+  EXPECT_EQ(command->wire(), expected);
+}
+
+TEST_F(ScriptCallTest, SwappedKeysAreRefused) {
+  ScriptCall call(set_.Get("s"));
+  call.Key("second", "k2").Key("first", "k1").Arg("name", "n").Arg("count", 3).Rest("items", {});
+  auto command = call.Build();
+  ASSERT_FALSE(command.ok());
+  EXPECT_EQ(command.error().code, base::ErrorCode::kInternal);
+  EXPECT_NE(command.error().message.find("KEYS[1] is declared 'first'"), std::string::npos)
+      << command.error().message;
+}
+
+TEST_F(ScriptCallTest, SwappedOrMissingArgsAreRefused) {
+  ScriptCall swapped(set_.Get("s"));
+  swapped.Key("first", "a").Key("second", "b").Arg("count", 3).Arg("name", "n").Rest("items", {});
+  EXPECT_FALSE(swapped.Build().ok());
+
+  ScriptCall missing(set_.Get("s"));
+  missing.Key("first", "a").Key("second", "b").Arg("name", "n").Rest("items", {});
+  EXPECT_FALSE(missing.Build().ok());
+
+  ScriptCall no_rest(set_.Get("s"));
+  no_rest.Key("first", "a").Key("second", "b").Arg("name", "n").Arg("count", 1);
+  EXPECT_FALSE(no_rest.Build().ok());
+}
+
+}  // namespace
+}  // namespace flashsale::redis

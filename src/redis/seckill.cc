@@ -1,0 +1,277 @@
+#include "redis/seckill.h"
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <stdexcept>
+
+#include "base/ids.h"
+
+namespace flashsale::redis {
+
+namespace asio = boost::asio;
+using base::Error;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+// The script's reply as {code, ...}: an array whose first element is an integer.
+Result<int64_t> Code(const Script& script, ReplyView reply, size_t min_size) {
+  if (!reply.is_array() || reply.size() < std::max<size_t>(min_size, 1) || !reply[0].is_integer()) {
+    return MakeError(ErrorCode::kProtocol, "script {} returned {}, expected an array of {}+",
+                     script.name, reply.Describe(), min_size);
+  }
+  return reply[0].integer();
+}
+
+Result<int64_t> IntAt(const Script& script, ReplyView reply, size_t i) {
+  if (i >= reply.size() || !reply[i].is_integer()) {
+    return MakeError(ErrorCode::kProtocol, "script {}: element {} of the reply is not an integer",
+                     script.name, i);
+  }
+  return reply[i].integer();
+}
+
+// Sends the call and turns the reply into a T with `parse`, or passes the error on.
+template <typename T, typename Parse>
+void Run(ScriptRunner& runner, const ScriptCall& call, Handler<T> handler, Parse parse) {
+  runner.Eval(call, runner.connection().DefaultDeadline(),
+              ReplyHandler([handler = std::move(handler), parse](Result<Reply> reply) mutable {
+                Result<T> result = reply.ok() ? parse(*reply) : Result<T>(std::move(reply).error());
+                asio::dispatch(asio::append(std::move(handler), std::move(result)));
+              }));
+}
+
+template <typename T>
+void Reject(ScriptRunner& runner, Handler<T> handler, Error error) {
+  asio::post(runner.connection().executor(),
+             asio::append(std::move(handler), Result<T>(std::move(error))));
+}
+
+Error BadActivityId(std::string_view id) {
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "activity id '{}' must be 1-64 characters of [A-Za-z0-9_-]", id);
+}
+
+}  // namespace
+
+SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activity_id) {
+  const std::string prefix = fmt::format("{}:seckill:{{{}}}:", key_namespace, activity_id);
+  meta_ = prefix + "meta";
+  stock_ = prefix + "stock";
+  items_ = prefix + "items";
+  buyers_ = prefix + "buyers";
+  orders_ = prefix + "orders";
+  stream_ = prefix + "stream";
+}
+
+SeckillScripts::SeckillScripts(ScriptRunner& runner, std::string key_namespace)
+    : runner_(runner),
+      namespace_(std::move(key_namespace)),
+      setup_(runner.scripts().Get("seckill_setup")),
+      reserve_(runner.scripts().Get("seckill_reserve")),
+      release_(runner.scripts().Get("seckill_release")),
+      add_stock_(runner.scripts().Get("seckill_add_stock")),
+      status_(runner.scripts().Get("seckill_status")) {
+  if (!base::IsValidId(namespace_) || namespace_.find(':') != std::string::npos) {
+    throw std::invalid_argument("key namespace '" + namespace_ +
+                                "' must be 1-64 characters of [A-Za-z0-9_.@-]");
+  }
+}
+
+void SeckillScripts::Setup(const core::SeckillActivity& activity, Handler<SetupResult> handler) {
+  if (auto valid = core::Validate(activity); !valid) {
+    return Reject(runner_, std::move(handler), valid.error());
+  }
+  const SeckillKeys keys(namespace_, activity.id);
+  ScriptCall call(setup_);
+  call.Key("meta", keys.meta())
+      .Key("stock", keys.stock())
+      .Key("items", keys.items())
+      .Arg("start_ms", activity.start_ms)
+      .Arg("end_ms", activity.end_ms)
+      .Arg("per_user_limit", activity.per_user_limit)
+      .Arg("state", activity.open ? "open" : "closed")
+      .Arg("kind", core::ToString(activity.kind))
+      .Arg("units", activity.InitialUnits())
+      .Rest("items", activity.items);
+  Run<SetupResult>(runner_, call, std::move(handler),
+                   [&script = setup_](ReplyView reply) -> Result<SetupResult> {
+                     auto code = Code(script, reply, 2);
+                     if (!code) return std::move(code).error();
+                     auto version = IntAt(script, reply, 1);
+                     if (!version) return std::move(version).error();
+                     return SetupResult{*code == 1, *version};
+                   });
+}
+
+void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
+                             Handler<Reservation> handler) {
+  if (!core::IsValidActivityId(activity_id)) {
+    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
+  }
+  if (auto valid = core::ValidatePurchase(request.user_id, request.quantity); !valid) {
+    return Reject(runner_, std::move(handler), valid.error());
+  }
+  if (!base::IsValidId(request.order_id)) {
+    return Reject(
+        runner_, std::move(handler),
+        MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id));
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  ScriptCall call(reserve_);
+  call.Key("meta", keys.meta())
+      .Key("stock", keys.stock())
+      .Key("items", keys.items())
+      .Key("buyers", keys.buyers())
+      .Key("orders", keys.orders())
+      .Key("stream", keys.stream())
+      .Arg("order_id", request.order_id)
+      .Arg("user_id", request.user_id)
+      .Arg("quantity", request.quantity)
+      .Arg("now_ms", request.now_ms);
+  Run<Reservation>(runner_, call, std::move(handler),
+                   [&script = reserve_](ReplyView reply) -> Result<Reservation> {
+                     auto code = Code(script, reply, 1);
+                     if (!code) return std::move(code).error();
+                     auto outcome = core::OutcomeFromCode(*code);
+                     if (!outcome) {
+                       return MakeError(ErrorCode::kProtocol, "script {} returned unknown code {}",
+                                        script.name, *code);
+                     }
+                     Reservation reservation;
+                     reservation.outcome = *outcome;
+                     if (*outcome == core::Outcome::kReserved) {
+                       auto replayed = IntAt(script, reply, 1);
+                       auto remaining = IntAt(script, reply, 2);
+                       if (!replayed) return std::move(replayed).error();
+                       if (!remaining) return std::move(remaining).error();
+                       reservation.replayed = *replayed == 1;
+                       reservation.remaining = *remaining;
+                       for (size_t i = 3; i < reply.size(); ++i) {
+                         reservation.items.emplace_back(reply[i].str());
+                       }
+                     } else if (*outcome == core::Outcome::kLimitReached && reply.size() > 1) {
+                       auto bought = IntAt(script, reply, 1);
+                       if (!bought) return std::move(bought).error();
+                       reservation.bought = *bought;
+                     }
+                     return reservation;
+                   });
+}
+
+void SeckillScripts::Release(std::string_view activity_id, std::string_view order_id,
+                             Handler<ReleaseResult> handler) {
+  if (!core::IsValidActivityId(activity_id)) {
+    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
+  }
+  if (!base::IsValidId(order_id)) {
+    return Reject(runner_, std::move(handler),
+                  MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", order_id));
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  ScriptCall call(release_);
+  call.Key("meta", keys.meta())
+      .Key("stock", keys.stock())
+      .Key("items", keys.items())
+      .Key("buyers", keys.buyers())
+      .Key("orders", keys.orders())
+      .Arg("order_id", order_id);
+  Run<ReleaseResult>(runner_, call, std::move(handler),
+                     [&script = release_](ReplyView reply) -> Result<ReleaseResult> {
+                       auto code = Code(script, reply, 1);
+                       if (!code) return std::move(code).error();
+                       if (*code < -1 || *code > 1) {
+                         return MakeError(ErrorCode::kProtocol, "script {} returned code {}",
+                                          script.name, *code);
+                       }
+                       ReleaseResult release{static_cast<ReleaseOutcome>(*code), 0};
+                       if (*code == 1) {
+                         auto quantity = IntAt(script, reply, 1);
+                         if (!quantity) return std::move(quantity).error();
+                         release.quantity = *quantity;
+                       }
+                       return release;
+                     });
+}
+
+void SeckillScripts::AddStock(std::string_view activity_id, int64_t units,
+                              std::span<const std::string> items, Handler<AddStockResult> handler) {
+  if (!core::IsValidActivityId(activity_id)) {
+    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
+  }
+  const bool itemised = !items.empty();
+  if (units < 1 || (itemised && static_cast<int64_t>(items.size()) != units)) {
+    return Reject(
+        runner_, std::move(handler),
+        MakeError(ErrorCode::kInvalidArgument,
+                  "add {} units: must be >= 1 and, for item ids, one id per unit", units));
+  }
+  for (const auto& item : items) {
+    if (!base::IsValidId(item)) {
+      return Reject(runner_, std::move(handler),
+                    MakeError(ErrorCode::kInvalidArgument, "item id '{}' is not valid", item));
+    }
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  ScriptCall call(add_stock_);
+  call.Key("meta", keys.meta())
+      .Key("stock", keys.stock())
+      .Key("items", keys.items())
+      .Arg("units", units)
+      .Rest("items", items);
+  Run<AddStockResult>(runner_, call, std::move(handler),
+                      [&script = add_stock_](ReplyView reply) -> Result<AddStockResult> {
+                        auto code = Code(script, reply, 1);
+                        if (!code) return std::move(code).error();
+                        if (*code != 1) return AddStockResult{};
+                        auto remaining = IntAt(script, reply, 1);
+                        auto version = IntAt(script, reply, 2);
+                        if (!remaining) return std::move(remaining).error();
+                        if (!version) return std::move(version).error();
+                        return AddStockResult{true, *remaining, *version};
+                      });
+}
+
+void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus> handler) {
+  if (!core::IsValidActivityId(activity_id)) {
+    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  ScriptCall call(status_);
+  call.Key("meta", keys.meta())
+      .Key("stock", keys.stock())
+      .Key("items", keys.items())
+      .Key("buyers", keys.buyers())
+      .Key("orders", keys.orders())
+      .Key("stream", keys.stream());
+  Run<ActivityStatus>(
+      runner_, call, std::move(handler),
+      [&script = status_](ReplyView reply) -> Result<ActivityStatus> {
+        auto code = Code(script, reply, 1);
+        if (!code) return std::move(code).error();
+        ActivityStatus status;
+        if (*code != 1) return status;
+        if (reply.size() != 14 || !reply[1].is_string() || !reply[2].is_string()) {
+          return MakeError(ErrorCode::kProtocol, "script {} returned {} elements, expected 14",
+                           script.name, reply.size());
+        }
+        status.found = true;
+        status.state = reply[1].str();
+        status.kind = reply[2].str();
+        int64_t* fields[] = {&status.start_ms, &status.end_ms,    &status.per_user_limit,
+                             &status.total,    &status.reserved,  &status.released,
+                             &status.version,  &status.remaining, &status.stream_length,
+                             &status.orders,   &status.buyers};
+        for (size_t i = 0; i < std::size(fields); ++i) {
+          auto value = IntAt(script, reply, 3 + i);
+          if (!value) return std::move(value).error();
+          *fields[i] = *value;
+        }
+        return status;
+      });
+}
+
+}  // namespace flashsale::redis

@@ -1,0 +1,159 @@
+#pragma once
+// Typed bindings of the seckill scripts (src/redis/lua/seckill_*.lua) and the key layout of one
+// activity. The binding is the only code that knows a script's KEYS and ARGV; callers pass named
+// fields and get typed results.
+//
+// Key layout (DESIGN.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
+// activity in one Redis Cluster slot, so a script may touch all of its keys.
+//   meta    hash    state, window, per-user limit, kind, total/reserved/released, version
+//   stock   string  remaining units (counted stock)
+//   items   list    remaining item ids (itemised stock)
+//   buyers  hash    user id -> units held
+//   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released)
+//   stream  stream  the order intents: the outbox the order pipeline persists
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "core/activity.h"
+#include "core/outcome.h"
+#include "redis/scripts.h"
+
+namespace flashsale::redis {
+
+class SeckillKeys {
+ public:
+  SeckillKeys(std::string_view key_namespace, std::string_view activity_id);
+
+  const std::string& meta() const { return meta_; }
+  const std::string& stock() const { return stock_; }
+  const std::string& items() const { return items_; }
+  const std::string& buyers() const { return buyers_; }
+  const std::string& orders() const { return orders_; }
+  const std::string& stream() const { return stream_; }
+
+ private:
+  std::string meta_, stock_, items_, buyers_, orders_, stream_;
+};
+
+struct SetupResult {
+  bool loaded = false;  // true: this call loaded the stock; false: it was loaded before
+  int64_t version = 0;  // bumped on every change of the activity
+};
+
+struct ReserveRequest {
+  std::string_view order_id;  // unique per purchase; a retry with the same id is a replay
+  std::string_view user_id;
+  int64_t quantity = 1;
+  int64_t now_ms = 0;  // the caller's clock decides the window
+};
+
+struct Reservation {
+  core::Outcome outcome = core::Outcome::kUnknownActivity;
+  bool replayed = false;           // kReserved by an earlier call with the same order id
+  int64_t remaining = -1;          // kReserved: units left after this reservation
+  int64_t bought = 0;              // kLimitReached: units the user already holds
+  std::vector<std::string> items;  // kReserved, itemised stock: the item ids taken
+};
+
+enum class ReleaseOutcome { kReleased = 1, kAlreadyReleased = 0, kUnknownOrder = -1 };
+struct ReleaseResult {
+  ReleaseOutcome outcome = ReleaseOutcome::kUnknownOrder;
+  int64_t quantity = 0;  // kReleased: units returned
+};
+
+struct AddStockResult {
+  bool found = false;  // false: the activity is not loaded
+  int64_t remaining = 0;
+  int64_t version = 0;
+};
+
+struct ActivityStatus {
+  bool found = false;
+  std::string state;  // "open" | "closed"
+  std::string kind;   // "counted" | "items"
+  int64_t start_ms = 0, end_ms = 0, per_user_limit = 0;
+  int64_t total = 0;     // units ever loaded or added
+  int64_t reserved = 0;  // units ever reserved
+  int64_t released = 0;  // units returned by release
+  int64_t version = 0;
+  int64_t remaining = 0;
+  int64_t stream_length = 0;
+  int64_t orders = 0;  // order records (reserved or released)
+  int64_t buyers = 0;  // users holding at least one unit
+};
+
+template <typename T>
+using Handler = boost::asio::any_completion_handler<void(base::Result<T>)>;
+
+class SeckillScripts {
+ public:
+  // `runner` must outlive this object; calls run on the runner's connection thread.
+  SeckillScripts(ScriptRunner& runner, std::string key_namespace);
+
+  void Setup(const core::SeckillActivity& activity, Handler<SetupResult> handler);
+  void Reserve(std::string_view activity_id, const ReserveRequest& request,
+               Handler<Reservation> handler);
+  void Release(std::string_view activity_id, std::string_view order_id,
+               Handler<ReleaseResult> handler);
+  void AddStock(std::string_view activity_id, int64_t units, std::span<const std::string> items,
+                Handler<AddStockResult> handler);
+  void Status(std::string_view activity_id, Handler<ActivityStatus> handler);
+
+  // Coroutine / completion-token forms. As with any Asio operation, the strings and the activity
+  // passed in must stay alive until the operation completes; the small values are copied.
+  template <typename Token>
+  auto AsyncSetup(const core::SeckillActivity& activity, Token&& token) {
+    return Initiate<SetupResult>(token, [this, a = &activity](auto h) { Setup(*a, std::move(h)); });
+  }
+  template <typename Token>
+  auto AsyncReserve(std::string_view activity_id, const ReserveRequest& request, Token&& token) {
+    return Initiate<Reservation>(token, [this, activity_id, request](auto h) {
+      Reserve(activity_id, request, std::move(h));
+    });
+  }
+  template <typename Token>
+  auto AsyncRelease(std::string_view activity_id, std::string_view order_id, Token&& token) {
+    return Initiate<ReleaseResult>(token, [this, activity_id, order_id](auto h) {
+      Release(activity_id, order_id, std::move(h));
+    });
+  }
+  template <typename Token>
+  auto AsyncAddStock(std::string_view activity_id, int64_t units,
+                     std::span<const std::string> items, Token&& token) {
+    return Initiate<AddStockResult>(token, [this, activity_id, units, items](auto h) {
+      AddStock(activity_id, units, items, std::move(h));
+    });
+  }
+  template <typename Token>
+  auto AsyncStatus(std::string_view activity_id, Token&& token) {
+    return Initiate<ActivityStatus>(
+        token, [this, activity_id](auto h) { Status(activity_id, std::move(h)); });
+  }
+
+  const std::string& key_namespace() const { return namespace_; }
+
+ private:
+  // `start` captures by value: with use_awaitable the initiation runs only when the awaitable is
+  // awaited, after the Async* call has returned.
+  template <typename T, typename Token, typename Start>
+  static auto Initiate(Token& token, Start start) {
+    return boost::asio::async_initiate<Token, void(base::Result<T>)>(
+        [](auto handler, Start start) { start(Handler<T>(std::move(handler))); }, token, start);
+  }
+
+  ScriptRunner& runner_;
+  std::string namespace_;
+  const Script& setup_;
+  const Script& reserve_;
+  const Script& release_;
+  const Script& add_stock_;
+  const Script& status_;
+};
+
+}  // namespace flashsale::redis

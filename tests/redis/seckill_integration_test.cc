@@ -1,0 +1,243 @@
+// The seckill scripts on a real redis-server: every outcome code, the window's edges, per-user
+// limits above 1, itemised stock, setup idempotence, release-once and the replay of an order id.
+
+#include <set>
+
+#include "redis/seckill_fixture.h"
+
+namespace flashsale::redis {
+namespace {
+
+using core::Outcome;
+using testing::SeckillFixture;
+
+class SeckillTest : public SeckillFixture {
+ protected:
+  // The stream's entries as field maps, oldest first.
+  std::vector<std::map<std::string, std::string>> StreamEntries(const std::string& activity) {
+    auto reply = server_->Command({"XRANGE", Keys(activity).stream(), "-", "+"});
+    std::vector<std::map<std::string, std::string>> entries;
+    for (size_t i = 0; i < reply->elements; ++i) {
+      const redisReply* fields = reply->element[i]->element[1];
+      std::map<std::string, std::string> entry;
+      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+        entry[fields->element[f]->str] = fields->element[f + 1]->str;
+      }
+      entries.push_back(std::move(entry));
+    }
+    return entries;
+  }
+};
+
+TEST_F(SeckillTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
+  auto first = Setup(Activity("phone", 5));
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_TRUE(first->loaded);
+  EXPECT_EQ(first->version, 1);
+  ASSERT_EQ(Reserve("phone", "o1", "alice")->outcome, Outcome::kReserved);
+  ASSERT_EQ(Reserve("phone", "o2", "bob")->outcome, Outcome::kReserved);
+
+  // A prewarm rerun with a different definition: the window and limit change, stock does not.
+  auto changed = Activity("phone", 100, 2);
+  changed.end_ms = 3000;
+  auto again = Setup(changed);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->loaded);
+  EXPECT_EQ(again->version, 2);
+  const auto status = Status("phone");
+  EXPECT_EQ(status.remaining, 3);
+  EXPECT_EQ(status.total, 5);
+  EXPECT_EQ(status.reserved, 2);
+  EXPECT_EQ(status.end_ms, 3000);
+  EXPECT_EQ(status.per_user_limit, 2);
+  EXPECT_EQ(Reserve("phone", "o3", "alice", 1, 2500)->outcome, Outcome::kReserved);
+
+  // The stock kind of a loaded activity cannot change.
+  auto itemised = Activity("phone", 0);
+  itemised.kind = core::StockKind::kItemised;
+  itemised.items = {"A"};
+  auto refused = Setup(itemised);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, base::ErrorCode::kRemote);
+  EXPECT_NE(refused.error().message.find("kind"), std::string::npos);
+  EXPECT_EQ(Status("phone").remaining, 2);
+}
+
+TEST_F(SeckillTest, EveryOutcomeCode) {
+  ASSERT_TRUE(Setup(Activity("a", 1)).ok());
+  auto reserved = Reserve("a", "o1", "alice");
+  ASSERT_TRUE(reserved.ok()) << reserved.error().ToString();
+  EXPECT_EQ(reserved->outcome, Outcome::kReserved);
+  EXPECT_FALSE(reserved->replayed);
+  EXPECT_EQ(reserved->remaining, 0);
+
+  auto limit = Reserve("a", "o2", "alice");
+  EXPECT_EQ(limit->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(limit->bought, 1);
+  EXPECT_EQ(Reserve("a", "o3", "bob")->outcome, Outcome::kSoldOut);
+  EXPECT_EQ(Reserve("a", "o4", "bob", 1, 999)->outcome, Outcome::kNotStarted);
+  EXPECT_EQ(Reserve("a", "o5", "bob", 1, 2000)->outcome, Outcome::kEnded);
+  EXPECT_EQ(Reserve("nope", "o6", "bob")->outcome, Outcome::kUnknownActivity);
+  EXPECT_EQ(Reserve("a", "o1", "mallory")->outcome, Outcome::kConflict);
+
+  auto closed = Activity("b", 10);
+  closed.open = false;
+  ASSERT_TRUE(Setup(closed).ok());
+  EXPECT_EQ(Reserve("b", "o7", "bob")->outcome, Outcome::kClosed);
+  EXPECT_EQ(Status("b").remaining, 10);
+
+  // Only the one reservation left a trace.
+  EXPECT_EQ(StreamEntries("a").size(), 1u);
+  EXPECT_EQ(StreamEntries("b").size(), 0u);
+}
+
+TEST_F(SeckillTest, WindowEdges) {
+  ASSERT_TRUE(Setup(Activity("w", 10)).ok());
+  EXPECT_EQ(Reserve("w", "o1", "u1", 1, 999)->outcome, Outcome::kNotStarted);
+  EXPECT_EQ(Reserve("w", "o2", "u2", 1, 1000)->outcome, Outcome::kReserved);
+  EXPECT_EQ(Reserve("w", "o3", "u3", 1, 1999)->outcome, Outcome::kReserved);
+  EXPECT_EQ(Reserve("w", "o4", "u4", 1, 2000)->outcome, Outcome::kEnded);
+  EXPECT_EQ(Status("w").remaining, 8);
+}
+
+TEST_F(SeckillTest, PerUserLimitAboveOne) {
+  ASSERT_TRUE(Setup(Activity("l", 100, 3)).ok());
+  EXPECT_EQ(Reserve("l", "o1", "alice", 1)->outcome, Outcome::kReserved);
+  EXPECT_EQ(Reserve("l", "o2", "alice", 2)->outcome, Outcome::kReserved);
+  auto over = Reserve("l", "o3", "alice", 1);
+  EXPECT_EQ(over->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(over->bought, 3);
+  EXPECT_EQ(Reserve("l", "o4", "bob", 4)->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(Reserve("l", "o5", "bob", 3)->outcome, Outcome::kReserved);
+  EXPECT_EQ(server_->Integer({"HGET", Keys("l").buyers(), "alice"}), 3);
+  EXPECT_EQ(server_->Integer({"HGET", Keys("l").buyers(), "bob"}), 3);
+  EXPECT_EQ(Status("l").remaining, 94);
+}
+
+TEST_F(SeckillTest, NotEnoughStockForTheQuantityIsSoldOut) {
+  ASSERT_TRUE(Setup(Activity("q", 2, 5)).ok());
+  EXPECT_EQ(Reserve("q", "o1", "alice", 3)->outcome, Outcome::kSoldOut);
+  EXPECT_EQ(Reserve("q", "o2", "alice", 2)->outcome, Outcome::kReserved);
+  EXPECT_EQ(Status("q").remaining, 0);
+}
+
+TEST_F(SeckillTest, ItemisedStockHandsOutEachItemOnceAndRecordsIt) {
+  auto coupons = Activity("coupons", 0, 2);
+  coupons.kind = core::StockKind::kItemised;
+  coupons.items = {"C1", "C2", "C3", "C4", "C5", "C6"};
+  ASSERT_TRUE(Setup(coupons).ok());
+
+  auto two = Reserve("coupons", "o1", "alice", 2);
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->outcome, Outcome::kReserved);
+  EXPECT_EQ(two->items, (std::vector<std::string>{"C1", "C2"}));
+  EXPECT_EQ(two->remaining, 4);
+  auto entries = StreamEntries("coupons");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0]["order_id"], "o1");
+  EXPECT_EQ(entries[0]["user_id"], "alice");
+  EXPECT_EQ(entries[0]["quantity"], "2");
+  EXPECT_EQ(entries[0]["items"], "C1 C2");
+  EXPECT_EQ(entries[0]["ts"], "1500");
+
+  std::multiset<std::string> handed(two->items.begin(), two->items.end());
+  for (const char* user : {"bob", "carol", "dave"}) {
+    auto one = Reserve("coupons", std::string("o-") + user, user);
+    ASSERT_EQ(one->outcome, Outcome::kReserved);
+    ASSERT_EQ(one->items.size(), 1u);
+    handed.insert(one->items[0]);
+  }
+  EXPECT_EQ(Reserve("coupons", "o-erin", "erin", 2)->outcome, Outcome::kSoldOut);
+  handed.insert(Reserve("coupons", "o-erin2", "erin", 1)->items.at(0));
+  EXPECT_EQ(Reserve("coupons", "o-frank", "frank")->outcome, Outcome::kSoldOut);
+  // Every coupon handed out exactly once: none lost, none twice (S0-1).
+  EXPECT_EQ(handed, (std::multiset<std::string>{"C1", "C2", "C3", "C4", "C5", "C6"}));
+
+  // Released coupons go back to the list and can be sold again.
+  auto released = Release("coupons", "o1");
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(released->outcome, ReleaseOutcome::kReleased);
+  EXPECT_EQ(released->quantity, 2);
+  EXPECT_EQ(Status("coupons").remaining, 2);
+  auto resold = Reserve("coupons", "o-frank2", "frank", 2);
+  EXPECT_EQ(resold->items, (std::vector<std::string>{"C1", "C2"}));
+}
+
+TEST_F(SeckillTest, ReleaseReturnsUnitsExactlyOnce) {
+  ASSERT_TRUE(Setup(Activity("r", 3)).ok());
+  ASSERT_EQ(Reserve("r", "o1", "alice")->outcome, Outcome::kReserved);
+  EXPECT_EQ(Status("r").remaining, 2);
+
+  auto first = Release("r", "o1");
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->outcome, ReleaseOutcome::kReleased);
+  EXPECT_EQ(Status("r").remaining, 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Release("r", "o1")->outcome, ReleaseOutcome::kAlreadyReleased);
+  }
+  EXPECT_EQ(Status("r").remaining, 3);
+  EXPECT_EQ(Release("r", "never")->outcome, ReleaseOutcome::kUnknownOrder);
+
+  const auto status = Status("r");
+  EXPECT_EQ(status.released, 1);
+  EXPECT_EQ(status.total, status.remaining + status.reserved - status.released);
+  // The released buyer may buy again.
+  EXPECT_EQ(Reserve("r", "o2", "alice")->outcome, Outcome::kReserved);
+}
+
+TEST_F(SeckillTest, SameOrderIdReplaysTheFirstResult) {
+  auto coupons = Activity("rep", 0, 3);
+  coupons.kind = core::StockKind::kItemised;
+  coupons.items = {"X1", "X2", "X3"};
+  ASSERT_TRUE(Setup(coupons).ok());
+  auto first = Reserve("rep", "o1", "alice", 2);
+  ASSERT_EQ(first->outcome, Outcome::kReserved);
+  for (int i = 0; i < 3; ++i) {
+    auto again = Reserve("rep", "o1", "alice", 2);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->outcome, Outcome::kReserved);
+    EXPECT_TRUE(again->replayed);
+    EXPECT_EQ(again->items, first->items);
+  }
+  const auto status = Status("rep");
+  EXPECT_EQ(status.remaining, 1);
+  EXPECT_EQ(status.reserved, 2);
+  EXPECT_EQ(status.stream_length, 1);
+}
+
+TEST_F(SeckillTest, AddStockReopensASoldOutSale) {
+  ASSERT_TRUE(Setup(Activity("add", 1)).ok());
+  ASSERT_EQ(Reserve("add", "o1", "alice")->outcome, Outcome::kReserved);
+  EXPECT_EQ(Reserve("add", "o2", "bob")->outcome, Outcome::kSoldOut);
+  auto added = AddStock("add", 2);
+  ASSERT_TRUE(added.ok()) << added.error().ToString();
+  EXPECT_TRUE(added->found);
+  EXPECT_EQ(added->remaining, 2);
+  EXPECT_EQ(added->version, 2);
+  EXPECT_EQ(Reserve("add", "o3", "bob")->outcome, Outcome::kReserved);
+  EXPECT_EQ(Status("add").total, 3);
+  EXPECT_FALSE(AddStock("missing", 1)->found);
+  // Counted stock takes no item ids.
+  EXPECT_FALSE(AddStock("add", 1, {"Z"}).ok());
+}
+
+TEST_F(SeckillTest, BadInputIsRefusedBeforeRedis) {
+  ASSERT_TRUE(Setup(Activity("in", 5)).ok());
+  const uint64_t sent = io_.Call([&] { return connection_->stats().commands; });
+  for (auto result : {Reserve("bad:id", "o1", "alice"), Reserve("in", "o1", "bad user"),
+                      Reserve("in", "o1", "alice", 0), Reserve("in", "o 1", "alice"),
+                      Reserve("in", "o1", "alice", core::kMaxQuantityPerPurchase + 1)}) {
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.error().code, base::ErrorCode::kInvalidArgument) << result.error().message;
+  }
+  EXPECT_EQ(io_.Call([&] { return connection_->stats().commands; }), sent);
+  auto invalid = Activity("in2", 5);
+  invalid.end_ms = 0;
+  EXPECT_EQ(Setup(invalid).error().code, base::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(Status("in").remaining, 5);
+}
+
+TEST_F(SeckillTest, StatusOfUnknownActivity) { EXPECT_FALSE(Status("ghost").found); }
+
+}  // namespace
+}  // namespace flashsale::redis

@@ -1,0 +1,235 @@
+#include "support/redis_server.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace flashsale::testing {
+namespace {
+
+uint16_t FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("could not find a free loopback port");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Waits for a child, giving up after `timeout`; true when it was reaped.
+bool Reap(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid || done < 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string UniqueNamespace() {
+  std::random_device device;
+  return fmt::format("t{:06x}{:06x}", device() & 0xFFFFFF, device() & 0xFFFFFF);
+}
+
+RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)) {
+  std::string templ = (std::filesystem::temp_directory_path() / "flashsale-redis-XXXXXX").string();
+  if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = templ;
+  socket_path_ = dir_ + "/redis.sock";
+  // A port found free can be taken before redis binds it; try a few.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    port_ = FreeLoopbackPort();
+    Spawn();
+    if (WaitReady(std::chrono::seconds(10))) return;
+    Kill();
+  }
+  throw std::runtime_error("redis-server did not start; its log:\n" +
+                           ReadFile(dir_ + "/redis.log"));
+}
+
+RedisServer::~RedisServer() {
+  Stop();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string RedisServer::tcp_url() const { return fmt::format("redis://127.0.0.1:{}", port_); }
+std::string RedisServer::unix_url() const { return "unix://" + socket_path_; }
+
+void RedisServer::Spawn() {
+  std::vector<std::string> args = {"redis-server",
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--unixsocket",
+                                   socket_path_,
+                                   "--unixsocketperm",
+                                   "700",
+                                   "--dir",
+                                   dir_,
+                                   "--logfile",
+                                   dir_ + "/redis.log",
+                                   "--save",
+                                   "",
+                                   "--daemonize",
+                                   "no",
+                                   "--appendonly",
+                                   options_.appendonly ? "yes" : "no",
+                                   "--appendfsync",
+                                   options_.appendfsync};
+  if (!options_.requirepass.empty()) {
+    args.insert(args.end(), {"--requirepass", options_.requirepass});
+  }
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    ::dup2(null_fd, STDIN_FILENO);
+    ::dup2(null_fd, STDOUT_FILENO);
+    ::execvp("redis-server", argv.data());
+    // Only reached when redis-server is missing: say so where the test will look.
+    std::ofstream(dir_ + "/redis.log") << "exec redis-server failed: is redis-server installed? "
+                                          "(scripts/install-deps.sh)\n";
+    ::_exit(127);
+  }
+  pid_ = pid;
+}
+
+bool RedisServer::WaitReady(std::chrono::milliseconds timeout) const {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) return false;  // exited
+    timeval tv{0, 200000};
+    redisContext* context = redisConnectUnixWithTimeout(socket_path_.c_str(), tv);
+    if (context != nullptr && context->err == 0) {
+      if (!options_.requirepass.empty()) {
+        freeReplyObject(redisCommand(context, "AUTH %s", options_.requirepass.c_str()));
+      }
+      auto* reply = static_cast<redisReply*>(redisCommand(context, "PING"));
+      const bool ok = reply != nullptr && reply->type == REDIS_REPLY_STATUS;
+      if (reply != nullptr) freeReplyObject(reply);
+      redisFree(context);
+      if (ok) return true;
+    } else if (context != nullptr) {
+      redisFree(context);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+void RedisServer::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGCONT);
+  ::kill(pid_, SIGKILL);
+  Reap(pid_, std::chrono::seconds(10));
+  pid_ = -1;
+}
+
+void RedisServer::Start() {
+  if (pid_ > 0) throw std::logic_error("redis-server is already running");
+  Spawn();
+  if (!WaitReady(std::chrono::seconds(20))) {
+    throw std::runtime_error("redis-server did not restart; its log:\n" +
+                             ReadFile(dir_ + "/redis.log"));
+  }
+}
+
+void RedisServer::Stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGCONT);
+  ::kill(pid_, SIGTERM);
+  if (!Reap(pid_, std::chrono::seconds(10))) {
+    ::kill(pid_, SIGKILL);
+    Reap(pid_, std::chrono::seconds(5));
+  }
+  pid_ = -1;
+}
+
+void RedisServer::Pause() { ::kill(pid_, SIGSTOP); }
+void RedisServer::Resume() { ::kill(pid_, SIGCONT); }
+
+SyncReply RedisServer::Command(const std::vector<std::string>& args) const {
+  timeval tv{10, 0};
+  redisContext* context = redisConnectUnixWithTimeout(socket_path_.c_str(), tv);
+  if (context == nullptr || context->err != 0) {
+    std::string error = context != nullptr ? context->errstr : "out of memory";
+    if (context != nullptr) redisFree(context);
+    throw std::runtime_error("test redis connect failed: " + error);
+  }
+  redisSetTimeout(context, tv);
+  if (!options_.requirepass.empty()) {
+    freeReplyObject(redisCommand(context, "AUTH %s", options_.requirepass.c_str()));
+  }
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& arg : args) {
+    argv.push_back(arg.data());
+    lens.push_back(arg.size());
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(context, static_cast<int>(args.size()), argv.data(), lens.data()));
+  std::string error = context->errstr;
+  redisFree(context);
+  if (reply == nullptr) throw std::runtime_error("test redis command failed: " + error);
+  return SyncReply(reply);
+}
+
+SyncReply RedisServer::Command(std::initializer_list<std::string_view> args) const {
+  std::vector<std::string> copy(args.begin(), args.end());
+  return Command(copy);
+}
+
+int64_t RedisServer::Integer(std::initializer_list<std::string_view> args) const {
+  auto reply = Command(args);
+  if (reply->type == REDIS_REPLY_INTEGER) return reply->integer;
+  if (reply->type == REDIS_REPLY_STRING) return std::stoll(std::string(reply->str, reply->len));
+  throw std::runtime_error("expected an integer reply");
+}
+
+std::string RedisServer::String(std::initializer_list<std::string_view> args) const {
+  auto reply = Command(args);
+  if (reply->str == nullptr) return {};
+  return std::string(reply->str, reply->len);
+}
+
+}  // namespace flashsale::testing
