@@ -121,6 +121,7 @@ ScriptCall::ScriptCall(const Script& script) : script_(script) {}
 ScriptCall& ScriptCall::Key(std::string_view name, std::string_view key) {
   key_names_.push_back(name);
   keys_.push_back(key);
+  numkeys_ = IntArg(static_cast<int64_t>(keys_.size()));
   return *this;
 }
 
@@ -140,7 +141,7 @@ ScriptCall& ScriptCall::Rest(std::string_view name, std::span<const std::string>
   return *this;
 }
 
-Result<Command> ScriptCall::Build() const {
+Result<std::vector<std::string_view>> ScriptCall::BuildArgv() const {
   auto mismatch = [&](std::string_view what, size_t i, std::string_view declared,
                       std::string_view given) {
     return MakeError(ErrorCode::kInternal,
@@ -176,16 +177,21 @@ Result<Command> ScriptCall::Build() const {
                      rest_name_);
   }
 
-  const IntArg numkeys(static_cast<int64_t>(keys_.size()));
-  std::vector<std::string_view> argv;
-  argv.reserve(3 + keys_.size() + args_.size() + rest_.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(script_.sha1);
-  argv.push_back(numkeys.view());
-  argv.insert(argv.end(), keys_.begin(), keys_.end());
-  argv.insert(argv.end(), args_.begin(), args_.end());
-  for (const auto& value : rest_) argv.push_back(value);
-  return Command(argv);
+  std::vector<std::string_view> args;
+  args.reserve(3 + keys_.size() + args_.size() + rest_.size());
+  args.push_back("EVALSHA");
+  args.push_back(script_.sha1);
+  args.push_back(numkeys_.view());
+  args.insert(args.end(), keys_.begin(), keys_.end());
+  args.insert(args.end(), args_.begin(), args_.end());
+  for (const auto& value : rest_) args.push_back(value);
+  return args;
+}
+
+Result<Command> ScriptCall::Build() const {
+  auto argv = BuildArgv();
+  if (!argv) return std::move(argv).error();
+  return Command(*argv);
 }
 
 ScriptRunner::ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts)

@@ -71,8 +71,11 @@ class ScriptCall {
   ScriptCall& Rest(std::string_view name, std::span<const std::string> values);
 
   const Script& script() const { return script_; }
-  // EVALSHA <sha> <numkeys> <keys...> <args...>, or kInternal if the names do not match the
-  // script's declaration.
+
+  // The arguments of EVALSHA <sha> <numkeys> <keys...> <args...>, pointing into this call and
+  // the values it was given; kInternal if the names given do not match the script's declaration.
+  base::Result<std::vector<std::string_view>> BuildArgv() const;
+  // BuildArgv() formatted as a command.
   base::Result<Command> Build() const;
 
  private:
@@ -82,6 +85,7 @@ class ScriptCall {
   std::vector<std::string_view> keys_;
   std::vector<std::string_view> args_;
   std::deque<IntArg> ints_;  // storage for integer arguments (stable addresses)
+  IntArg numkeys_{0};
   std::string_view rest_name_;
   std::span<const std::string> rest_;
 };
