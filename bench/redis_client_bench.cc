@@ -88,11 +88,10 @@ struct Client {
     if (!loaded->ok()) return *loaded;
     const core::SeckillActivity activity = HotActivity();
     std::optional<base::Status> status;
-    scripts->Setup(activity, redis::Handler<redis::SetupResult>(
-                                 [&](base::Result<redis::SetupResult> result) {
-                                   status = result.ok() ? base::Status()
-                                                        : base::Status(result.error());
-                                 }));
+    scripts->Setup(activity,
+                   redis::Handler<redis::SetupResult>([&](base::Result<redis::SetupResult> result) {
+                     status = result.ok() ? base::Status() : base::Status(result.error());
+                   }));
     RunUntil([&] { return status.has_value(); });
     return *status;
   }
@@ -123,16 +122,15 @@ void BM_PipelinedReserve(benchmark::State& state) {
           .order_id = order, .user_id = user, .quantity = 1, .now_ms = kNowMs};
       client.scripts->Reserve(
           kActivity, request,
-          redis::Handler<redis::Reservation>(
-              [&](base::Result<redis::Reservation> result) {
-                ++completed;
-                if (!result.ok()) {
-                  ++errors;
-                } else if (result->outcome != core::Outcome::kReserved) {
-                  ++not_reserved;
-                }
-                if (issued < kBatch) issue();
-              }));
+          redis::Handler<redis::Reservation>([&](base::Result<redis::Reservation> result) {
+            ++completed;
+            if (!result.ok()) {
+              ++errors;
+            } else if (result->outcome != core::Outcome::kReserved) {
+              ++not_reserved;
+            }
+            if (issued < kBatch) issue();
+          }));
     };
     for (int64_t i = 0; i < in_flight && issued < kBatch; ++i) issue();
     client.RunUntil([&] { return completed == kBatch; });
@@ -143,7 +141,8 @@ void BM_PipelinedReserve(benchmark::State& state) {
   state.counters["not_reserved"] = static_cast<double>(not_reserved);
   const auto& stats = client.connection->stats();
   state.counters["cmds_per_write"] =
-      stats.writes == 0 ? 0.0 : static_cast<double>(stats.commands) / static_cast<double>(stats.writes);
+      stats.writes == 0 ? 0.0
+                        : static_cast<double>(stats.commands) / static_cast<double>(stats.writes);
   client.connection->Stop();
   client.io.run();
 }

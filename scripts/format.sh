@@ -3,7 +3,7 @@
 # .clang-format. CI runs the check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.cc' '*.h')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h')
 [ ${#files[@]} -gt 0 ] || exit 0
 if [ "${1:-}" = "--check" ]; then
   clang-format --dry-run --Werror "${files[@]}"
