@@ -23,7 +23,7 @@ using GenericEndpoint = asio::generic::stream_protocol::endpoint;
 
 namespace {
 
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadChunk = size_t{64} * 1024;
 
 // Runs a handler through its associated executor: inline when that is the current thread (the
 // common case: the caller is a coroutine or callback on this connection's thread).
