@@ -8,6 +8,8 @@ std::string_view ToString(ErrorCode code) {
       return "invalid argument";
     case ErrorCode::kNotFound:
       return "not found";
+    case ErrorCode::kAlreadyExists:
+      return "already exists";
     case ErrorCode::kUnavailable:
       return "unavailable";
     case ErrorCode::kUnknownOutcome:

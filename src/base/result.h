@@ -16,6 +16,7 @@ namespace flashsale::base {
 enum class ErrorCode {
   kInvalidArgument,    // the caller's input is wrong; the same call fails again
   kNotFound,           // the thing asked for does not exist
+  kAlreadyExists,      // the thing to create exists already
   kUnavailable,        // a dependency could not be reached; the operation did NOT happen
   kUnknownOutcome,     // sent, but no reply came: the operation may or may not have happened
   kRemote,             // the dependency answered with an error (e.g. a Redis error reply)

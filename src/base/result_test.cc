@@ -39,9 +39,10 @@ TEST(ResultTest, StatusIsOkByDefault) {
 }
 
 TEST(ResultTest, EveryCodeHasAName) {
-  for (auto code : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kUnavailable,
-                    ErrorCode::kUnknownOutcome, ErrorCode::kRemote, ErrorCode::kProtocol,
-                    ErrorCode::kResourceExhausted, ErrorCode::kCancelled, ErrorCode::kInternal}) {
+  for (auto code : {ErrorCode::kInvalidArgument, ErrorCode::kNotFound, ErrorCode::kAlreadyExists,
+                    ErrorCode::kUnavailable, ErrorCode::kUnknownOutcome, ErrorCode::kRemote,
+                    ErrorCode::kProtocol, ErrorCode::kResourceExhausted, ErrorCode::kCancelled,
+                    ErrorCode::kInternal}) {
     EXPECT_NE(ToString(code), "unknown error code");
   }
 }

@@ -37,6 +37,18 @@ base::Status Validate(const SeckillActivity& a) {
                      "activity '{}': window [{}, {}) must be non-empty and start at or after 0",
                      a.id, a.start_ms, a.end_ms);
   }
+  if (a.title.size() > 200) {
+    return MakeError(ErrorCode::kInvalidArgument, "activity '{}': title is over 200 bytes", a.id);
+  }
+  for (const auto& [name, rate] :
+       {std::pair{"user_rate", &a.user_rate}, std::pair{"address_rate", &a.address_rate}}) {
+    if (rate->per_second < 0 || rate->per_second > 1e6 || rate->burst < 1 ||
+        rate->burst > 1'000'000) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "activity '{}': {} needs 0 <= per_second <= 1e6 and 1 <= burst <= 1e6", a.id,
+                       name);
+    }
+  }
   if (a.per_user_limit < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': per-user limit {} must be >= 1",
                      a.id, a.per_user_limit);

@@ -20,8 +20,16 @@ std::string_view ToString(StockKind kind);  // "counted" | "items"
 
 enum class WindowPosition { kBefore, kOpen, kAfter };
 
+// A GCRA rate: `per_second` requests on average, bursts of up to `burst`. Off when per_second is 0.
+struct RateLimit {
+  double per_second = 0;
+  int64_t burst = 1;
+  bool enabled() const { return per_second > 0; }
+};
+
 struct SeckillActivity {
   std::string id;
+  std::string title;     // for people; 0-200 bytes, not interpreted
   int64_t start_ms = 0;  // sales open at start_ms (inclusive) ...
   int64_t end_ms = 0;    // ... and close at end_ms (exclusive)
   int64_t per_user_limit = 1;
@@ -29,6 +37,8 @@ struct SeckillActivity {
   StockKind kind = StockKind::kCounted;
   int64_t stock = 0;               // kCounted: the number of units
   std::vector<std::string> items;  // kItemised: the distinct item ids
+  RateLimit user_rate;             // per user of this activity; off by default
+  RateLimit address_rate;          // per client address; off by default
 
   // Where `now_ms` falls in [start_ms, end_ms).
   WindowPosition PositionAt(int64_t now_ms) const;

@@ -1,0 +1,406 @@
+#include "store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <array>
+
+namespace flashsale::store {
+
+using base::Error;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+constexpr int kBusyTimeoutMs = 5000;
+
+// Versioned migrations: step i brings the schema from version i to i + 1. Append only.
+constexpr std::array<std::string_view, 1> kMigrations = {
+    R"sql(
+CREATE TABLE activities (
+  id              TEXT PRIMARY KEY,
+  title           TEXT NOT NULL DEFAULT '',
+  kind            TEXT NOT NULL CHECK (kind IN ('counted', 'items')),
+  start_ms        INTEGER NOT NULL,
+  end_ms          INTEGER NOT NULL,
+  per_user_limit  INTEGER NOT NULL,
+  open            INTEGER NOT NULL,
+  total_units     INTEGER NOT NULL,
+  user_rate       REAL NOT NULL DEFAULT 0,
+  user_burst      INTEGER NOT NULL DEFAULT 1,
+  address_rate    REAL NOT NULL DEFAULT 0,
+  address_burst   INTEGER NOT NULL DEFAULT 1,
+  version         INTEGER NOT NULL,
+  created_ms      INTEGER NOT NULL,
+  updated_ms      INTEGER NOT NULL
+);
+CREATE TABLE activity_items (
+  activity_id     TEXT NOT NULL REFERENCES activities(id),
+  item_id         TEXT NOT NULL,
+  added_ms        INTEGER NOT NULL,
+  PRIMARY KEY (activity_id, item_id)
+);
+)sql",
+};
+
+ErrorCode CodeFor(int rc) {
+  switch (rc & 0xFF) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+      return ErrorCode::kUnavailable;
+    case SQLITE_CONSTRAINT:
+      return ErrorCode::kAlreadyExists;
+    default:
+      return ErrorCode::kInternal;
+  }
+}
+
+Error SqliteError(sqlite3* db, int rc, std::string_view what) {
+  return MakeError(CodeFor(rc), "sqlite {}: {}", what,
+                   db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+// A prepared statement; finalized on destruction.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, std::string_view sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& Bind(std::string_view text) {
+    Check(sqlite3_bind_text(stmt_, ++index_, text.data(), static_cast<int>(text.size()),
+                            SQLITE_TRANSIENT));
+    return *this;
+  }
+  Stmt& Bind(int64_t value) {
+    Check(sqlite3_bind_int64(stmt_, ++index_, value));
+    return *this;
+  }
+  Stmt& Bind(double value) {
+    Check(sqlite3_bind_double(stmt_, ++index_, value));
+    return *this;
+  }
+
+  // SQLITE_ROW, SQLITE_DONE, or an error (kept in the status).
+  Result<bool> Step(std::string_view what) {
+    if (rc_ != SQLITE_OK) return SqliteError(db_, rc_, what);
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteError(db_, rc, what);
+  }
+  base::Status Run(std::string_view what) {
+    auto step = Step(what);
+    if (!step.ok()) return std::move(step).error();
+    return {};
+  }
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    index_ = 0;
+  }
+
+  int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
+  double Double(int column) const { return sqlite3_column_double(stmt_, column); }
+  std::string Text(int column) const {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+    return text ? std::string(text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column)))
+                : std::string();
+  }
+
+ private:
+  void Check(int rc) {
+    if (rc != SQLITE_OK && rc_ == SQLITE_OK) rc_ = rc;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_OK;
+  int index_ = 0;
+};
+
+base::Status Exec(sqlite3* db, std::string_view sql, std::string_view what) {
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db, std::string(sql).c_str(), nullptr, nullptr, &message);
+  if (rc == SQLITE_OK) return {};
+  Error error = MakeError(CodeFor(rc), "sqlite {}: {}", what, message ? message : "");
+  sqlite3_free(message);
+  return error;
+}
+
+// BEGIN IMMEDIATE ... COMMIT; rolls back unless committed.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) { status_ = Exec(db, "BEGIN IMMEDIATE", "begin"); }
+  ~Transaction() {
+    if (status_.ok() && !done_) Exec(db_, "ROLLBACK", "rollback");
+  }
+  const base::Status& status() const { return status_; }
+  base::Status Commit() {
+    done_ = true;
+    return Exec(db_, "COMMIT", "commit");
+  }
+
+ private:
+  sqlite3* db_;
+  base::Status status_;
+  bool done_ = false;
+};
+
+constexpr std::string_view kSelectActivity =
+    "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
+    "user_burst, address_rate, address_burst, version, created_ms, updated_ms FROM activities";
+
+ActivityRecord ReadActivity(const Stmt& row) {
+  ActivityRecord record;
+  core::SeckillActivity& a = record.activity;
+  a.id = row.Text(0);
+  a.title = row.Text(1);
+  a.kind = row.Text(2) == "items" ? core::StockKind::kItemised : core::StockKind::kCounted;
+  a.start_ms = row.Int(3);
+  a.end_ms = row.Int(4);
+  a.per_user_limit = row.Int(5);
+  a.open = row.Int(6) != 0;
+  record.total_units = row.Int(7);
+  a.stock = a.kind == core::StockKind::kCounted ? record.total_units : 0;
+  a.user_rate = {row.Double(8), row.Int(9)};
+  a.address_rate = {row.Double(10), row.Int(11)};
+  record.version = row.Int(12);
+  record.created_ms = row.Int(13);
+  record.updated_ms = row.Int(14);
+  return record;
+}
+
+base::Status InsertItems(sqlite3* db, std::string_view activity_id,
+                         std::span<const std::string> items, int64_t now_ms) {
+  Stmt insert(db, "INSERT INTO activity_items (activity_id, item_id, added_ms) VALUES (?, ?, ?)");
+  for (const auto& item : items) {
+    insert.Reset();
+    if (auto run = insert.Bind(activity_id).Bind(item).Bind(now_ms).Run("insert item"); !run) {
+      if (run.error().code == ErrorCode::kAlreadyExists) {
+        return MakeError(ErrorCode::kAlreadyExists, "activity '{}' already has item '{}'",
+                         activity_id, item);
+      }
+      return run;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Error error = MakeError(ErrorCode::kUnavailable, "open sqlite database {}: {}", path,
+                            db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return error;
+  }
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, path));
+  // WAL: readers do not block the writer; NORMAL sync is durable across process crashes (a power
+  // loss may lose the last transactions, which the order stream still holds).
+  for (std::string_view pragma :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
+    if (auto status = Exec(db, pragma, pragma); !status) return std::move(status).error();
+  }
+  return store;
+}
+
+SqliteStore::~SqliteStore() { sqlite3_close(db_); }
+
+base::Status SqliteStore::Migrate() {
+  std::lock_guard lock(mutex_);
+  if (auto status = Exec(db_,
+                         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY "
+                         "KEY, applied_ms INTEGER NOT NULL)",
+                         "create schema_migrations");
+      !status) {
+    return status;
+  }
+  for (size_t i = 0; i < kMigrations.size(); ++i) {
+    const auto version = static_cast<int64_t>(i + 1);
+    Transaction tx(db_);
+    if (!tx.status()) return tx.status();
+    Stmt check(db_, "SELECT 1 FROM schema_migrations WHERE version = ?");
+    auto applied = check.Bind(version).Step("read schema_migrations");
+    if (!applied) return std::move(applied).error();
+    if (*applied) continue;
+    if (auto status = Exec(db_, kMigrations[i], fmt::format("migration {}", version)); !status) {
+      return status;
+    }
+    Stmt record(db_,
+                "INSERT INTO schema_migrations (version, applied_ms) VALUES (?, "
+                "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))");
+    if (auto status = record.Bind(version).Run("record migration"); !status) return status;
+    if (auto status = tx.Commit(); !status) return status;
+  }
+  return {};
+}
+
+Result<int> SqliteStore::SchemaVersion() {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+  auto row = query.Step("read schema version");
+  if (!row) return std::move(row).error();
+  return static_cast<int>(query.Int(0));
+}
+
+base::Status SqliteStore::Ping() {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, "SELECT 1");
+  auto row = query.Step("ping");
+  if (!row) return std::move(row).error();
+  return {};
+}
+
+Result<std::vector<ActivityRecord>> SqliteStore::ListActivities() {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, std::string(kSelectActivity) + " ORDER BY created_ms, id");
+  std::vector<ActivityRecord> records;
+  for (;;) {
+    auto row = query.Step("list activities");
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    records.push_back(ReadActivity(query));
+  }
+  return records;
+}
+
+Result<ActivityRecord> SqliteStore::GetActivity(std::string_view id, bool with_items) {
+  std::lock_guard lock(mutex_);
+  return GetLocked(id, with_items);
+}
+
+Result<ActivityRecord> SqliteStore::GetLocked(std::string_view id, bool with_items) {
+  Stmt query(db_, std::string(kSelectActivity) + " WHERE id = ?");
+  auto row = query.Bind(id).Step("get activity");
+  if (!row) return std::move(row).error();
+  if (!*row) return MakeError(ErrorCode::kNotFound, "no activity '{}'", id);
+  ActivityRecord record = ReadActivity(query);
+  if (with_items && record.activity.kind == core::StockKind::kItemised) {
+    Stmt items(db_,
+               "SELECT item_id FROM activity_items WHERE activity_id = ? ORDER BY added_ms, "
+               "rowid");
+    items.Bind(id);
+    for (;;) {
+      auto item = items.Step("get items");
+      if (!item) return std::move(item).error();
+      if (!*item) break;
+      record.activity.items.push_back(items.Text(0));
+    }
+  }
+  return record;
+}
+
+Result<ActivityRecord> SqliteStore::CreateActivity(const core::SeckillActivity& a, int64_t now_ms) {
+  if (auto valid = core::Validate(a); !valid) return valid.error();
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status().error();
+  Stmt insert(db_,
+              "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, open, "
+              "total_units, user_rate, user_burst, address_rate, address_burst, version, "
+              "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)");
+  insert.Bind(a.id)
+      .Bind(a.title)
+      .Bind(core::ToString(a.kind))
+      .Bind(a.start_ms)
+      .Bind(a.end_ms)
+      .Bind(a.per_user_limit)
+      .Bind(int64_t{a.open})
+      .Bind(a.InitialUnits())
+      .Bind(a.user_rate.per_second)
+      .Bind(a.user_rate.burst)
+      .Bind(a.address_rate.per_second)
+      .Bind(a.address_rate.burst)
+      .Bind(now_ms)
+      .Bind(now_ms);
+  if (auto run = insert.Run("create activity"); !run) {
+    if (run.error().code == ErrorCode::kAlreadyExists) {
+      return MakeError(ErrorCode::kAlreadyExists, "activity '{}' exists already", a.id);
+    }
+    return run.error();
+  }
+  if (auto items = InsertItems(db_, a.id, a.items, now_ms); !items) return items.error();
+  if (auto commit = tx.Commit(); !commit) return commit.error();
+  return GetLocked(a.id, true);
+}
+
+Result<ActivityRecord> SqliteStore::UpdateActivity(std::string_view id,
+                                                   const ActivityUpdate& update, int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status().error();
+  auto current = GetLocked(id, false);
+  if (!current) return current;
+  core::SeckillActivity a = current->activity;
+  if (update.title) a.title = *update.title;
+  if (update.start_ms) a.start_ms = *update.start_ms;
+  if (update.end_ms) a.end_ms = *update.end_ms;
+  if (update.per_user_limit) a.per_user_limit = *update.per_user_limit;
+  if (update.open) a.open = *update.open;
+  if (update.user_rate) a.user_rate = *update.user_rate;
+  if (update.address_rate) a.address_rate = *update.address_rate;
+  a.items.clear();
+  if (auto valid = core::Validate(a); !valid) return valid.error();
+  Stmt write(db_,
+             "UPDATE activities SET title = ?, start_ms = ?, end_ms = ?, per_user_limit = ?, "
+             "open = ?, user_rate = ?, user_burst = ?, address_rate = ?, address_burst = ?, "
+             "version = version + 1, updated_ms = ? WHERE id = ?");
+  write.Bind(a.title)
+      .Bind(a.start_ms)
+      .Bind(a.end_ms)
+      .Bind(a.per_user_limit)
+      .Bind(int64_t{a.open})
+      .Bind(a.user_rate.per_second)
+      .Bind(a.user_rate.burst)
+      .Bind(a.address_rate.per_second)
+      .Bind(a.address_rate.burst)
+      .Bind(now_ms)
+      .Bind(id);
+  if (auto run = write.Run("update activity"); !run) return run.error();
+  if (auto commit = tx.Commit(); !commit) return commit.error();
+  return GetLocked(id, false);
+}
+
+Result<ActivityRecord> SqliteStore::AddStock(std::string_view id, int64_t units,
+                                             std::span<const std::string> items, int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status().error();
+  auto current = GetLocked(id, false);
+  if (!current) return current;
+  const bool itemised = current->activity.kind == core::StockKind::kItemised;
+  if (units < 1 || (itemised && static_cast<int64_t>(items.size()) != units) ||
+      (!itemised && !items.empty())) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "add {} units to '{}': must be >= 1, and item ids exactly for itemised stock",
+                     units, id);
+  }
+  if (itemised) {
+    core::SeckillActivity check = current->activity;
+    check.items.assign(items.begin(), items.end());
+    if (auto valid = core::Validate(check); !valid) return valid.error();
+    if (auto inserted = InsertItems(db_, id, items, now_ms); !inserted) return inserted.error();
+  }
+  Stmt write(db_,
+             "UPDATE activities SET total_units = total_units + ?, version = version + 1, "
+             "updated_ms = ? WHERE id = ?");
+  if (auto run = write.Bind(units).Bind(now_ms).Bind(id).Run("add stock"); !run) {
+    return run.error();
+  }
+  if (auto commit = tx.Commit(); !commit) return commit.error();
+  return GetLocked(id, false);
+}
+
+}  // namespace flashsale::store

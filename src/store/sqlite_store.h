@@ -1,0 +1,45 @@
+#pragma once
+// The embedded default store: one SQLite file in WAL mode (readers never block the writer), with a
+// busy timeout so a locked database is an error after a bounded wait, never a hang.
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "store/store.h"
+
+struct sqlite3;
+
+namespace flashsale::store {
+
+class SqliteStore final : public Store {
+ public:
+  // Opens (creating if needed) the database file; call Migrate() before use.
+  static base::Result<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  ~SqliteStore() override;
+
+  base::Status Migrate() override;
+  base::Result<int> SchemaVersion() override;
+  base::Status Ping() override;
+  std::string Describe() const override { return "sqlite:" + path_; }
+
+  base::Result<std::vector<ActivityRecord>> ListActivities() override;
+  base::Result<ActivityRecord> GetActivity(std::string_view id, bool with_items) override;
+  base::Result<ActivityRecord> CreateActivity(const core::SeckillActivity& activity,
+                                              int64_t now_ms) override;
+  base::Result<ActivityRecord> UpdateActivity(std::string_view id, const ActivityUpdate& update,
+                                              int64_t now_ms) override;
+  base::Result<ActivityRecord> AddStock(std::string_view id, int64_t units,
+                                        std::span<const std::string> items,
+                                        int64_t now_ms) override;
+
+ private:
+  SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  base::Result<ActivityRecord> GetLocked(std::string_view id, bool with_items);
+
+  std::mutex mutex_;  // one statement at a time on the one connection
+  sqlite3* db_;
+  std::string path_;
+};
+
+}  // namespace flashsale::store
