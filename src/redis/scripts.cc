@@ -60,10 +60,13 @@ Result<Script> ParseScript(std::string name, std::string source) {
                      "script {} must declare its interface in '-- KEYS:' and '-- ARGV:' lines",
                      script.name);
   }
-  for (size_t i = 0; i + 1 < script.arg_names.size(); ++i) {
-    if (script.arg_names[i].ends_with(kRestSuffix)) {
-      return MakeError(ErrorCode::kInvalidArgument, "script {}: only the last ARGV may be '{}'",
-                       script.name, kRestSuffix);
+  for (const auto* names : {&script.key_names, &script.arg_names}) {
+    for (size_t i = 0; i + 1 < names->size(); ++i) {
+      if ((*names)[i].ends_with(kRestSuffix)) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "script {}: only the last KEYS or ARGV name may end in '{}'", script.name,
+                         kRestSuffix);
+      }
     }
   }
   script.sha1 = Sha1Hex(source);
@@ -119,15 +122,22 @@ const Script& ScriptSet::Get(std::string_view name) const {
 ScriptCall::ScriptCall(const Script& script) : script_(script) {}
 
 ScriptCall& ScriptCall::Key(std::string_view name, std::string_view key) {
-  key_names_.push_back(name);
-  keys_.push_back(key);
-  numkeys_ = IntArg(static_cast<int64_t>(keys_.size()));
+  keys_.names.push_back(name);
+  keys_.values.push_back(key);
+  numkeys_ = IntArg(static_cast<int64_t>(keys_.values.size() + keys_.rest.size()));
+  return *this;
+}
+
+ScriptCall& ScriptCall::RestKeys(std::string_view name, std::span<const std::string> keys) {
+  keys_.rest_name = name;
+  keys_.rest = keys;
+  numkeys_ = IntArg(static_cast<int64_t>(keys_.values.size() + keys_.rest.size()));
   return *this;
 }
 
 ScriptCall& ScriptCall::Arg(std::string_view name, std::string_view value) {
-  arg_names_.push_back(name);
-  args_.push_back(value);
+  args_.names.push_back(name);
+  args_.values.push_back(value);
   return *this;
 }
 
@@ -136,56 +146,58 @@ ScriptCall& ScriptCall::Arg(std::string_view name, int64_t value) {
 }
 
 ScriptCall& ScriptCall::Rest(std::string_view name, std::span<const std::string> values) {
-  rest_name_ = name;
-  rest_ = values;
+  args_.rest_name = name;
+  args_.rest = values;
   return *this;
 }
 
-Result<std::vector<std::string_view>> ScriptCall::BuildArgv() const {
-  auto mismatch = [&](std::string_view what, size_t i, std::string_view declared,
-                      std::string_view given) {
-    return MakeError(ErrorCode::kInternal,
-                     "script {}: {}[{}] is declared '{}' but the binding passes '{}'", script_.name,
-                     what, i + 1, declared, given);
-  };
-  if (key_names_.size() != script_.key_names.size()) {
-    return MakeError(ErrorCode::kInternal, "script {} declares {} KEYS, the binding passes {}",
-                     script_.name, script_.key_names.size(), key_names_.size());
-  }
-  for (size_t i = 0; i < key_names_.size(); ++i) {
-    if (key_names_[i] != script_.key_names[i]) {
-      return mismatch("KEYS", i, script_.key_names[i], key_names_[i]);
-    }
-  }
-  const auto& declared = script_.arg_names;
+base::Status ScriptCall::Check(std::string_view what, const std::vector<std::string>& declared,
+                               const Part& given) const {
   const bool has_rest = !declared.empty() && declared.back().ends_with(kRestSuffix);
   const size_t fixed = declared.size() - (has_rest ? 1 : 0);
-  if (arg_names_.size() != fixed) {
-    return MakeError(ErrorCode::kInternal,
-                     "script {} declares {} fixed ARGV, the binding passes {}", script_.name, fixed,
-                     arg_names_.size());
+  if (given.names.size() != fixed) {
+    return MakeError(ErrorCode::kInternal, "script {} declares {} fixed {}, the binding passes {}",
+                     script_.name, fixed, what, given.names.size());
   }
-  for (size_t i = 0; i < fixed; ++i) {
-    if (arg_names_[i] != declared[i]) return mismatch("ARGV", i, declared[i], arg_names_[i]);
+  for (size_t i = 0; i <= fixed; ++i) {
+    std::string_view want;
+    std::string_view got;
+    if (i < fixed) {
+      want = declared[i];
+      got = given.names[i];
+    } else if (has_rest) {
+      want =
+          std::string_view(declared.back()).substr(0, declared.back().size() - kRestSuffix.size());
+      got = given.rest_name;
+    } else if (!given.rest_name.empty()) {
+      return MakeError(ErrorCode::kInternal, "script {} takes no variadic {} '{}'", script_.name,
+                       what, given.rest_name);
+    } else {
+      break;
+    }
+    if (want != got) {
+      return MakeError(ErrorCode::kInternal,
+                       "script {}: {}[{}] is declared '{}' but the binding passes '{}'",
+                       script_.name, what, i + 1, want, got);
+    }
   }
-  if (has_rest) {
-    const std::string_view rest =
-        std::string_view(declared.back()).substr(0, declared.back().size() - kRestSuffix.size());
-    if (rest_name_ != rest) return mismatch("ARGV", fixed, declared.back(), rest_name_);
-  } else if (!rest_name_.empty()) {
-    return MakeError(ErrorCode::kInternal, "script {} takes no variadic ARGV '{}'", script_.name,
-                     rest_name_);
-  }
+  return {};
+}
 
-  std::vector<std::string_view> args;
-  args.reserve(3 + keys_.size() + args_.size() + rest_.size());
-  args.push_back("EVALSHA");
-  args.push_back(script_.sha1);
-  args.push_back(numkeys_.view());
-  args.insert(args.end(), keys_.begin(), keys_.end());
-  args.insert(args.end(), args_.begin(), args_.end());
-  for (const auto& value : rest_) args.push_back(value);
-  return args;
+Result<std::vector<std::string_view>> ScriptCall::BuildArgv() const {
+  if (auto keys = Check("KEYS", script_.key_names, keys_); !keys) return keys.error();
+  if (auto args = Check("ARGV", script_.arg_names, args_); !args) return args.error();
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys_.values.size() + keys_.rest.size() + args_.values.size() +
+               args_.rest.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(script_.sha1);
+  argv.push_back(numkeys_.view());
+  for (const Part* part : {&keys_, &args_}) {
+    argv.insert(argv.end(), part->values.begin(), part->values.end());
+    for (const auto& value : part->rest) argv.push_back(value);
+  }
+  return argv;
 }
 
 Result<Command> ScriptCall::Build() const {

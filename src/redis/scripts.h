@@ -35,9 +35,9 @@ struct Script {
   size_t index = 0;  // position in its ScriptSet
   std::string name;
   std::string source;
-  std::string sha1;  // hex, as SCRIPT LOAD returns it
-  std::vector<std::string> key_names;
-  std::vector<std::string> arg_names;  // a last name ending in "..." takes the rest
+  std::string sha1;                    // hex, as SCRIPT LOAD returns it
+  std::vector<std::string> key_names;  // a last name ending in "..." takes the rest
+  std::vector<std::string> arg_names;  // likewise
   std::string load_wire;               // SCRIPT LOAD <source>, formatted once
 };
 
@@ -65,6 +65,8 @@ class ScriptCall {
   explicit ScriptCall(const Script& script);
 
   ScriptCall& Key(std::string_view name, std::string_view key);
+  // The trailing variadic keys (declared as `name...`).
+  ScriptCall& RestKeys(std::string_view name, std::span<const std::string> keys);
   ScriptCall& Arg(std::string_view name, std::string_view value);
   ScriptCall& Arg(std::string_view name, int64_t value);
   // The trailing variadic argument (declared as `name...`).
@@ -79,15 +81,21 @@ class ScriptCall {
   base::Result<Command> Build() const;
 
  private:
+  // The KEYS or the ARGV: named values, then an optional named variadic tail.
+  struct Part {
+    std::vector<std::string_view> names;
+    std::vector<std::string_view> values;
+    std::string_view rest_name;
+    std::span<const std::string> rest;
+  };
+  base::Status Check(std::string_view what, const std::vector<std::string>& declared,
+                     const Part& given) const;
+
   const Script& script_;
-  std::vector<std::string_view> key_names_;
-  std::vector<std::string_view> arg_names_;
-  std::vector<std::string_view> keys_;
-  std::vector<std::string_view> args_;
+  Part keys_;
+  Part args_;
   std::deque<IntArg> ints_;  // storage for integer arguments (stable addresses)
   IntArg numkeys_{0};
-  std::string_view rest_name_;
-  std::span<const std::string> rest_;
 };
 
 class ScriptRunner {

@@ -12,8 +12,9 @@ using Sources = std::vector<std::pair<std::string, std::string>>;
 TEST(ScriptSetTest, EmbedsEveryLuaFileWithShebangAndInterface) {
   const auto& set = ScriptSet::Embedded();
   EXPECT_EQ(set.scripts().size(), EmbeddedScripts().size());
-  for (const char* name : {"seckill_setup", "seckill_reserve", "seckill_release",
-                           "seckill_add_stock", "seckill_status"}) {
+  for (const char* name :
+       {"seckill_setup", "seckill_reserve", "seckill_release", "seckill_add_stock",
+        "seckill_status", "seckill_user_orders", "rate_limit"}) {
     const Script* script = set.Find(name);
     ASSERT_NE(script, nullptr) << name;
     EXPECT_TRUE(script->source.starts_with("#!lua")) << name;
@@ -22,9 +23,10 @@ TEST(ScriptSetTest, EmbedsEveryLuaFileWithShebangAndInterface) {
   }
   const Script& reserve = set.Get("seckill_reserve");
   EXPECT_EQ(reserve.key_names,
-            (std::vector<std::string>{"meta", "stock", "items", "buyers", "orders", "stream"}));
+            (std::vector<std::string>{"meta", "stock", "items", "buyers", "orders", "stream",
+                                      "user_orders", "idem"}));
   EXPECT_EQ(reserve.arg_names,
-            (std::vector<std::string>{"order_id", "user_id", "quantity", "now_ms"}));
+            (std::vector<std::string>{"order_id", "user_id", "quantity", "now_ms", "idem_ttl_ms"}));
 }
 
 TEST(ScriptSetTest, KnownSha1) {
@@ -88,6 +90,22 @@ TEST_F(ScriptCallTest, SwappedOrMissingArgsAreRefused) {
   ScriptCall no_rest(set_.Get("s"));
   no_rest.Key("first", "a").Key("second", "b").Arg("name", "n").Arg("count", 1);
   EXPECT_FALSE(no_rest.Build().ok());
+}
+
+TEST(ScriptCallVariadicKeysTest, KeysMayEndInAVariadicName) {
+  Sources sources = {{"v", "#!lua\n-- KEYS: limiters...\n-- ARGV: now limits...\n"}};
+  auto set = ScriptSet::Parse(sources);
+  ASSERT_TRUE(set.ok());
+  std::vector<std::string> keys = {"k1", "k2"}, limits = {"10", "5", "20", "1"};
+  ScriptCall call(set->Get("v"));
+  call.RestKeys("limiters", keys).Arg("now", 7).Rest("limits", limits);
+  auto argv = call.BuildArgv();
+  ASSERT_TRUE(argv.ok()) << argv.error().message;
+  EXPECT_EQ(std::vector<std::string>(argv->begin() + 2, argv->end()),
+            (std::vector<std::string>{"2", "k1", "k2", "7", "10", "5", "20", "1"}));
+  ScriptCall wrong(set->Get("v"));
+  wrong.RestKeys("keys", keys).Arg("now", 7).Rest("limits", limits);
+  EXPECT_FALSE(wrong.BuildArgv().ok());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <boost/asio/append.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <stdexcept>
 
 #include "base/ids.h"
@@ -57,14 +58,23 @@ Error BadActivityId(std::string_view id) {
 
 }  // namespace
 
-SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activity_id) {
-  const std::string prefix = fmt::format("{}:seckill:{{{}}}:", key_namespace, activity_id);
-  meta_ = prefix + "meta";
-  stock_ = prefix + "stock";
-  items_ = prefix + "items";
-  buyers_ = prefix + "buyers";
-  orders_ = prefix + "orders";
-  stream_ = prefix + "stream";
+SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activity_id)
+    : prefix_(fmt::format("{}:seckill:{{{}}}:", key_namespace, activity_id)) {
+  meta_ = prefix_ + "meta";
+  stock_ = prefix_ + "stock";
+  items_ = prefix_ + "items";
+  buyers_ = prefix_ + "buyers";
+  orders_ = prefix_ + "orders";
+  stream_ = prefix_ + "stream";
+  user_orders_ = prefix_ + "user_orders";
+}
+
+std::string SeckillKeys::Idempotency(std::string_view token) const {
+  return fmt::format("{}idem:{}", prefix_, token);
+}
+
+std::string SeckillKeys::RateLimit(std::string_view kind, std::string_view token) const {
+  return fmt::format("{}rl:{}:{}", prefix_, kind, token);
 }
 
 SeckillScripts::SeckillScripts(ScriptRunner& runner, std::string key_namespace)
@@ -74,7 +84,8 @@ SeckillScripts::SeckillScripts(ScriptRunner& runner, std::string key_namespace)
       reserve_(runner.scripts().Get("seckill_reserve")),
       release_(runner.scripts().Get("seckill_release")),
       add_stock_(runner.scripts().Get("seckill_add_stock")),
-      status_(runner.scripts().Get("seckill_status")) {
+      status_(runner.scripts().Get("seckill_status")),
+      user_orders_(runner.scripts().Get("seckill_user_orders")) {
   if (!base::IsValidId(namespace_) || namespace_.find(':') != std::string::npos) {
     throw std::invalid_argument("key namespace '" + namespace_ +
                                 "' must be 1-64 characters of [A-Za-z0-9_.@-]");
@@ -120,7 +131,17 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
         runner_, std::move(handler),
         MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id));
   }
+  if (!request.idempotency_token.empty() &&
+      (!base::IsValidId(request.idempotency_token) || request.idempotency_ttl_ms <= 0)) {
+    return Reject(runner_, std::move(handler),
+                  MakeError(ErrorCode::kInvalidArgument,
+                            "idempotency token must be an id and its ttl positive"));
+  }
   const SeckillKeys keys(namespace_, activity_id);
+  const bool idempotent = !request.idempotency_token.empty();
+  // Without a token the idem key is a placeholder the script never touches (it has to be named
+  // all the same: a script's keys are fixed).
+  const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
   ScriptCall call(reserve_);
   call.Key("meta", keys.meta())
       .Key("stock", keys.stock())
@@ -128,38 +149,36 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
       .Key("buyers", keys.buyers())
       .Key("orders", keys.orders())
       .Key("stream", keys.stream())
+      .Key("user_orders", keys.user_orders())
+      .Key("idem", idem_key)
       .Arg("order_id", request.order_id)
       .Arg("user_id", request.user_id)
       .Arg("quantity", request.quantity)
-      .Arg("now_ms", request.now_ms);
-  Run<Reservation>(runner_, call, std::move(handler),
-                   [&script = reserve_](ReplyView reply) -> Result<Reservation> {
-                     auto code = Code(script, reply, 1);
-                     if (!code) return std::move(code).error();
-                     auto outcome = core::OutcomeFromCode(*code);
-                     if (!outcome) {
-                       return MakeError(ErrorCode::kProtocol, "script {} returned unknown code {}",
-                                        script.name, *code);
-                     }
-                     Reservation reservation;
-                     reservation.outcome = *outcome;
-                     if (*outcome == core::Outcome::kReserved) {
-                       auto replayed = IntAt(script, reply, 1);
-                       auto remaining = IntAt(script, reply, 2);
-                       if (!replayed) return std::move(replayed).error();
-                       if (!remaining) return std::move(remaining).error();
-                       reservation.replayed = *replayed == 1;
-                       reservation.remaining = *remaining;
-                       for (size_t i = 3; i < reply.size(); ++i) {
-                         reservation.items.emplace_back(reply[i].str());
-                       }
-                     } else if (*outcome == core::Outcome::kLimitReached && reply.size() > 1) {
-                       auto bought = IntAt(script, reply, 1);
-                       if (!bought) return std::move(bought).error();
-                       reservation.bought = *bought;
-                     }
-                     return reservation;
-                   });
+      .Arg("now_ms", request.now_ms)
+      .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0);
+  Run<Reservation>(
+      runner_, call, std::move(handler),
+      [&script = reserve_](ReplyView reply) -> Result<Reservation> {
+        auto code = Code(script, reply, 5);
+        if (!code) return std::move(code).error();
+        auto outcome = core::OutcomeFromCode(*code);
+        if (!outcome) {
+          return MakeError(ErrorCode::kProtocol, "script {} returned unknown code {}", script.name,
+                           *code);
+        }
+        Reservation reservation;
+        reservation.outcome = *outcome;
+        int64_t* fields[] = {nullptr, nullptr, &reservation.remaining, &reservation.bought};
+        for (size_t i = 1; i < 4; ++i) {
+          auto value = IntAt(script, reply, i);
+          if (!value) return std::move(value).error();
+          if (i == 1) reservation.replayed = *value == 1;
+          if (fields[i] != nullptr) *fields[i] = *value;
+        }
+        reservation.order_id = reply[4].str();
+        for (size_t i = 5; i < reply.size(); ++i) reservation.items.emplace_back(reply[i].str());
+        return reservation;
+      });
 }
 
 void SeckillScripts::Release(std::string_view activity_id, std::string_view order_id,
@@ -272,6 +291,69 @@ void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus
         }
         return status;
       });
+}
+
+void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view user_id,
+                                Handler<std::vector<RecordedOrder>> handler) {
+  if (!core::IsValidActivityId(activity_id)) {
+    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
+  }
+  if (!base::IsValidId(user_id)) {
+    return Reject(runner_, std::move(handler),
+                  MakeError(ErrorCode::kInvalidArgument, "user id is not valid"));
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  ScriptCall call(user_orders_);
+  call.Key("orders", keys.orders()).Key("user_orders", keys.user_orders()).Arg("user_id", user_id);
+  Run<std::vector<RecordedOrder>>(
+      runner_, call, std::move(handler),
+      [&script = user_orders_](ReplyView reply) -> Result<std::vector<RecordedOrder>> {
+        if (!reply.is_array() || reply.size() % 2 != 0) {
+          return MakeError(ErrorCode::kProtocol, "script {} returned {}", script.name,
+                           reply.Describe());
+        }
+        std::vector<RecordedOrder> orders;
+        for (size_t i = 0; i < reply.size(); i += 2) {
+          auto order = ParseOrderRecord(reply[i].str(), reply[i + 1].str());
+          if (!order) {
+            return MakeError(ErrorCode::kProtocol, "script {}: unreadable order record {}",
+                             script.name, reply[i + 1].Describe());
+          }
+          orders.push_back(std::move(*order));
+        }
+        return orders;
+      });
+}
+
+std::optional<RecordedOrder> ParseOrderRecord(std::string_view order_id, std::string_view record) {
+  // "R|user|quantity|ts|items"
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (int i = 0; i < 4; ++i) {
+    const size_t bar = record.find('|', start);
+    if (bar == std::string_view::npos) return std::nullopt;
+    parts.push_back(record.substr(start, bar - start));
+    start = bar + 1;
+  }
+  parts.push_back(record.substr(start));
+  RecordedOrder order;
+  order.order_id = order_id;
+  if (parts[0] != "R" && parts[0] != "X") return std::nullopt;
+  order.released = parts[0] == "X";
+  auto number = [](std::string_view text, int64_t& out) {
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc() && end == text.data() + text.size();
+  };
+  if (!number(parts[2], order.quantity) || !number(parts[3], order.created_ms)) {
+    return std::nullopt;
+  }
+  for (size_t pos = 0; pos < parts[4].size();) {
+    const size_t space = parts[4].find(' ', pos);
+    const size_t end = space == std::string_view::npos ? parts[4].size() : space;
+    if (end > pos) order.items.emplace_back(parts[4].substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return order;
 }
 
 }  // namespace flashsale::redis

@@ -10,11 +10,17 @@
 //   items   list    remaining item ids (itemised stock)
 //   buyers  hash    user id -> units held
 //   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released)
+//   user_orders hash user id -> "order_id order_id ..." (the user's orders, for reading back)
 //   stream  stream  the order intents: the outbox the order pipeline persists
+//   idem:<token>    string  the first outcome for an idempotency key (token = HMAC of user+key)
+//   rl:<kind>:<token> string  a GCRA limiter's theoretical arrival time (token = HMAC of the
+//                   user or client address)
+// Tokens are computed by the caller with the server secret: no user id appears in a key name.
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,9 +42,13 @@ class SeckillKeys {
   const std::string& buyers() const { return buyers_; }
   const std::string& orders() const { return orders_; }
   const std::string& stream() const { return stream_; }
+  const std::string& user_orders() const { return user_orders_; }
+  std::string Idempotency(std::string_view token) const;
+  std::string RateLimit(std::string_view kind, std::string_view token) const;
 
  private:
-  std::string meta_, stock_, items_, buyers_, orders_, stream_;
+  std::string prefix_;
+  std::string meta_, stock_, items_, buyers_, orders_, stream_, user_orders_;
 };
 
 struct SetupResult {
@@ -51,14 +61,28 @@ struct ReserveRequest {
   std::string_view user_id;
   int64_t quantity = 1;
   int64_t now_ms = 0;  // the caller's clock decides the window
+  // With a token (HMAC of user and Idempotency-Key; see SeckillKeys), the first outcome is kept
+  // for idempotency_ttl_ms and every retry with the token gets it back, with its order id.
+  std::string_view idempotency_token;
+  int64_t idempotency_ttl_ms = 0;
 };
 
 struct Reservation {
   core::Outcome outcome = core::Outcome::kUnknownActivity;
-  bool replayed = false;           // kReserved by an earlier call with the same order id
-  int64_t remaining = -1;          // kReserved: units left after this reservation
-  int64_t bought = 0;              // kLimitReached: units the user already holds
+  bool replayed = false;  // the outcome of an earlier call (same order id or idempotency key)
+  int64_t remaining = 0;  // units left
+  int64_t bought = 0;     // units the user holds (after this reservation, if reserved)
+  std::string order_id;   // the reservation's order id (an earlier call's, when replayed)
   std::vector<std::string> items;  // kReserved, itemised stock: the item ids taken
+};
+
+// One order as Redis recorded it, for reading back before the database has it.
+struct RecordedOrder {
+  std::string order_id;
+  int64_t quantity = 0;
+  int64_t created_ms = 0;
+  bool released = false;
+  std::vector<std::string> items;
 };
 
 enum class ReleaseOutcome { kReleased = 1, kAlreadyReleased = 0, kUnknownOrder = -1 };
@@ -88,6 +112,9 @@ struct ActivityStatus {
   int64_t buyers = 0;  // users holding at least one unit
 };
 
+// Parses an `orders` hash value ("R|user|quantity|ts|items"); nothing if it is malformed.
+std::optional<RecordedOrder> ParseOrderRecord(std::string_view order_id, std::string_view record);
+
 template <typename T>
 using Handler = boost::asio::any_completion_handler<void(base::Result<T>)>;
 
@@ -104,6 +131,8 @@ class SeckillScripts {
   void AddStock(std::string_view activity_id, int64_t units, std::span<const std::string> items,
                 Handler<AddStockResult> handler);
   void Status(std::string_view activity_id, Handler<ActivityStatus> handler);
+  void UserOrders(std::string_view activity_id, std::string_view user_id,
+                  Handler<std::vector<RecordedOrder>> handler);
 
   // Coroutine / completion-token forms. As with any Asio operation, the strings and the activity
   // passed in must stay alive until the operation completes; the small values are copied.
@@ -135,6 +164,12 @@ class SeckillScripts {
     return Initiate<ActivityStatus>(
         token, [this, activity_id](auto h) { Status(activity_id, std::move(h)); });
   }
+  template <typename Token>
+  auto AsyncUserOrders(std::string_view activity_id, std::string_view user_id, Token&& token) {
+    return Initiate<std::vector<RecordedOrder>>(token, [this, activity_id, user_id](auto h) {
+      UserOrders(activity_id, user_id, std::move(h));
+    });
+  }
 
   const std::string& key_namespace() const { return namespace_; }
 
@@ -154,6 +189,7 @@ class SeckillScripts {
   const Script& release_;
   const Script& add_stock_;
   const Script& status_;
+  const Script& user_orders_;
 };
 
 }  // namespace flashsale::redis

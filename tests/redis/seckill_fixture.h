@@ -47,9 +47,14 @@ class SeckillFixture : public ::testing::Test {
   }
   base::Result<redis::Reservation> Reserve(const std::string& activity, const std::string& order,
                                            const std::string& user, int64_t quantity = 1,
-                                           int64_t now_ms = 1500) {
-    redis::ReserveRequest request{
-        .order_id = order, .user_id = user, .quantity = quantity, .now_ms = now_ms};
+                                           int64_t now_ms = 1500,
+                                           const std::string& idempotency_token = "") {
+    redis::ReserveRequest request{.order_id = order,
+                                  .user_id = user,
+                                  .quantity = quantity,
+                                  .now_ms = now_ms,
+                                  .idempotency_token = idempotency_token,
+                                  .idempotency_ttl_ms = idempotency_token.empty() ? 0 : 60000};
     return io_.Run(scripts_->AsyncReserve(activity, request, boost::asio::use_awaitable));
   }
   base::Result<redis::ReleaseResult> Release(const std::string& activity,

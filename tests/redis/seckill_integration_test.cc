@@ -239,5 +239,86 @@ TEST_F(SeckillTest, BadInputIsRefusedBeforeRedis) {
 
 TEST_F(SeckillTest, StatusOfUnknownActivity) { EXPECT_FALSE(Status("ghost").found); }
 
+TEST_F(SeckillTest, ReservationCarriesItsOrderIdAndCounts) {
+  ASSERT_TRUE(Setup(Activity("ids", 5, 5)).ok());
+  auto r = Reserve("ids", "order-1", "alice", 2);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->order_id, "order-1");
+  EXPECT_EQ(r->bought, 2);
+  EXPECT_EQ(r->remaining, 3);
+  auto sold_out = Reserve("ids", "order-2", "bob", 4);
+  EXPECT_EQ(sold_out->outcome, Outcome::kSoldOut);
+  EXPECT_EQ(sold_out->remaining, 3);
+  EXPECT_EQ(sold_out->order_id, "order-2");
+}
+
+TEST_F(SeckillTest, IdempotencyKeyReturnsTheFirstOutcomeAndOrderId) {
+  ASSERT_TRUE(Setup(Activity("idem", 2)).ok());
+  auto first = Reserve("idem", "first-order", "alice", 1, 1500, "tokenA");
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  ASSERT_EQ(first->outcome, Outcome::kReserved);
+  EXPECT_FALSE(first->replayed);
+  // The retry comes with a new order id (a new request); it gets the first one back.
+  auto retry = Reserve("idem", "second-order", "alice", 1, 1500, "tokenA");
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry->outcome, Outcome::kReserved);
+  EXPECT_TRUE(retry->replayed);
+  EXPECT_EQ(retry->order_id, "first-order");
+  EXPECT_EQ(Status("idem").reserved, 1);
+
+  // A refusal is kept too: after the sale sells out, the retry of a refused request stays
+  // refused for the same reason, even if stock came back meanwhile.
+  ASSERT_EQ(Reserve("idem", "o-b", "bob")->outcome, Outcome::kReserved);
+  auto refused = Reserve("idem", "o-c1", "carol", 1, 1500, "tokenC");
+  EXPECT_EQ(refused->outcome, Outcome::kSoldOut);
+  ASSERT_TRUE(AddStock("idem", 5).ok());
+  auto refused_again = Reserve("idem", "o-c2", "carol", 1, 1500, "tokenC");
+  EXPECT_EQ(refused_again->outcome, Outcome::kSoldOut);
+  EXPECT_TRUE(refused_again->replayed);
+  EXPECT_EQ(refused_again->order_id, "o-c1");
+  // A new key is a new request.
+  EXPECT_EQ(Reserve("idem", "o-c3", "carol", 1, 1500, "tokenD")->outcome, Outcome::kReserved);
+  // The record expires with its TTL.
+  const auto ttl = server_->Integer({"PTTL", Keys("idem").Idempotency("tokenA")});
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 60000);
+}
+
+TEST_F(SeckillTest, UserOrdersReadBackWhatWasReserved) {
+  auto coupons = Activity("uo", 0, 3);
+  coupons.kind = core::StockKind::kItemised;
+  coupons.items = {"K1", "K2", "K3", "K4"};
+  ASSERT_TRUE(Setup(coupons).ok());
+  ASSERT_EQ(Reserve("uo", "o1", "alice", 2, 1500)->outcome, Outcome::kReserved);
+  ASSERT_EQ(Reserve("uo", "o2", "bob", 1, 1600)->outcome, Outcome::kReserved);
+  ASSERT_EQ(Reserve("uo", "o3", "alice", 1, 1700)->outcome, Outcome::kReserved);
+  ASSERT_EQ(Release("uo", "o3")->outcome, ReleaseOutcome::kReleased);
+
+  auto orders = io_.Run(scripts_->AsyncUserOrders("uo", "alice", boost::asio::use_awaitable));
+  ASSERT_TRUE(orders.ok()) << orders.error().ToString();
+  ASSERT_EQ(orders->size(), 2u);
+  EXPECT_EQ((*orders)[0].order_id, "o1");
+  EXPECT_EQ((*orders)[0].quantity, 2);
+  EXPECT_EQ((*orders)[0].created_ms, 1500);
+  EXPECT_EQ((*orders)[0].items, (std::vector<std::string>{"K1", "K2"}));
+  EXPECT_FALSE((*orders)[0].released);
+  EXPECT_EQ((*orders)[1].order_id, "o3");
+  EXPECT_TRUE((*orders)[1].released);
+  auto none = io_.Run(scripts_->AsyncUserOrders("uo", "nobody", boost::asio::use_awaitable));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(OrderRecordTest, ParsesAndRejects) {
+  auto order = ParseOrderRecord("o1", "R|alice|2|1500|A B");
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->quantity, 2);
+  EXPECT_EQ(order->items, (std::vector<std::string>{"A", "B"}));
+  EXPECT_TRUE(ParseOrderRecord("o2", "X|bob|1|9|")->released);
+  for (const char* bad : {"", "R|a", "Q|a|1|2|", "R|a|x|2|", "R|a|1|y|"}) {
+    EXPECT_FALSE(ParseOrderRecord("o", bad).has_value()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace flashsale::redis
