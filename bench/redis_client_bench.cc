@@ -88,7 +88,7 @@ struct Client {
     if (!loaded->ok()) return *loaded;
     const core::SeckillActivity activity = HotActivity();
     std::optional<base::Status> status;
-    scripts->Setup(activity,
+    scripts->Setup(activity, redis::SetupMode::kLoadIfMissing,
                    redis::Handler<redis::SetupResult>([&](base::Result<redis::SetupResult> result) {
                      status = result.ok() ? base::Status() : base::Status(result.error());
                    }));

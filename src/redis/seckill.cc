@@ -92,7 +92,8 @@ SeckillScripts::SeckillScripts(ScriptRunner& runner, std::string key_namespace)
   }
 }
 
-void SeckillScripts::Setup(const core::SeckillActivity& activity, Handler<SetupResult> handler) {
+void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode,
+                           Handler<SetupResult> handler) {
   if (auto valid = core::Validate(activity); !valid) {
     return Reject(runner_, std::move(handler), valid.error());
   }
@@ -107,6 +108,7 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, Handler<SetupR
       .Arg("state", activity.open ? "open" : "closed")
       .Arg("kind", core::ToString(activity.kind))
       .Arg("units", activity.InitialUnits())
+      .Arg("load", mode == SetupMode::kLoadIfMissing ? 1 : 0)
       .Rest("items", activity.items);
   Run<SetupResult>(runner_, call, std::move(handler),
                    [&script = setup_](ReplyView reply) -> Result<SetupResult> {
@@ -114,7 +116,7 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, Handler<SetupR
                      if (!code) return std::move(code).error();
                      auto version = IntAt(script, reply, 1);
                      if (!version) return std::move(version).error();
-                     return SetupResult{*code == 1, *version};
+                     return SetupResult{*code != -4, *code == 1, *version};
                    });
 }
 

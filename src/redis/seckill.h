@@ -52,8 +52,14 @@ class SeckillKeys {
 };
 
 struct SetupResult {
+  bool found = true;    // false: not loaded, and the call was not allowed to load it
   bool loaded = false;  // true: this call loaded the stock; false: it was loaded before
   int64_t version = 0;  // bumped on every change of the activity
+};
+
+enum class SetupMode {
+  kLoadIfMissing,   // a new activity: load its stock unless it is loaded already
+  kDefinitionOnly,  // update a loaded activity's definition; never load stock
 };
 
 struct ReserveRequest {
@@ -123,7 +129,7 @@ class SeckillScripts {
   // `runner` must outlive this object; calls run on the runner's connection thread.
   SeckillScripts(ScriptRunner& runner, std::string key_namespace);
 
-  void Setup(const core::SeckillActivity& activity, Handler<SetupResult> handler);
+  void Setup(const core::SeckillActivity& activity, SetupMode mode, Handler<SetupResult> handler);
   void Reserve(std::string_view activity_id, const ReserveRequest& request,
                Handler<Reservation> handler);
   void Release(std::string_view activity_id, std::string_view order_id,
@@ -137,8 +143,13 @@ class SeckillScripts {
   // Coroutine / completion-token forms. As with any Asio operation, the strings and the activity
   // passed in must stay alive until the operation completes; the small values are copied.
   template <typename Token>
+  auto AsyncSetup(const core::SeckillActivity& activity, SetupMode mode, Token&& token) {
+    return Initiate<SetupResult>(
+        token, [this, a = &activity, mode](auto h) { Setup(*a, mode, std::move(h)); });
+  }
+  template <typename Token>
   auto AsyncSetup(const core::SeckillActivity& activity, Token&& token) {
-    return Initiate<SetupResult>(token, [this, a = &activity](auto h) { Setup(*a, std::move(h)); });
+    return AsyncSetup(activity, SetupMode::kLoadIfMissing, std::forward<Token>(token));
   }
   template <typename Token>
   auto AsyncReserve(std::string_view activity_id, const ReserveRequest& request, Token&& token) {

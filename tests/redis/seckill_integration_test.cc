@@ -63,6 +63,27 @@ TEST_F(SeckillTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
   EXPECT_EQ(Status("phone").remaining, 2);
 }
 
+TEST_F(SeckillTest, DefinitionOnlySetupNeverLoadsStock) {
+  // An activity Redis does not have (never loaded, or lost): a definition update must not load
+  // its full stock, since units may have been sold before Redis lost it.
+  auto result = io_.Run(scripts_->AsyncSetup(Activity("lost", 10), SetupMode::kDefinitionOnly,
+                                             boost::asio::use_awaitable));
+  ASSERT_TRUE(result.ok()) << result.error().ToString();
+  EXPECT_FALSE(result->found);
+  EXPECT_FALSE(Status("lost").found);
+  EXPECT_EQ(server_->Integer({"EXISTS", Keys("lost").stock()}), 0);
+  // Loaded ones get the new definition.
+  ASSERT_TRUE(Setup(Activity("lost", 10)).ok());
+  auto closed = Activity("lost", 999);
+  closed.open = false;
+  auto update =
+      io_.Run(scripts_->AsyncSetup(closed, SetupMode::kDefinitionOnly, boost::asio::use_awaitable));
+  ASSERT_TRUE(update.ok());
+  EXPECT_TRUE(update->found);
+  EXPECT_EQ(Status("lost").state, "closed");
+  EXPECT_EQ(Status("lost").remaining, 10);
+}
+
 TEST_F(SeckillTest, EveryOutcomeCode) {
   ASSERT_TRUE(Setup(Activity("a", 1)).ok());
   auto reserved = Reserve("a", "o1", "alice");

@@ -1,13 +1,16 @@
 #!lua
 -- Defines a seckill activity and loads its stock once. A rerun (prewarm again, a second instance
 -- starting) updates the definition but never touches the stock, so it cannot reset a sale that is
--- running (S3-8). Every check comes before the first write.
+-- running (S3-8). With load = 0 it never loads stock at all, only updates a loaded definition:
+-- an activity missing from Redis might have sold units already (Redis lost its data), and
+-- loading its full stock again would oversell; that case is for reconciliation to rebuild.
+-- Every check comes before the first write.
 -- KEYS: meta stock items
--- ARGV: start_ms end_ms per_user_limit state kind units items...
+-- ARGV: start_ms end_ms per_user_limit state kind units load items...
 -- Returns {1, version} when the stock was loaded by this call, {0, version} when it was loaded
--- before (only the definition changed).
+-- before (only the definition changed), {-4, 0} when it is not loaded and load = 0.
 local meta, stock_key, items_key = KEYS[1], KEYS[2], KEYS[3]
-local kind, units = ARGV[5], tonumber(ARGV[6])
+local kind, units, load = ARGV[5], tonumber(ARGV[6]), ARGV[7]
 if not (tonumber(ARGV[1]) and tonumber(ARGV[2]) and tonumber(ARGV[3])) then
   return redis.error_reply('ERR flashsale: start_ms, end_ms and per_user_limit must be numbers')
 end
@@ -17,13 +20,14 @@ end
 if kind ~= 'counted' and kind ~= 'items' then
   return redis.error_reply('ERR flashsale: kind must be counted or items')
 end
-if not units or units < 0 or (kind == 'items' and units ~= #ARGV - 6) then
+if not units or units < 0 or (kind == 'items' and units ~= #ARGV - 7) then
   return redis.error_reply('ERR flashsale: units must match the stock given')
 end
 local loaded_kind = redis.call('HGET', meta, 'kind')
 if loaded_kind and loaded_kind ~= kind then
   return redis.error_reply('ERR flashsale: the stock kind of a loaded activity cannot change')
 end
+if not loaded_kind and load ~= '1' then return {-4, 0} end
 
 redis.call('HSET', meta, 'start_ms', ARGV[1], 'end_ms', ARGV[2], 'limit', ARGV[3],
   'state', ARGV[4])
@@ -35,7 +39,7 @@ if kind == 'counted' then
 else
   redis.call('DEL', items_key)
   -- unpack() is bounded by the Lua stack: push in chunks.
-  for i = 7, #ARGV, 1000 do
+  for i = 8, #ARGV, 1000 do
     redis.call('RPUSH', items_key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
 end
