@@ -1,0 +1,1 @@
+#include "redis/embedded_server.h"

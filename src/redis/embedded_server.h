@@ -1,0 +1,2 @@
+#pragma once
+// Being filled in: the private redis-server of the embedded default.
