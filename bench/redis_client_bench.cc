@@ -141,8 +141,9 @@ void BM_PipelinedReserve(benchmark::State& state) {
   state.counters["not_reserved"] = static_cast<double>(not_reserved);
   const auto& stats = client.connection->stats();
   state.counters["cmds_per_write"] =
-      stats.writes == 0 ? 0.0
-                        : static_cast<double>(stats.commands) / static_cast<double>(stats.writes);
+      stats.writes.value() == 0
+          ? 0.0
+          : static_cast<double>(stats.commands.value()) / static_cast<double>(stats.writes.value());
   client.connection->Stop();
   client.io.run();
 }

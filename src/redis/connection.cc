@@ -192,7 +192,7 @@ void Connection::SendInternal(std::string_view wire, ReplyHandler handler) {
 void Connection::BecomeReady() {
   state_ = State::kReady;
   connect_timer_.cancel();
-  ++stats_.connects;
+  stats_.connects.Add();
   if (backoff_attempt_ > 0) {
     spdlog::info("redis: reconnected to {}", options_.endpoint.Describe());
   }
@@ -233,15 +233,16 @@ void Connection::Send(std::string_view wire, Deadline deadline, ReplyHandler han
                                        options_.max_queued, options_.endpoint.Describe()));
     return;
   }
-  ++stats_.commands;
+  stats_.commands.Add();
   if (state_ == State::kReady) {
     out_.append(wire);
     if (inflight_.empty()) last_progress_ = Clock::now();
-    inflight_.push_back(Pending{std::move(handler), deadline});
+    inflight_.push_back(Pending{std::move(handler), deadline, Clock::now()});
     ++unhanded_;
     ScheduleFlush();
   } else {
-    waiting_.push_back(Waiting{std::string(wire), Pending{std::move(handler), deadline}});
+    waiting_.push_back(
+        Waiting{std::string(wire), Pending{std::move(handler), deadline, Clock::now()}});
   }
   ArmTimer(deadline);
 }
@@ -266,7 +267,7 @@ void Connection::StartWrite() {
   out_.clear();
   unhanded_ = 0;
   write_in_progress_ = true;
-  ++stats_.writes;
+  stats_.writes.Add();
   asio::async_write(
       socket_, asio::buffer(writing_),
       [self = shared_from_this(), generation = generation_](const error_code& error, size_t) {
@@ -311,7 +312,7 @@ void Connection::OnRead(uint64_t generation, const error_code& error, size_t byt
     }
     if (raw == nullptr) break;
     Reply reply(static_cast<redisReply*>(raw));
-    ++stats_.replies;
+    stats_.replies.Add();
     if (inflight_.empty()) {
       Fail(fmt::format("protocol error from {}: a reply ({}) with no command waiting for it",
                        options_.endpoint.Describe(), reply.Describe()));
@@ -320,7 +321,10 @@ void Connection::OnRead(uint64_t generation, const error_code& error, size_t byt
     Pending pending = std::move(inflight_.front());
     inflight_.pop_front();
     if (pending.abandoned) continue;
-    Complete(std::move(pending.handler), ToResult(std::move(reply), options_.endpoint));
+    stats_.latency.Record(Clock::now() - pending.sent_at);
+    Result<Reply> result = ToResult(std::move(reply), options_.endpoint);
+    if (!result.ok()) CountError(result.error().code);
+    Complete(std::move(pending.handler), std::move(result));
     // The handler may have stopped or reset this connection.
     if (generation != generation_) return;
   }
@@ -349,7 +353,7 @@ void Connection::OnTimer() {
       ++it;
       continue;
     }
-    ++stats_.timeouts;
+    stats_.timeouts.Add();
     done.emplace_back(std::move(it->pending.handler),
                       MakeError(ErrorCode::kUnavailable,
                                 "no link to redis at {} before the deadline ({}); not sent",
@@ -358,7 +362,7 @@ void Connection::OnTimer() {
   }
   for (auto& pending : inflight_) {
     if (pending.abandoned || pending.deadline > now) continue;
-    ++stats_.timeouts;
+    stats_.timeouts.Add();
     pending.abandoned = true;
     done.emplace_back(std::move(pending.handler),
                       MakeError(ErrorCode::kUnknownOutcome,
@@ -390,10 +394,10 @@ void Connection::Fail(const std::string& reason) {
   if (state_ == State::kStopped) return;
   const bool was_ready = state_ == State::kReady;
   if (was_ready) {
-    ++stats_.disconnects;
+    stats_.disconnects.Add();
     spdlog::warn("redis: {}; reconnecting", reason);
   } else {
-    ++stats_.connect_failures;
+    stats_.connect_failures.Add();
     if (backoff_attempt_ == 0) spdlog::warn("redis: {}; retrying with backoff", reason);
   }
   last_error_ = reason;
@@ -461,12 +465,32 @@ std::chrono::milliseconds Connection::NextBackoff() {
 }
 
 void Connection::Deliver(std::vector<Completion>& completions) {
-  for (auto& [handler, result] : completions) Complete(std::move(handler), std::move(result));
+  for (auto& [handler, result] : completions) {
+    if (!result.ok()) CountError(result.error().code);
+    Complete(std::move(handler), std::move(result));
+  }
   completions.clear();
 }
 
 void Connection::Post(ReplyHandler handler, Error error) {
+  CountError(error.code);
   asio::post(executor_, asio::append(std::move(handler), Result<Reply>(std::move(error))));
+}
+
+void Connection::CountError(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kUnavailable:
+      stats_.unavailable.Add();
+      break;
+    case ErrorCode::kUnknownOutcome:
+      stats_.unknown_outcome.Add();
+      break;
+    case ErrorCode::kRemote:
+      stats_.remote_errors.Add();
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace flashsale::redis

@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/metrics.h"
 #include "base/result.h"
 #include "redis/command.h"
 #include "redis/reply.h"
@@ -67,14 +68,19 @@ struct ConnectionOptions {
   uint64_t jitter_seed = 0;    // 0: seeded from std::random_device
 };
 
+// Written by the connection's thread, readable from any thread (the /metrics scraper).
 struct ConnectionStats {
-  uint64_t commands = 0;          // accepted by Send
-  uint64_t replies = 0;           // replies read (including ones for timed-out commands)
-  uint64_t writes = 0;            // write syscalls started (commands / writes = coalescing)
-  uint64_t timeouts = 0;          // commands that hit their deadline
-  uint64_t connects = 0;          // successful connects (handshake done)
-  uint64_t connect_failures = 0;  // failed connect attempts
-  uint64_t disconnects = 0;       // established links that broke
+  base::Counter commands;          // accepted by Send
+  base::Counter replies;           // replies read (including ones for timed-out commands)
+  base::Counter writes;            // write syscalls started (commands / writes = coalescing)
+  base::Counter timeouts;          // commands that hit their deadline
+  base::Counter connects;          // successful connects (handshake done)
+  base::Counter connect_failures;  // failed connect attempts
+  base::Counter disconnects;       // established links that broke
+  base::Counter unavailable;       // calls answered kUnavailable (did not run)
+  base::Counter unknown_outcome;   // calls answered kUnknownOutcome
+  base::Counter remote_errors;     // error replies
+  base::LatencyHistogram latency;  // Send to reply, for commands that got one
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -124,6 +130,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct Pending {
     ReplyHandler handler;
     Deadline deadline;
+    Clock::time_point sent_at{};
     bool abandoned = false;  // its deadline passed: the reply, when it comes, is dropped
   };
   struct Waiting {
@@ -152,6 +159,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::milliseconds NextBackoff();
   void Deliver(std::vector<Completion>& completions);
   void Post(ReplyHandler handler, base::Error error);
+  void CountError(base::ErrorCode code);
 
   boost::asio::any_io_executor executor_;
   ConnectionOptions options_;

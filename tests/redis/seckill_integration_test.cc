@@ -244,14 +244,14 @@ TEST_F(SeckillTest, AddStockReopensASoldOutSale) {
 
 TEST_F(SeckillTest, BadInputIsRefusedBeforeRedis) {
   ASSERT_TRUE(Setup(Activity("in", 5)).ok());
-  const uint64_t sent = io_.Call([&] { return connection_->stats().commands; });
+  const uint64_t sent = io_.Call([&] { return connection_->stats().commands.value(); });
   for (auto result : {Reserve("bad:id", "o1", "alice"), Reserve("in", "o1", "bad user"),
                       Reserve("in", "o1", "alice", 0), Reserve("in", "o 1", "alice"),
                       Reserve("in", "o1", "alice", core::kMaxQuantityPerPurchase + 1)}) {
     ASSERT_FALSE(result.ok());
     EXPECT_EQ(result.error().code, base::ErrorCode::kInvalidArgument) << result.error().message;
   }
-  EXPECT_EQ(io_.Call([&] { return connection_->stats().commands; }), sent);
+  EXPECT_EQ(io_.Call([&] { return connection_->stats().commands.value(); }), sent);
   auto invalid = Activity("in2", 5);
   invalid.end_ms = 0;
   EXPECT_EQ(Setup(invalid).error().code, base::ErrorCode::kInvalidArgument);

@@ -1,0 +1,54 @@
+#pragma once
+// Operator actions. The database holds the record of every activity; Redis gets each change
+// through the setup and add-stock scripts; every change INCRs the registry version so all
+// instances reload, and this instance reloads before the call returns.
+//
+// Order of writes, chosen so a failure half-way can undersell but never oversell:
+//   create     Redis (setup, loads the stock) then the database. A failure after Redis leaves an
+//              activity Redis has and no registry knows, so nothing sells it; creating it again
+//              finds the stock loaded and only updates its definition.
+//   update     the database then Redis (definition only, never stock).
+//   add stock  the database then Redis. A failure after the database leaves fewer units in Redis
+//              than recorded: reported to the operator, and the difference is simply not sold.
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "redis/seckill.h"
+#include "service/context.h"
+
+namespace flashsale::service {
+
+struct ActivityState {
+  store::ActivityRecord record;
+  std::optional<redis::ActivityStatus> redis;  // nothing: Redis did not answer (see redis_error)
+  std::string redis_error;
+};
+
+boost::asio::awaitable<base::Result<ActivityState>> CreateActivity(ServiceContext& context,
+                                                                   core::SeckillActivity activity);
+boost::asio::awaitable<base::Result<ActivityState>> UpdateActivity(ServiceContext& context,
+                                                                   std::string activity_id,
+                                                                   store::ActivityUpdate update);
+boost::asio::awaitable<base::Result<ActivityState>> AddStock(ServiceContext& context,
+                                                             std::string activity_id, int64_t units,
+                                                             std::vector<std::string> items);
+boost::asio::awaitable<base::Result<ActivityState>> GetActivityState(ServiceContext& context,
+                                                                     std::string activity_id);
+boost::asio::awaitable<base::Result<std::vector<ActivityState>>> ListActivityStates(
+    ServiceContext& context);
+
+// Reloads the registry from the database.
+boost::asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context);
+
+// Until `*stop`: polls the registry version key every `every` and reloads when it moved (another
+// instance changed an activity). Errors are logged and retried at the next tick.
+boost::asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
+                                          const bool* stop);
+
+}  // namespace flashsale::service

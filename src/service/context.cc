@@ -1,0 +1,54 @@
+#include "service/context.h"
+
+#include "base/crypto.h"
+
+namespace flashsale::service {
+
+namespace {
+constexpr size_t kMaxRememberedRefusals = 100'000;
+}
+
+ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRunner& runner,
+                               store::Store& store, boost::asio::any_io_executor db_executor,
+                               ActivityRegistry& registry, const base::Clock& clock)
+    : settings_(settings),
+      runner_(runner),
+      seckill_(runner, settings.key_namespace),
+      limiter_(runner),
+      store_(store),
+      db_executor_(std::move(db_executor)),
+      registry_(registry),
+      clock_(clock),
+      ids_(clock_, random_),
+      cache_keys_(settings.key_namespace, settings.secret) {}
+
+SnapshotPtr ServiceContext::snapshot() {
+  const uint64_t before = snapshot_ ? snapshot_->generation() : 0;
+  registry_.Refresh(snapshot_);
+  if (snapshot_->generation() != before) sold_out_.clear();
+  return snapshot_;
+}
+
+std::string ServiceContext::KeyToken(std::string_view data) const {
+  return base::HexEncode(base::HmacSha256(settings_.secret, data)).substr(0, 32);
+}
+
+bool ServiceContext::IsSoldOut(std::string_view activity_id) const {
+  return !sold_out_.empty() && sold_out_.contains(activity_id);
+}
+
+void ServiceContext::MarkSoldOut(std::string_view activity_id) { sold_out_.emplace(activity_id); }
+
+int64_t ServiceContext::RefusedUntil(const std::string& limiter_key) const {
+  auto it = refused_until_.find(limiter_key);
+  return it == refused_until_.end() ? 0 : it->second;
+}
+
+void ServiceContext::RememberRefusal(const std::string& limiter_key, int64_t until_ms) {
+  // Bounded: a flood of distinct users cannot grow this without limit; forgetting only costs
+  // a Redis call.
+  if (refused_until_.size() >= kMaxRememberedRefusals) refused_until_.clear();
+  refused_until_[limiter_key] = until_ms;
+}
+
+}  // namespace flashsale::service

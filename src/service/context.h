@@ -1,0 +1,88 @@
+#pragma once
+// What one I/O thread's use cases share: its Redis connection and script bindings, the database
+// and the executor its calls run on, the registry snapshot, the injected clock and randomness,
+// and the thread-local knowledge that lets the purchase path answer without Redis (sold-out
+// flags, rate-limit refusals still in force). Lives on its thread; not thread-safe.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "base/clock.h"
+#include "base/ids.h"
+#include "base/random.h"
+#include "core/cache_key.h"
+#include "redis/rate_limiter.h"
+#include "redis/seckill.h"
+#include "service/registry.h"
+#include "store/store.h"
+
+namespace flashsale::service {
+
+struct ServiceSettings {
+  std::string key_namespace = "fs";
+  std::string secret;  // HMAC key for tokens and for ids inside Redis keys
+  int64_t idempotency_ttl_ms = 86'400'000;
+  int64_t cache_ttl_s = 3600;
+  int64_t redis_retries = 2;  // extra attempts of a reserve whose outcome was unknown
+};
+
+class ServiceContext {
+ public:
+  ServiceContext(const ServiceSettings& settings, redis::ScriptRunner& runner, store::Store& store,
+                 boost::asio::any_io_executor db_executor, ActivityRegistry& registry,
+                 const base::Clock& clock);
+
+  const ServiceSettings& settings() const { return settings_; }
+  redis::Connection& redis() { return runner_.connection(); }
+  redis::SeckillScripts& seckill() { return seckill_; }
+  redis::RateLimiter& limiter() { return limiter_; }
+  store::Store& store() { return store_; }
+  const boost::asio::any_io_executor& db_executor() const { return db_executor_; }
+  ActivityRegistry& registry() { return registry_; }
+  const base::Clock& clock() const { return clock_; }
+  base::OrderIdGenerator& ids() { return ids_; }
+  const core::CacheKeys& cache_keys() const { return cache_keys_; }
+
+  // The registry's current snapshot; when it changed, local flags are forgotten (the change may
+  // have been new stock). Hold the pointer across co_awaits: a later call may replace it.
+  SnapshotPtr snapshot();
+
+  // A key-safe token for `data` (a user id, an address, an idempotency key): HMAC under the
+  // server secret, hex, 32 characters. Nothing a client sends appears in a key in clear.
+  std::string KeyToken(std::string_view data) const;
+
+  // Sold-out flags: set by a sold-out reply with nothing left, cleared by any registry change.
+  bool IsSoldOut(std::string_view activity_id) const;
+  void MarkSoldOut(std::string_view activity_id);
+
+  // Rate-limit refusals still in force, by limiter key: answered without Redis until they pass.
+  int64_t RefusedUntil(const std::string& limiter_key) const;
+  void RememberRefusal(const std::string& limiter_key, int64_t until_ms);
+
+ private:
+  const ServiceSettings& settings_;
+  redis::ScriptRunner& runner_;
+  redis::SeckillScripts seckill_;
+  redis::RateLimiter limiter_;
+  store::Store& store_;
+  boost::asio::any_io_executor db_executor_;
+  ActivityRegistry& registry_;
+  const base::Clock& clock_;
+  base::SecureRandom random_;
+  base::OrderIdGenerator ids_;
+  core::CacheKeys cache_keys_;
+  SnapshotPtr snapshot_;
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
+  std::unordered_set<std::string, StringHash, std::equal_to<>> sold_out_;
+  std::unordered_map<std::string, int64_t> refused_until_;
+};
+
+}  // namespace flashsale::service

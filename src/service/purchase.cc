@@ -1,0 +1,132 @@
+#include "service/purchase.h"
+
+#include <boost/asio/use_awaitable.hpp>
+#include <vector>
+
+#include "core/activity.h"
+
+namespace flashsale::service {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+using core::Outcome;
+
+namespace {
+
+PurchaseResult Local(Outcome outcome, LocalReason reason) {
+  PurchaseResult result;
+  result.outcome = outcome;
+  result.local = reason;
+  return result;
+}
+
+}  // namespace
+
+asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, PurchaseRequest request) {
+  if (auto valid = core::ValidatePurchase(request.user_id, request.quantity); !valid) {
+    co_return valid.error();
+  }
+  if (request.idempotency_key.size() > 128) {
+    co_return MakeError(ErrorCode::kInvalidArgument, "Idempotency-Key is over 128 bytes");
+  }
+
+  // 1. The local gate.
+  const SnapshotPtr snapshot = context.snapshot();  // alive across the awaits below
+  const store::ActivityRecord* record = snapshot->Find(request.activity_id);
+  if (record == nullptr) co_return Local(Outcome::kUnknownActivity, LocalReason::kUnknownActivity);
+  const core::SeckillActivity& activity = record->activity;
+  if (!activity.open) co_return Local(Outcome::kClosed, LocalReason::kClosed);
+  const int64_t now_ms = context.clock().NowMs();
+  switch (activity.PositionAt(now_ms)) {
+    case core::WindowPosition::kBefore:
+      co_return Local(Outcome::kNotStarted, LocalReason::kWindow);
+    case core::WindowPosition::kAfter:
+      co_return Local(Outcome::kEnded, LocalReason::kWindow);
+    case core::WindowPosition::kOpen:
+      break;
+  }
+  if (context.IsSoldOut(activity.id)) co_return Local(Outcome::kSoldOut, LocalReason::kSoldOut);
+
+  // 2. Rate limits, when the activity has any.
+  if (activity.user_rate.enabled() || activity.address_rate.enabled()) {
+    const redis::SeckillKeys keys(context.settings().key_namespace, activity.id);
+    std::vector<redis::Limiter> limiters;
+    if (activity.user_rate.enabled()) {
+      limiters.push_back(
+          {keys.RateLimit("user", context.KeyToken(request.user_id)), activity.user_rate});
+    }
+    if (activity.address_rate.enabled() && !request.client_address.empty()) {
+      limiters.push_back({keys.RateLimit("address", context.KeyToken(request.client_address)),
+                          activity.address_rate});
+    }
+    int64_t refused_until = 0;
+    for (const auto& limiter : limiters) {
+      refused_until = std::max(refused_until, context.RefusedUntil(limiter.key));
+    }
+    if (refused_until > now_ms) {
+      PurchaseResult result = Local(Outcome::kRateLimited, LocalReason::kRateLimited);
+      result.retry_after_ms = refused_until - now_ms;
+      co_return result;
+    }
+    auto decision = co_await context.limiter().AsyncCheck(limiters, now_ms, asio::use_awaitable);
+    if (!decision.ok()) co_return std::move(decision).error();
+    if (!decision->allowed) {
+      for (const auto& limiter : limiters) {
+        context.RememberRefusal(limiter.key, now_ms + decision->retry_after_ms);
+      }
+      PurchaseResult result;
+      result.outcome = Outcome::kRateLimited;
+      result.retry_after_ms = decision->retry_after_ms;
+      co_return result;
+    }
+  }
+
+  // 3. The reserve script; 4. retried with the same order id while its outcome is unknown.
+  const std::string order_id = context.ids().Next();
+  std::string idempotency_token;
+  if (!request.idempotency_key.empty()) {
+    idempotency_token = context.KeyToken(std::string(request.user_id) + '\n' +
+                                         std::string(request.idempotency_key));
+  }
+  const redis::ReserveRequest reserve{
+      .order_id = order_id,
+      .user_id = request.user_id,
+      .quantity = request.quantity,
+      .now_ms = now_ms,
+      .idempotency_token = idempotency_token,
+      .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
+  };
+  std::optional<base::Error> last_error;
+  for (int64_t attempt = 0; attempt <= context.settings().redis_retries; ++attempt) {
+    auto reservation =
+        co_await context.seckill().AsyncReserve(activity.id, reserve, asio::use_awaitable);
+    if (reservation.ok()) {
+      PurchaseResult result;
+      result.outcome = reservation->outcome;
+      result.order_id = std::move(reservation->order_id);
+      result.items = std::move(reservation->items);
+      result.quantity = request.quantity;
+      result.remaining = reservation->remaining;
+      result.bought = reservation->bought;
+      // Replayed for the client only when an earlier request (same Idempotency-Key) decided it;
+      // our own retries of this order id are invisible.
+      result.replayed = reservation->replayed && result.order_id != order_id;
+      if (result.outcome == Outcome::kSoldOut && result.remaining == 0) {
+        context.MarkSoldOut(activity.id);
+      }
+      co_return result;
+    }
+    last_error = std::move(reservation).error();
+    if (last_error->code != ErrorCode::kUnknownOutcome) break;
+  }
+  if (last_error->code == ErrorCode::kUnknownOutcome) {
+    last_error->message =
+        fmt::format("{} (order id {}: it may have been reserved; GET /api/v1/orders shows it)",
+                    last_error->message, order_id);
+  }
+  co_return std::move(*last_error);
+}
+
+}  // namespace flashsale::service

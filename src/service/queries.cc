@@ -1,0 +1,94 @@
+#include "service/queries.h"
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "base/json_writer.h"
+#include "service/blocking.h"
+
+namespace flashsale::service {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+std::string RenderActivityDefinition(const store::ActivityRecord& record) {
+  const core::SeckillActivity& a = record.activity;
+  base::JsonWriter w;
+  w.BeginObject()
+      .Key("id")
+      .String(a.id)
+      .Key("title")
+      .String(a.title)
+      .Key("kind")
+      .String(core::ToString(a.kind))
+      .Key("start_ms")
+      .Int(a.start_ms)
+      .Key("end_ms")
+      .Int(a.end_ms)
+      .Key("per_user_limit")
+      .Int(a.per_user_limit)
+      .Key("open")
+      .Bool(a.open)
+      .Key("total_units")
+      .Int(record.total_units)
+      .Key("version")
+      .Int(record.version)
+      .EndObject();
+  return std::move(w).Take();
+}
+
+asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
+                                                      std::string_view activity_id) {
+  const SnapshotPtr snapshot = context.snapshot();
+  const store::ActivityRecord* known = snapshot->Find(activity_id);
+  if (known == nullptr) co_return MakeError(ErrorCode::kNotFound, "no activity '{}'", activity_id);
+  const std::string id = known->activity.id;
+  const std::string key =
+      context.cache_keys().Key("seckill:activity", {{"activity_id", id}}, known->version);
+
+  ActivityInfo info;
+  // (Commands are built before co_await: GCC 12 miscompiles initializer lists inside it.)
+  const redis::Command get{"GET", key};
+  auto cached = co_await context.redis().AsyncSend(get, asio::use_awaitable);
+  if (cached.ok() && cached->is_string()) {
+    info.definition_json = cached->str();
+    info.cache_hit = true;
+  } else {
+    // A miss (or Redis down): the record is the source.
+    auto record = co_await RunBlocking(
+        context.db_executor(),
+        [&store = context.store(), id] { return store.GetActivity(id, false); },
+        asio::use_awaitable);
+    if (!record.ok()) co_return std::move(record).error();
+    info.definition_json = RenderActivityDefinition(*record);
+    if (cached.ok()) {
+      // Versioned key: a change of the activity moves readers to a new key; old ones expire.
+      const redis::IntArg ttl(context.settings().cache_ttl_s);
+      const redis::Command set{"SET", key, info.definition_json, "EX", ttl};
+      co_await context.redis().AsyncSend(set, asio::use_awaitable);
+    }
+  }
+  auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+  if (status.ok() && status->found) {
+    info.remaining = status->remaining;
+    info.sold_out = status->remaining == 0;
+  }
+  info.server_time_ms = context.clock().NowMs();
+  co_return info;
+}
+
+asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& context,
+                                                              std::string_view user_id) {
+  const SnapshotPtr snapshot = context.snapshot();  // alive across the awaits below
+  std::vector<UserOrder> orders;
+  for (const auto& record : snapshot->all()) {
+    auto recorded = co_await context.seckill().AsyncUserOrders(record.activity.id, user_id,
+                                                               asio::use_awaitable);
+    if (!recorded.ok()) co_return std::move(recorded).error();
+    for (auto& order : *recorded) orders.push_back({record.activity.id, std::move(order)});
+  }
+  co_return orders;
+}
+
+}  // namespace flashsale::service

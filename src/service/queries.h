@@ -1,0 +1,41 @@
+#pragma once
+// Reads: public activity info (through the S0-6 cache) and a user's orders.
+
+#include <boost/asio/awaitable.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "redis/seckill.h"
+#include "service/context.h"
+
+namespace flashsale::service {
+
+struct ActivityInfo {
+  std::string definition_json;  // the public definition, as cached
+  bool cache_hit = false;
+  int64_t remaining = -1;  // -1: Redis did not say (not loaded, or unavailable)
+  bool sold_out = false;
+  int64_t server_time_ms = 0;
+};
+
+// The public JSON of an activity's definition: what the cache stores.
+std::string RenderActivityDefinition(const store::ActivityRecord& record);
+
+// kNotFound for an activity this instance does not know. The definition comes from the cache
+// key <ns>:cache:seckill:activity:<md5({"activity_id":...})>:v<record version>, filled from the
+// database on a miss; remaining stock comes live from Redis.
+boost::asio::awaitable<base::Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
+                                                                   std::string_view activity_id);
+
+struct UserOrder {
+  std::string activity_id;
+  redis::RecordedOrder order;
+};
+
+// The user's orders in every activity this instance knows, as Redis recorded them.
+boost::asio::awaitable<base::Result<std::vector<UserOrder>>> GetUserOrders(
+    ServiceContext& context, std::string_view user_id);
+
+}  // namespace flashsale::service

@@ -1,0 +1,41 @@
+#include "service/registry.h"
+
+#include <fmt/format.h>
+
+namespace flashsale::service {
+
+ActivitySnapshot::ActivitySnapshot(std::vector<store::ActivityRecord> records, uint64_t generation)
+    : records_(std::move(records)), generation_(generation) {
+  for (size_t i = 0; i < records_.size(); ++i) index_[records_[i].activity.id] = i;
+}
+
+const store::ActivityRecord* ActivitySnapshot::Find(std::string_view id) const {
+  auto it = index_.find(id);
+  return it == index_.end() ? nullptr : &records_[it->second];
+}
+
+ActivityRegistry::ActivityRegistry()
+    : current_(std::make_shared<ActivitySnapshot>(std::vector<store::ActivityRecord>{}, 0)) {}
+
+void ActivityRegistry::Publish(std::vector<store::ActivityRecord> records) {
+  std::lock_guard lock(mutex_);
+  const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  current_ = std::make_shared<ActivitySnapshot>(std::move(records), generation);
+  generation_.store(generation, std::memory_order_release);
+}
+
+void ActivityRegistry::Refresh(SnapshotPtr& current) const {
+  if (current && current->generation() == generation_.load(std::memory_order_acquire)) return;
+  current = Current();
+}
+
+SnapshotPtr ActivityRegistry::Current() const {
+  std::lock_guard lock(mutex_);
+  return current_;
+}
+
+std::string ActivityRegistry::VersionKey(std::string_view key_namespace) {
+  return fmt::format("{}:registry:version", key_namespace);
+}
+
+}  // namespace flashsale::service
