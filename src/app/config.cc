@@ -1,1 +1,547 @@
 #include "app/config.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <toml++/toml.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <variant>
+
+namespace flashsale::app {
+namespace {
+
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+using base::Status;
+
+constexpr std::string_view kConfigEnv = "FLASHSALE_CONFIG";
+constexpr int64_t kNoMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+
+using Field = std::variant<std::string ServeConfig::*, int64_t ServeConfig::*, bool ServeConfig::*>;
+
+// Checks a string setting's value: empty when it is valid, else what is wrong with it, phrased to
+// follow "setting 'x' from SOURCE: ".
+using StringCheck = std::string (*)(const std::string& value);
+
+struct Setting {
+  std::string_view name;  // the flag without its dashes and the TOML key: "data-dir"
+  Field field;
+  std::string_view placeholder;  // the value's name in --help
+  std::string_view help;         // one line, without the default and the variable
+  int64_t min = kNoMin;          // integers only
+  int64_t max = kNoMax;
+  StringCheck check = nullptr;  // strings only; nullptr: anything goes
+};
+
+std::string NotEmpty(const std::string& value) { return value.empty() ? "must not be empty" : ""; }
+
+bool IsIpv4(const std::string& host) {
+  in_addr address{};
+  // Only the strict dotted quad: glibc's inet_pton refuses "1.2.3", "0x7f.0.0.1" and "01.2.3.4".
+  return ::inet_pton(AF_INET, host.c_str(), &address) == 1;
+}
+
+bool IsIpv6(const std::string& host) {
+  in6_addr address{};
+  return ::inet_pton(AF_INET6, host.c_str(), &address) == 1;
+}
+
+std::string CheckListen(const std::string& value) {
+  auto not_host_port = [&] {
+    return fmt::format("\"{}\" is not HOST:PORT (HOST an IPv4 address, localhost or [IPv6])",
+                       value);
+  };
+  const size_t colon = value.rfind(':');
+  if (colon == std::string::npos) return not_host_port();
+  const std::string host = value.substr(0, colon);
+  const std::string port = value.substr(colon + 1);
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  if (!(host == "localhost" || IsIpv4(host) ||
+        (bracketed && IsIpv6(host.substr(1, host.size() - 2))))) {
+    return not_host_port();
+  }
+  int number = 0;
+  const char* end = port.data() + port.size();
+  auto [ptr, ec] = std::from_chars(port.data(), end, number);
+  if (port.empty() || ec != std::errc() || ptr != end || number < 1 || number > 65535) {
+    return fmt::format("\"{}\": port \"{}\" is not 1..65535", value, port);
+  }
+  return "";
+}
+
+std::string CheckKeyNamespace(const std::string& value) {
+  const bool allowed = std::all_of(value.begin(), value.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
+  });
+  if (value.empty() || value.size() > 64 || !allowed) {
+    return fmt::format("must be 1 to 64 characters of A-Z a-z 0-9 _ . -, not \"{}\"", value);
+  }
+  return "";
+}
+
+std::string CheckIdentity(const std::string& value) {
+  if (value == "token" || value == "gateway") return "";
+  return fmt::format("must be token or gateway, not \"{}\"", value);
+}
+
+std::string CheckLogLevel(const std::string& value) {
+  for (std::string_view level : {"trace", "debug", "info", "warn", "error"}) {
+    if (value == level) return "";
+  }
+  return fmt::format("must be trace, debug, info, warn or error, not \"{}\"", value);
+}
+
+// Every setting, in the order of ServeConfig. The defaults come from ServeConfig itself.
+const std::vector<Setting>& Settings() {
+  static const std::vector<Setting> settings = {
+      {.name = "listen",
+       .field = &ServeConfig::listen,
+       .placeholder = "HOST:PORT",
+       .help = "Address to serve HTTP on; HOST is an IPv4 address, localhost or [IPv6]",
+       .check = CheckListen},
+      {.name = "threads",
+       .field = &ServeConfig::threads,
+       .placeholder = "N",
+       .help = "I/O threads, 0..256; 0 means one per core",
+       .min = 0,
+       .max = 256},
+      {.name = "data-dir",
+       .field = &ServeConfig::data_dir,
+       .placeholder = "DIR",
+       .help = "Directory of the embedded Redis, the SQLite database and generated secrets",
+       .check = NotEmpty},
+      {.name = "redis-url",
+       .field = &ServeConfig::redis_url,
+       .placeholder = "URL",
+       .help = "Redis to use, redis://[[user]:password@]host[:port][/db] or unix:///path.sock; "
+               "empty starts a private redis-server in data-dir"},
+      {.name = "redis-server",
+       .field = &ServeConfig::redis_server,
+       .placeholder = "PATH",
+       .help = "The redis-server binary that runs the private Redis",
+       .check = NotEmpty},
+      {.name = "db-url",
+       .field = &ServeConfig::db_url,
+       .placeholder = "URL",
+       .help = "Database of record; empty means sqlite:<data-dir>/flashsale.db"},
+      {.name = "key-namespace",
+       .field = &ServeConfig::key_namespace,
+       .placeholder = "NAME",
+       .help = "Prefix of every Redis key, 1 to 64 of A-Z a-z 0-9 _ . -; keeps deployments "
+               "sharing a Redis apart",
+       .check = CheckKeyNamespace},
+      {.name = "identity",
+       .field = &ServeConfig::identity,
+       .placeholder = "token|gateway",
+       .help = "How requests say who the user is: token (bearer tokens signed with the secret) "
+               "or gateway (set by a trusted gateway in front)",
+       .check = CheckIdentity},
+      {.name = "secret",
+       .field = &ServeConfig::secret,
+       .placeholder = "TEXT",
+       .help = "HMAC key of tokens and of ids in Redis keys; empty: generated once into "
+               "<data-dir>/secret. Prefer the file or the variable: flags show in ps"},
+      {.name = "admin-token",
+       .field = &ServeConfig::admin_token,
+       .placeholder = "TEXT",
+       .help = "Bearer token of the admin API; empty: generated once into "
+               "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps"},
+      {.name = "demo",
+       .field = &ServeConfig::demo,
+       .help = "Demo mode: seed a demo activity (see demo-stock) and serve the demo pages"},
+      {.name = "demo-stock",
+       .field = &ServeConfig::demo_stock,
+       .placeholder = "N",
+       .help = "Units of the demo activity, >= 0",
+       .min = 0},
+      {.name = "max-header-bytes",
+       .field = &ServeConfig::max_header_bytes,
+       .placeholder = "BYTES",
+       .help = "Largest request line and headers accepted, 1024..1048576",
+       .min = 1024,
+       .max = 1048576},
+      {.name = "max-body-bytes",
+       .field = &ServeConfig::max_body_bytes,
+       .placeholder = "BYTES",
+       .help = "Largest request body accepted, 1024..16777216",
+       .min = 1024,
+       .max = 16777216},
+      {.name = "read-timeout-ms",
+       .field = &ServeConfig::read_timeout_ms,
+       .placeholder = "MS",
+       .help = "Time allowed to receive a whole request, >= 1",
+       .min = 1},
+      {.name = "idle-timeout-ms",
+       .field = &ServeConfig::idle_timeout_ms,
+       .placeholder = "MS",
+       .help = "Time a keep-alive connection may stay idle before it is closed, >= 1",
+       .min = 1},
+      {.name = "shutdown-timeout-ms",
+       .field = &ServeConfig::shutdown_timeout_ms,
+       .placeholder = "MS",
+       .help = "On shutdown, time given to requests in flight before they are cut off, >= 1",
+       .min = 1},
+      {.name = "redis-timeout-ms",
+       .field = &ServeConfig::redis_timeout_ms,
+       .placeholder = "MS",
+       .help = "Time to wait for a Redis reply before its outcome counts as unknown, >= 1",
+       .min = 1},
+      {.name = "idempotency-ttl-s",
+       .field = &ServeConfig::idempotency_ttl_s,
+       .placeholder = "SECONDS",
+       .help = "How long a purchase's idempotency key is remembered with its answer, >= 1",
+       .min = 1},
+      {.name = "registry-poll-ms",
+       .field = &ServeConfig::registry_poll_ms,
+       .placeholder = "MS",
+       .help = "How often to look for activity changes made through other instances, >= 10",
+       .min = 10},
+      {.name = "trust-forwarded-for",
+       .field = &ServeConfig::trust_forwarded_for,
+       .help = "Take the client address from X-Forwarded-For; only behind a proxy that sets it"},
+      {.name = "log-level",
+       .field = &ServeConfig::log_level,
+       .placeholder = "LEVEL",
+       .help = "Least severe log messages written: trace, debug, info, warn or error",
+       .check = CheckLogLevel},
+  };
+  return settings;
+}
+
+bool IsBool(const Setting& setting) {
+  return std::holds_alternative<bool ServeConfig::*>(setting.field);
+}
+
+// "data-dir" -> "FLASHSALE_DATA_DIR".
+std::string EnvName(const Setting& setting) {
+  std::string name = "FLASHSALE_";
+  for (char c : setting.name) {
+    name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return name;
+}
+
+// "data-dir" -> "data_dir", the other spelling accepted in the file.
+std::string Underscored(std::string_view name) {
+  std::string result(name);
+  std::replace(result.begin(), result.end(), '-', '_');
+  return result;
+}
+
+std::string DefaultText(const Setting& setting) {
+  static const ServeConfig kDefaults;
+  if (const auto* field = std::get_if<std::string ServeConfig::*>(&setting.field)) {
+    const std::string& value = kDefaults.**field;
+    return value.empty() ? "\"\"" : value;
+  }
+  if (const auto* field = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
+    return std::to_string(kDefaults.**field);
+  }
+  return kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
+}
+
+base::Error SettingError(const Setting& setting, std::string_view source,
+                         std::string_view problem) {
+  return MakeError(ErrorCode::kInvalidArgument, "setting '{}' from {}: {}", setting.name, source,
+                   problem);
+}
+
+Status StoreString(const Setting& setting, std::string value, std::string_view source,
+                   ServeConfig& config) {
+  if (setting.check != nullptr) {
+    std::string problem = setting.check(value);
+    if (!problem.empty()) return SettingError(setting, source, problem);
+  }
+  config.*std::get<std::string ServeConfig::*>(setting.field) = std::move(value);
+  return {};
+}
+
+Status StoreInt(const Setting& setting, int64_t value, std::string_view source,
+                ServeConfig& config) {
+  if (value < setting.min || value > setting.max) {
+    std::string range = setting.max == kNoMax ? fmt::format("at least {}", setting.min)
+                                              : fmt::format("{}..{}", setting.min, setting.max);
+    return SettingError(setting, source, fmt::format("must be {}, not {}", range, value));
+  }
+  config.*std::get<int64_t ServeConfig::*>(setting.field) = value;
+  return {};
+}
+
+// Text from a flag or a variable. Integers are plain decimal (an optional '-', no spaces); bools
+// are 1/0, true/false or yes/no in any case.
+Status ApplyText(const Setting& setting, const std::string& text, std::string_view source,
+                 ServeConfig& config) {
+  if (std::holds_alternative<std::string ServeConfig::*>(setting.field)) {
+    return StoreString(setting, text, source, config);
+  }
+  if (std::holds_alternative<int64_t ServeConfig::*>(setting.field)) {
+    int64_t value = 0;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec == std::errc::invalid_argument || ptr != end) {
+      return SettingError(setting, source, fmt::format("\"{}\" is not an integer", text));
+    }
+    if (ec == std::errc::result_out_of_range) {
+      return SettingError(setting, source, fmt::format("\"{}\" does not fit in 64 bits", text));
+    }
+    return StoreInt(setting, value, source, config);
+  }
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  bool value = false;
+  if (lower == "1" || lower == "true" || lower == "yes") {
+    value = true;
+  } else if (!(lower == "0" || lower == "false" || lower == "no")) {
+    return SettingError(setting, source,
+                        fmt::format("\"{}\" is not a boolean (1/0, true/false, yes/no)", text));
+  }
+  config.*std::get<bool ServeConfig::*>(setting.field) = value;
+  return {};
+}
+
+std::string_view TypeName(toml::node_type type) {
+  switch (type) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::date:
+    case toml::node_type::time:
+    case toml::node_type::date_time:
+      return "a date or time";
+    case toml::node_type::none:
+      break;
+  }
+  return "nothing";
+}
+
+// A value from the file: it must have the TOML type of the setting (a quoted "4" is not an int).
+Status ApplyToml(const Setting& setting, const toml::node& node, std::string_view source,
+                 ServeConfig& config) {
+  toml::node_type expected = toml::node_type::boolean;
+  if (std::holds_alternative<std::string ServeConfig::*>(setting.field)) {
+    expected = toml::node_type::string;
+  } else if (std::holds_alternative<int64_t ServeConfig::*>(setting.field)) {
+    expected = toml::node_type::integer;
+  }
+  if (node.type() != expected) {
+    return SettingError(
+        setting, source,
+        fmt::format("must be {}, not {}", TypeName(expected), TypeName(node.type())));
+  }
+  switch (expected) {
+    case toml::node_type::string:
+      return StoreString(setting, node.as_string()->get(), source, config);
+    case toml::node_type::integer:
+      return StoreInt(setting, node.as_integer()->get(), source, config);
+    default:
+      config.*std::get<bool ServeConfig::*>(setting.field) = node.as_boolean()->get();
+      return {};
+  }
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// "; did you mean 'threads'?" when a setting is within two edits of `key`, else "".
+std::string Suggestion(std::string_view key) {
+  const std::string dashed = [&] {
+    std::string s(key);
+    std::replace(s.begin(), s.end(), '_', '-');
+    return s;
+  }();
+  const Setting* best = nullptr;
+  size_t best_distance = 3;
+  for (const Setting& setting : Settings()) {
+    size_t distance = EditDistance(dashed, setting.name);
+    if (distance < best_distance) {
+      best = &setting;
+      best_distance = distance;
+    }
+  }
+  return best == nullptr ? "" : fmt::format("; did you mean '{}'?", best->name);
+}
+
+Status ApplyFile(const std::string& path, std::string_view named_by, ServeConfig& config) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {  // it would open, and read as empty
+    return MakeError(ErrorCode::kInvalidArgument, "config file {} (from {}) is a directory", path,
+                     named_by);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return MakeError(ErrorCode::kInvalidArgument, "config file {} (from {}) cannot be read: {}",
+                     path, named_by, std::generic_category().message(errno));
+  }
+  std::stringstream content;
+  content << in.rdbuf();
+  if (in.bad()) {
+    return MakeError(ErrorCode::kInvalidArgument, "config file {} (from {}) cannot be read", path,
+                     named_by);
+  }
+  toml::table table;
+  try {
+    table = toml::parse(content.str(), path);
+  } catch (const toml::parse_error& e) {
+    return MakeError(ErrorCode::kInvalidArgument, "config file {}:{}:{}: {}", path,
+                     e.source().begin.line, e.source().begin.column, e.description());
+  }
+  // Which setting each key names, to catch both spellings of one setting in the same file.
+  std::vector<const toml::key*> seen(Settings().size(), nullptr);
+  for (const auto& entry : table) {
+    const toml::key& key = entry.first;
+    const std::string location = fmt::format("{}:{}", path, key.source().begin.line);
+    const auto& settings = Settings();
+    auto it = std::find_if(settings.begin(), settings.end(), [&](const Setting& setting) {
+      return key.str() == setting.name || key.str() == Underscored(setting.name);
+    });
+    if (it == settings.end()) {
+      return MakeError(ErrorCode::kInvalidArgument, "unknown setting '{}' in {}{}", key.str(),
+                       location, Suggestion(key.str()));
+    }
+    const toml::key*& previous = seen[static_cast<size_t>(it - settings.begin())];
+    if (previous != nullptr) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "setting '{}' is given twice in {}, as '{}' on line {} and as '{}' on line "
+                       "{}",
+                       it->name, path, previous->str(), previous->source().begin.line, key.str(),
+                       key.source().begin.line);
+    }
+    previous = &key;
+    Status applied = ApplyToml(*it, entry.second, location, config);
+    if (!applied.ok()) return applied;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<std::string> EnvFromProcess(const std::string& name) {
+  const char* value = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe): at startup
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+ServeSettings::ServeSettings(CLI::App& command) {
+  config_file_ = command.add_option("--config")
+                     ->description(fmt::format(
+                         "TOML file of settings, keys named as the flags (threads = 4); \"\" "
+                         "means none (default: \"\"; env {})",
+                         kConfigEnv))
+                     ->type_name("FILE")
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  options_.reserve(Settings().size());
+  for (const Setting& setting : Settings()) {
+    const std::string flag = fmt::format("--{}", setting.name);
+    const std::string description = fmt::format("{} (default: {}; env {})", setting.help,
+                                                DefaultText(setting), EnvName(setting));
+    CLI::Option* option = nullptr;
+    if (IsBool(setting)) {
+      // --demo is true and --no-demo false, so a flag can undo a file or a variable; --demo=no
+      // works too. The last one given wins.
+      option = command.add_flag(fmt::format("{},!--no-{}", flag, setting.name));
+    } else {
+      // Plain text: typed and checked by Resolve. The last one given wins, so a wrapper script's
+      // flags can be overridden by appending.
+      option = command.add_option(flag)
+                   ->type_name(std::string(setting.placeholder))
+                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    }
+    option->description(description);
+    options_.push_back(option);
+  }
+  if (command.get_footer().empty()) {
+    command.footer(
+        "Each setting comes from, lowest first: its default, the --config file, its FLASHSALE_ "
+        "environment variable, its flag.");
+  }
+}
+
+base::Result<ServeConfig> ServeSettings::Resolve(const EnvLookup& getenv) const {
+  ServeConfig config;
+  std::optional<std::string> file;
+  std::string named_by;
+  if (config_file_->count() > 0) {
+    file = config_file_->as<std::string>();
+    named_by = "--config";
+  } else {
+    file = getenv(std::string(kConfigEnv));
+    named_by = kConfigEnv;
+  }
+  if (file.has_value() && !file->empty()) {
+    Status applied = ApplyFile(*file, named_by, config);
+    if (!applied.ok()) return std::move(applied).error();
+  }
+
+  const auto& settings = Settings();
+  for (const Setting& setting : settings) {
+    const std::string name = EnvName(setting);
+    if (std::optional<std::string> value = getenv(name)) {
+      Status applied = ApplyText(setting, *value, name, config);
+      if (!applied.ok()) return std::move(applied).error();
+    }
+  }
+
+  for (size_t i = 0; i < settings.size(); ++i) {
+    if (options_[i]->count() == 0) continue;
+    // A bool flag's text is "true" for --demo, "false" for --no-demo, or what --demo= was given.
+    Status applied = ApplyText(settings[i], options_[i]->as<std::string>(),
+                               fmt::format("--{}", settings[i].name), config);
+    if (!applied.ok()) return std::move(applied).error();
+  }
+  return config;
+}
+
+base::Result<ServeCommandLine> ParseServeConfig(std::vector<std::string> args,
+                                                const EnvLookup& getenv) {
+  CLI::App command{"Run the flash-sale HTTP service", "flashsale serve"};
+  ServeSettings settings(command);
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+  try {
+    command.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    return ServeCommandLine{.help = command.help()};
+  } catch (const CLI::ParseError& e) {
+    return MakeError(ErrorCode::kInvalidArgument, "{}", e.what());
+  }
+  Result<ServeConfig> config = settings.Resolve(getenv);
+  if (!config.ok()) return std::move(config).error();
+  return ServeCommandLine{.config = std::move(config).value()};
+}
+
+}  // namespace flashsale::app

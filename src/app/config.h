@@ -1,35 +1,105 @@
 #pragma once
-// Settings of `flashsale serve` (and `flashsale worker`): defaults < TOML file < environment <
-// flags. Being filled in.
+// Settings of `flashsale serve` (and later `flashsale worker`). Each setting comes from, lowest
+// first: its built-in default < the TOML config file < its environment variable < its flag.
+//
+// Setting `data_dir` (and likewise every field of ServeConfig) has
+//   the flag          --data-dir VALUE         bools: --demo / --no-demo / --demo=false
+//   the variable      FLASHSALE_DATA_DIR       bools: 1/0, true/false, yes/no (any case)
+//   the TOML key      data-dir = "..."         data_dir is accepted too; bools: true/false
+// The config file is named by --config FILE, else by FLASHSALE_CONFIG; an empty name means no file
+// (so `--config ""` switches off a file named in the environment). There is no implicit file, and
+// a named file that cannot be read is an error. Paths inside the file are taken as given, i.e.
+// relative to the working directory, not to the file.
+//
+// Every value given is checked, including one that a higher source overrides: a broken file or
+// variable is reported now rather than on the day the flag that hides it is removed. Errors are
+// kInvalidArgument and name the setting and where its value came from:
+//   setting 'threads' from FLASHSALE_THREADS: "abc" is not an integer
+//   setting 'threads' from /etc/flashsale.toml:3: must be 0..256, not 300
+//   unknown setting 'treads' in /etc/flashsale.toml:3; did you mean 'threads'?
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's name
+class App;
+class Option;
+}  // namespace CLI
 
 namespace flashsale::app {
 
+// Field comments give what the setting means; the ranges are what Resolve accepts.
 struct ServeConfig {
-  std::string listen = "127.0.0.1:8080";
-  int64_t threads = 0;                        // 0: one per core
+  std::string listen = "127.0.0.1:8080";      // HOST:PORT; HOST IPv4, localhost or [IPv6]
+  int64_t threads = 0;                        // 0: one per core; 0..256
   std::string data_dir = "./flashsale-data";  // embedded Redis, SQLite, generated secrets
   std::string redis_url;                      // empty: a private redis-server in data_dir
   std::string redis_server = "redis-server";  // the binary for the embedded server
   std::string db_url;                         // empty: sqlite:<data_dir>/flashsale.db
-  std::string key_namespace = "fs";
-  std::string identity = "token";  // token | gateway
-  std::string secret;              // empty: generated once into <data_dir>/secret
-  std::string admin_token;         // empty: generated once into <data_dir>/admin-token
+  std::string key_namespace = "fs";           // 1..64 of [A-Za-z0-9_.-]
+  std::string identity = "token";             // token | gateway
+  std::string secret;                         // empty: generated once into <data_dir>/secret
+  std::string admin_token;                    // empty: generated once into <data_dir>/admin-token
   bool demo = false;
-  int64_t demo_stock = 100;
-  int64_t max_header_bytes = 8192;
-  int64_t max_body_bytes = 65536;
-  int64_t read_timeout_ms = 5000;
+  int64_t demo_stock = 100;         // >= 0
+  int64_t max_header_bytes = 8192;  // 1024..1048576
+  int64_t max_body_bytes = 65536;   // 1024..16777216
+  int64_t read_timeout_ms = 5000;   // >= 1, as are the other timeouts
   int64_t idle_timeout_ms = 60000;
   int64_t shutdown_timeout_ms = 10000;
   int64_t redis_timeout_ms = 1000;
-  int64_t idempotency_ttl_s = 86400;
-  int64_t registry_poll_ms = 500;
+  int64_t idempotency_ttl_s = 86400;  // >= 1
+  int64_t registry_poll_ms = 500;     // >= 10
   bool trust_forwarded_for = false;
-  std::string log_level = "info";
+  std::string log_level = "info";  // trace | debug | info | warn | error
+
+  friend bool operator==(const ServeConfig&, const ServeConfig&) = default;
 };
+
+// Looks up an environment variable: its value, or nullopt when it is not set. Injected so tests
+// never touch the real process environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// The real environment (std::getenv). Not safe against a concurrent setenv; call at startup.
+std::optional<std::string> EnvFromProcess(const std::string& name);
+
+// The settings as options of a CLI11 command. Holds pointers to the options, which `command`
+// owns: `command` must outlive this object. Adds nothing to `command` but the options, and a
+// footer explaining the sources if it has no footer yet.
+class ServeSettings {
+ public:
+  // Registers --config and one option per setting on `command` (an App or a subcommand). The
+  // options hold the flags' raw text only; typing and checking happen in Resolve, so that flags
+  // get the same messages as the file and the environment. Throws CLI::OptionAlreadyAdded if
+  // `command` has one of these flags already (a programming error, found at startup).
+  explicit ServeSettings(CLI::App& command);
+
+  // After `command` was parsed: the defaults overridden by the file, the environment and the
+  // flags, in that order, every value checked. kInvalidArgument naming the setting and the
+  // source on the first problem.
+  base::Result<ServeConfig> Resolve(const EnvLookup& getenv) const;
+
+ private:
+  CLI::Option* config_file_;
+  std::vector<CLI::Option*> options_;  // one per setting, in the order of ServeConfig
+};
+
+// What ParseServeConfig found: the resolved settings, or a request for help.
+struct ServeCommandLine {
+  ServeConfig config;               // the resolved settings; the defaults when help is set
+  std::optional<std::string> help;  // --help was given: the help text, nothing was resolved
+};
+
+// Parses `args` (without the program name, e.g. {"--threads", "4"}) as the options of
+// `flashsale serve` and resolves them. --help is not an error: the result carries the help
+// text. Usage errors (an unknown flag, a missing value) and setting errors are kInvalidArgument.
+// Never prints and never exits.
+base::Result<ServeCommandLine> ParseServeConfig(std::vector<std::string> args,
+                                                const EnvLookup& getenv);
 
 }  // namespace flashsale::app

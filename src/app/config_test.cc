@@ -1,5 +1,453 @@
 #include "app/config.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
-TEST(ConfigTest, Placeholder) { EXPECT_EQ(flashsale::app::ServeConfig{}.listen, "127.0.0.1:8080"); }
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace flashsale::app {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+EnvLookup EnvOf(Env vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// The settings, or the error's message as a failed expectation.
+ServeConfig Parse(std::vector<std::string> args, Env env = {}) {
+  auto result = ParseServeConfig(std::move(args), EnvOf(std::move(env)));
+  EXPECT_TRUE(result.ok()) << result.error().message;
+  if (!result.ok()) return {};
+  EXPECT_FALSE(result->help.has_value());
+  return result->config;
+}
+
+// The error's message; a failed expectation if there was no error.
+std::string ErrorOf(std::vector<std::string> args, Env env = {}) {
+  auto result = ParseServeConfig(std::move(args), EnvOf(std::move(env)));
+  EXPECT_FALSE(result.ok()) << "no error";
+  if (result.ok()) return "";
+  EXPECT_EQ(result.error().code, base::ErrorCode::kInvalidArgument);
+  return result.error().message;
+}
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ =
+        (std::filesystem::temp_directory_path() / "flashsale-config-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  // Writes `content` to a file in the temporary directory; its path.
+  std::string Write(const std::string& name, const std::string& content) {
+    std::string path = (std::filesystem::path(dir_) / name).string();
+    std::ofstream out(path, std::ios::binary);
+    out << content;
+    EXPECT_TRUE(out.good()) << path;
+    return path;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ConfigTest, DefaultsWhenNothingIsGiven) {
+  ServeConfig config = Parse({});
+  EXPECT_TRUE(config == ServeConfig{});
+  EXPECT_EQ(config.listen, "127.0.0.1:8080");
+  EXPECT_EQ(config.threads, 0);
+  EXPECT_EQ(config.data_dir, "./flashsale-data");
+  EXPECT_EQ(config.redis_url, "");
+  EXPECT_EQ(config.key_namespace, "fs");
+  EXPECT_EQ(config.identity, "token");
+  EXPECT_FALSE(config.demo);
+  EXPECT_EQ(config.max_body_bytes, 65536);
+  EXPECT_EQ(config.registry_poll_ms, 500);
+  EXPECT_EQ(config.log_level, "info");
+}
+
+TEST_F(ConfigTest, FileOverridesDefaultsEnvOverridesFileFlagOverridesEnv) {
+  std::string file = Write("f.toml", "key-namespace = \"file\"\nthreads = 3\ndemo = true\n");
+  std::vector<std::string> with_file = {"--config", file};
+
+  ServeConfig from_file = Parse(with_file);
+  EXPECT_EQ(from_file.key_namespace, "file");
+  EXPECT_EQ(from_file.threads, 3);
+  EXPECT_TRUE(from_file.demo);
+
+  Env env = {
+      {"FLASHSALE_KEY_NAMESPACE", "env"}, {"FLASHSALE_THREADS", "5"}, {"FLASHSALE_DEMO", "no"}};
+  ServeConfig from_env = Parse(with_file, env);
+  EXPECT_EQ(from_env.key_namespace, "env");
+  EXPECT_EQ(from_env.threads, 5);
+  EXPECT_FALSE(from_env.demo);
+
+  std::vector<std::string> with_flags = {"--config",  file, "--key-namespace", "flag",
+                                         "--threads", "7",  "--demo"};
+  ServeConfig from_flags = Parse(with_flags, env);
+  EXPECT_EQ(from_flags.key_namespace, "flag");
+  EXPECT_EQ(from_flags.threads, 7);
+  EXPECT_TRUE(from_flags.demo);
+
+  // And back down: --no-demo beats a variable saying yes.
+  EXPECT_FALSE(Parse({"--no-demo"}, {{"FLASHSALE_DEMO", "1"}}).demo);
+  EXPECT_FALSE(Parse({"--demo=false"}, {{"FLASHSALE_DEMO", "TRUE"}}).demo);
+}
+
+TEST_F(ConfigTest, LastFlagWins) {
+  EXPECT_EQ(Parse({"--threads", "2", "--threads", "9"}).threads, 9);
+  EXPECT_FALSE(Parse({"--demo", "--no-demo"}).demo);
+}
+
+// Every setting reaches its field from each source: a setting missing from the table, or wired
+// to the wrong field, fails here.
+TEST_F(ConfigTest, EverySettingHasAFlagAVariableAndAKey) {
+  struct Case {
+    std::string name;
+    std::string text;  // for the flag and the variable
+    std::string toml;  // the TOML value
+    std::function<void(ServeConfig&)> expect;
+  };
+  const std::vector<Case> cases = {
+      {"listen", "0.0.0.0:9090", "\"0.0.0.0:9090\"",
+       [](ServeConfig& c) { c.listen = "0.0.0.0:9090"; }},
+      {"threads", "12", "12", [](ServeConfig& c) { c.threads = 12; }},
+      {"data-dir", "/var/fs", "\"/var/fs\"", [](ServeConfig& c) { c.data_dir = "/var/fs"; }},
+      {"redis-url", "redis://r:6380", "\"redis://r:6380\"",
+       [](ServeConfig& c) { c.redis_url = "redis://r:6380"; }},
+      {"redis-server", "/opt/rs", "\"/opt/rs\"",
+       [](ServeConfig& c) { c.redis_server = "/opt/rs"; }},
+      {"db-url", "sqlite:/x.db", "\"sqlite:/x.db\"",
+       [](ServeConfig& c) { c.db_url = "sqlite:/x.db"; }},
+      {"key-namespace", "prod", "\"prod\"", [](ServeConfig& c) { c.key_namespace = "prod"; }},
+      {"identity", "gateway", "\"gateway\"", [](ServeConfig& c) { c.identity = "gateway"; }},
+      {"secret", "s3", "\"s3\"", [](ServeConfig& c) { c.secret = "s3"; }},
+      {"admin-token", "at", "\"at\"", [](ServeConfig& c) { c.admin_token = "at"; }},
+      {"demo", "true", "true", [](ServeConfig& c) { c.demo = true; }},
+      {"demo-stock", "0", "0", [](ServeConfig& c) { c.demo_stock = 0; }},
+      {"max-header-bytes", "4096", "4096", [](ServeConfig& c) { c.max_header_bytes = 4096; }},
+      {"max-body-bytes", "2048", "2048", [](ServeConfig& c) { c.max_body_bytes = 2048; }},
+      {"read-timeout-ms", "11", "11", [](ServeConfig& c) { c.read_timeout_ms = 11; }},
+      {"idle-timeout-ms", "12", "12", [](ServeConfig& c) { c.idle_timeout_ms = 12; }},
+      {"shutdown-timeout-ms", "13", "13", [](ServeConfig& c) { c.shutdown_timeout_ms = 13; }},
+      {"redis-timeout-ms", "14", "14", [](ServeConfig& c) { c.redis_timeout_ms = 14; }},
+      {"idempotency-ttl-s", "15", "15", [](ServeConfig& c) { c.idempotency_ttl_s = 15; }},
+      {"registry-poll-ms", "16", "16", [](ServeConfig& c) { c.registry_poll_ms = 16; }},
+      {"trust-forwarded-for", "yes", "true", [](ServeConfig& c) { c.trust_forwarded_for = true; }},
+      {"log-level", "debug", "\"debug\"", [](ServeConfig& c) { c.log_level = "debug"; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ServeConfig expected;
+    c.expect(expected);
+    ASSERT_FALSE(expected == ServeConfig{}) << "the case must change something";
+
+    EXPECT_TRUE(Parse({"--" + c.name + "=" + c.text}) == expected) << "flag";
+
+    std::string env_name = "FLASHSALE_";
+    for (char ch : c.name) env_name += ch == '-' ? '_' : static_cast<char>(std::toupper(ch));
+    EXPECT_TRUE(Parse({}, {{env_name, c.text}}) == expected) << "variable " << env_name;
+
+    std::string file = Write("every.toml", c.name + " = " + c.toml + "\n");
+    EXPECT_TRUE(Parse({"--config", file}) == expected) << "file";
+
+    std::string underscored = c.name;
+    std::replace(underscored.begin(), underscored.end(), '-', '_');
+    file = Write("every.toml", underscored + " = " + c.toml + "\n");
+    EXPECT_TRUE(Parse({"--config", file}) == expected) << "file, " << underscored;
+  }
+}
+
+TEST_F(ConfigTest, ConfigFileFromTheEnvironmentAndTheFlag) {
+  std::string file = Write("env.toml", "threads = 6\n");
+  EXPECT_EQ(Parse({}, {{"FLASHSALE_CONFIG", file}}).threads, 6);
+
+  // The flag names the file instead: the variable's (missing) file is not read.
+  std::string other = Write("flag.toml", "threads = 8\n");
+  EXPECT_EQ(Parse({"--config", other}, {{"FLASHSALE_CONFIG", dir_ + "/missing.toml"}}).threads, 8);
+
+  // An empty name means no file, so a flag can switch off the variable's file.
+  EXPECT_EQ(Parse({"--config", ""}, {{"FLASHSALE_CONFIG", file}}).threads, 0);
+}
+
+TEST_F(ConfigTest, MissingFileNamedExplicitlyIsAnError) {
+  std::string missing = dir_ + "/missing.toml";
+  std::string error = ErrorOf({"--config", missing});
+  EXPECT_NE(error.find(missing), std::string::npos) << error;
+  EXPECT_NE(error.find("--config"), std::string::npos) << error;
+
+  error = ErrorOf({}, {{"FLASHSALE_CONFIG", missing}});
+  EXPECT_NE(error.find(missing), std::string::npos) << error;
+  EXPECT_NE(error.find("FLASHSALE_CONFIG"), std::string::npos) << error;
+
+  EXPECT_EQ(ErrorOf({"--config", dir_}), "config file " + dir_ + " (from --config) is a directory");
+}
+
+TEST_F(ConfigTest, UnknownKeyInFileNamesItAndTheFile) {
+  std::string file = Write("typo.toml", "listen = \"127.0.0.1:80\"\ntreads = 4\n");
+  EXPECT_EQ(ErrorOf({"--config", file}),
+            "unknown setting 'treads' in " + file + ":2; did you mean 'threads'?");
+
+  file = Write("table.toml", "[serve]\nthreads = 4\n");
+  EXPECT_EQ(ErrorOf({"--config", file}), "unknown setting 'serve' in " + file + ":1");
+}
+
+TEST_F(ConfigTest, BothSpellingsOfOneSettingInAFileAreAnError) {
+  std::string file = Write("twice.toml", "data-dir = \"/a\"\ndata_dir = \"/b\"\n");
+  std::string error = ErrorOf({"--config", file});
+  EXPECT_NE(error.find("'data-dir' is given twice in " + file), std::string::npos) << error;
+}
+
+TEST_F(ConfigTest, MalformedTomlReportsTheFileAndLine) {
+  std::string file = Write("bad.toml", "threads = 4\n\nlisten = \n");
+  std::string error = ErrorOf({"--config", file});
+  EXPECT_EQ(error.rfind("config file " + file + ":3:", 0), 0u) << error;
+}
+
+TEST_F(ConfigTest, WrongTomlTypeNamesTheSettingAndTheLine) {
+  std::string file = Write("types.toml", "# comment\nthreads = \"4\"\n");
+  EXPECT_EQ(ErrorOf({"--config", file}),
+            "setting 'threads' from " + file + ":2: must be an integer, not a string");
+  file = Write("types.toml", "demo = 1\n");
+  EXPECT_EQ(ErrorOf({"--config", file}),
+            "setting 'demo' from " + file + ":1: must be a boolean, not an integer");
+}
+
+TEST_F(ConfigTest, MalformedValuesNameTheSettingAndTheSource) {
+  EXPECT_EQ(ErrorOf({}, {{"FLASHSALE_THREADS", "abc"}}),
+            "setting 'threads' from FLASHSALE_THREADS: \"abc\" is not an integer");
+  EXPECT_EQ(ErrorOf({"--max-body-bytes", "12k"}),
+            "setting 'max-body-bytes' from --max-body-bytes: \"12k\" is not an integer");
+  EXPECT_EQ(ErrorOf({"--threads", " 4"}),
+            "setting 'threads' from --threads: \" 4\" is not an integer");
+  EXPECT_EQ(ErrorOf({}, {{"FLASHSALE_THREADS", ""}}),
+            "setting 'threads' from FLASHSALE_THREADS: \"\" is not an integer");
+  EXPECT_EQ(
+      ErrorOf({"--demo-stock", "99999999999999999999"}),
+      "setting 'demo-stock' from --demo-stock: \"99999999999999999999\" does not fit in 64 bits");
+  EXPECT_EQ(ErrorOf({}, {{"FLASHSALE_DEMO", "maybe"}}),
+            "setting 'demo' from FLASHSALE_DEMO: \"maybe\" is not a boolean (1/0, true/false, "
+            "yes/no)");
+  EXPECT_EQ(ErrorOf({"--trust-forwarded-for=2"}),
+            "setting 'trust-forwarded-for' from --trust-forwarded-for: \"2\" is not a boolean "
+            "(1/0, true/false, yes/no)");
+}
+
+TEST_F(ConfigTest, AnOverriddenValueIsStillChecked) {
+  std::string file = Write("range.toml", "threads = 300\n");
+  EXPECT_EQ(ErrorOf({"--config", file, "--threads", "4"}),
+            "setting 'threads' from " + file + ":1: must be 0..256, not 300");
+  EXPECT_EQ(ErrorOf({"--identity", "token"}, {{"FLASHSALE_IDENTITY", "tokne"}}),
+            "setting 'identity' from FLASHSALE_IDENTITY: must be token or gateway, not \"tokne\"");
+}
+
+TEST_F(ConfigTest, RejectsValuesOutsideTheRules) {
+  struct Case {
+    std::string name;
+    std::string value;
+    std::string problem;  // what follows "setting 'name' from --name: "
+  };
+  const std::vector<Case> rejected = {
+      {"threads", "-1", "must be 0..256, not -1"},
+      {"threads", "257", "must be 0..256, not 257"},
+      {"max-header-bytes", "1023", "must be 1024..1048576, not 1023"},
+      {"max-header-bytes", "1048577", "must be 1024..1048576, not 1048577"},
+      {"max-body-bytes", "1023", "must be 1024..16777216, not 1023"},
+      {"max-body-bytes", "16777217", "must be 1024..16777216, not 16777217"},
+      {"read-timeout-ms", "0", "must be at least 1, not 0"},
+      {"idle-timeout-ms", "0", "must be at least 1, not 0"},
+      {"shutdown-timeout-ms", "-5", "must be at least 1, not -5"},
+      {"redis-timeout-ms", "0", "must be at least 1, not 0"},
+      {"idempotency-ttl-s", "0", "must be at least 1, not 0"},
+      {"demo-stock", "-1", "must be at least 0, not -1"},
+      {"registry-poll-ms", "9", "must be at least 10, not 9"},
+      {"identity", "tokne", "must be token or gateway, not \"tokne\""},
+      {"identity", "Token", "must be token or gateway, not \"Token\""},
+      {"log-level", "verbose", "must be trace, debug, info, warn or error, not \"verbose\""},
+      {"key-namespace", "", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -, not \"\""},
+      {"key-namespace", std::string(65, 'a'),
+       "must be 1 to 64 characters of A-Z a-z 0-9 _ . -, not \"" + std::string(65, 'a') + "\""},
+      {"key-namespace", "a b", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -, not \"a b\""},
+      {"key-namespace", "fs:x", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -, not \"fs:x\""},
+      {"data-dir", "", "must not be empty"},
+      {"redis-server", "", "must not be empty"},
+  };
+  for (const Case& c : rejected) {
+    EXPECT_EQ(ErrorOf({"--" + c.name, c.value}),
+              "setting '" + c.name + "' from --" + c.name + ": " + c.problem);
+  }
+}
+
+TEST_F(ConfigTest, ListenMustBeHostColonPort) {
+  const std::string kHostProblem = "is not HOST:PORT (HOST an IPv4 address, localhost or [IPv6])";
+  for (std::string bad : {"8080", "example.com:80", "256.0.0.1:80", "1.2.3:80", "01.2.3.4:80",
+                          ":8080", "::1:8080", "[::1:8080", "[]:80", "[not-v6]:80", "127.0.0.1"}) {
+    EXPECT_EQ(ErrorOf({"--listen", bad}),
+              "setting 'listen' from --listen: \"" + bad + "\" " + kHostProblem);
+  }
+  for (auto [bad, port] :
+       std::vector<std::pair<std::string, std::string>>{{"127.0.0.1:0", "0"},
+                                                        {"127.0.0.1:65536", "65536"},
+                                                        {"localhost:", ""},
+                                                        {"[::1]:http", "http"},
+                                                        {"127.0.0.1:-1", "-1"},
+                                                        {"127.0.0.1:+80", "+80"}}) {
+    EXPECT_EQ(ErrorOf({"--listen", bad}), "setting 'listen' from --listen: \"" + bad +
+                                              "\": port \"" + port + "\" is not 1..65535");
+  }
+}
+
+TEST_F(ConfigTest, AcceptsTheEdgesOfTheRules) {
+  EXPECT_EQ(Parse({"--threads", "256"}).threads, 256);
+  EXPECT_EQ(Parse({"--max-header-bytes", "1024"}).max_header_bytes, 1024);
+  EXPECT_EQ(Parse({"--max-header-bytes", "1048576"}).max_header_bytes, 1048576);
+  EXPECT_EQ(Parse({"--max-body-bytes", "16777216"}).max_body_bytes, 16777216);
+  EXPECT_EQ(Parse({"--registry-poll-ms", "10"}).registry_poll_ms, 10);
+  EXPECT_EQ(Parse({"--read-timeout-ms", "1"}).read_timeout_ms, 1);
+  EXPECT_EQ(Parse({"--key-namespace", std::string(64, 'z')}).key_namespace, std::string(64, 'z'));
+  EXPECT_EQ(Parse({"--key-namespace", "A.b-c_9"}).key_namespace, "A.b-c_9");
+  for (std::string level : {"trace", "debug", "info", "warn", "error"}) {
+    EXPECT_EQ(Parse({"--log-level", level}).log_level, level);
+  }
+  for (std::string listen : {"localhost:1", "0.0.0.0:65535", "[::1]:8080", "[::]:80",
+                             "[2001:db8::7]:443", "10.0.0.255:8080"}) {
+    EXPECT_EQ(Parse({"--listen", listen}).listen, listen);
+  }
+  // An empty string is a value: it sets redis-url back to "start a private server".
+  std::string file = Write("r.toml", "redis-url = \"redis://r\"\n");
+  EXPECT_EQ(Parse({"--config", file}, {{"FLASHSALE_REDIS_URL", ""}}).redis_url, "");
+}
+
+TEST_F(ConfigTest, UnknownFlagAndMissingValueAreUsageErrors) {
+  std::string error = ErrorOf({"--treads", "4"});
+  EXPECT_NE(error.find("--treads"), std::string::npos) << error;
+  error = ErrorOf({"--threads"});
+  EXPECT_NE(error.find("--threads"), std::string::npos) << error;
+  error = ErrorOf({"stray"});
+  EXPECT_NE(error.find("stray"), std::string::npos) << error;
+}
+
+struct Listed {
+  std::string flag;
+  std::string default_text;
+  std::string env;
+};
+
+const std::vector<Listed>& EverySetting() {
+  static const std::vector<Listed> listed = {
+      {"--config", "\"\"", "FLASHSALE_CONFIG"},
+      {"--listen", "127.0.0.1:8080", "FLASHSALE_LISTEN"},
+      {"--threads", "0", "FLASHSALE_THREADS"},
+      {"--data-dir", "./flashsale-data", "FLASHSALE_DATA_DIR"},
+      {"--redis-url", "\"\"", "FLASHSALE_REDIS_URL"},
+      {"--redis-server", "redis-server", "FLASHSALE_REDIS_SERVER"},
+      {"--db-url", "\"\"", "FLASHSALE_DB_URL"},
+      {"--key-namespace", "fs", "FLASHSALE_KEY_NAMESPACE"},
+      {"--identity", "token", "FLASHSALE_IDENTITY"},
+      {"--secret", "\"\"", "FLASHSALE_SECRET"},
+      {"--admin-token", "\"\"", "FLASHSALE_ADMIN_TOKEN"},
+      {"--demo", "false", "FLASHSALE_DEMO"},
+      {"--demo-stock", "100", "FLASHSALE_DEMO_STOCK"},
+      {"--max-header-bytes", "8192", "FLASHSALE_MAX_HEADER_BYTES"},
+      {"--max-body-bytes", "65536", "FLASHSALE_MAX_BODY_BYTES"},
+      {"--read-timeout-ms", "5000", "FLASHSALE_READ_TIMEOUT_MS"},
+      {"--idle-timeout-ms", "60000", "FLASHSALE_IDLE_TIMEOUT_MS"},
+      {"--shutdown-timeout-ms", "10000", "FLASHSALE_SHUTDOWN_TIMEOUT_MS"},
+      {"--redis-timeout-ms", "1000", "FLASHSALE_REDIS_TIMEOUT_MS"},
+      {"--idempotency-ttl-s", "86400", "FLASHSALE_IDEMPOTENCY_TTL_S"},
+      {"--registry-poll-ms", "500", "FLASHSALE_REGISTRY_POLL_MS"},
+      {"--trust-forwarded-for", "false", "FLASHSALE_TRUST_FORWARDED_FOR"},
+      {"--log-level", "info", "FLASHSALE_LOG_LEVEL"},
+  };
+  return listed;
+}
+
+// Each setting's entry in `help` shows its default and its variable. An entry is the line that
+// starts with the flag, plus the description on the next line when the flag is too long to leave
+// room for it on its own ("  --trust-forwarded-for,--no-trust-forwarded-for{false}").
+void ExpectEverySettingListed(const std::string& help) {
+  std::vector<std::string> lines;
+  std::istringstream in(help);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (const Listed& setting : EverySetting()) {
+    int found = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].rfind("  " + setting.flag + " ", 0) != 0 &&
+          lines[i].rfind("  " + setting.flag + ",", 0) != 0) {
+        continue;
+      }
+      ++found;
+      std::string entry = lines[i];
+      if (i + 1 < lines.size() && lines[i + 1].rfind("      ", 0) == 0) entry += lines[i + 1];
+      EXPECT_NE(entry.find("(default: " + setting.default_text + ";"), std::string::npos) << entry;
+      EXPECT_NE(entry.find("env " + setting.env + ")"), std::string::npos) << entry;
+    }
+    EXPECT_EQ(found, 1) << setting.flag << " is not listed once in\n" << help;
+  }
+}
+
+TEST_F(ConfigTest, HelpListsEverySettingWithItsDefaultAndVariable) {
+  // Help does not resolve anything, so a broken environment does not hide it.
+  auto result = ParseServeConfig({"--help"}, EnvOf({{"FLASHSALE_THREADS", "abc"}}));
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  ASSERT_TRUE(result->help.has_value());
+  ExpectEverySettingListed(*result->help);
+  EXPECT_NE(result->help->find("--no-demo"), std::string::npos);
+}
+
+// The way main uses it: the settings on the `serve` subcommand of the `flashsale` app.
+TEST_F(ConfigTest, WorksOnASubcommand) {
+  CLI::App app{"flash sales", "flashsale"};
+  CLI::App* serve = app.add_subcommand("serve", "Run the HTTP service");
+  ServeSettings settings(*serve);
+
+  std::vector<std::string> args = {"serve", "--threads", "3"};
+  std::reverse(args.begin(), args.end());
+  app.parse(args);
+  ASSERT_TRUE(serve->parsed());
+  auto config = settings.Resolve(EnvOf({{"FLASHSALE_LOG_LEVEL", "warn"}}));
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->threads, 3);
+  EXPECT_EQ(config->log_level, "warn");
+}
+
+TEST_F(ConfigTest, SubcommandHelpListsTheSettings) {
+  CLI::App app{"flash sales", "flashsale"};
+  CLI::App* serve = app.add_subcommand("serve", "Run the HTTP service");
+  ServeSettings settings(*serve);
+  std::vector<std::string> args = {"serve", "--help"};
+  std::reverse(args.begin(), args.end());
+  EXPECT_THROW(app.parse(args), CLI::CallForHelp);
+  // What CLI11_PARSE prints on CallForHelp: the help of the selected subcommand.
+  std::string help = app.help();
+  EXPECT_NE(help.find("flashsale serve"), std::string::npos) << help;
+  ExpectEverySettingListed(help);
+}
+
+TEST(EnvFromProcessTest, UnsetIsNullopt) {
+  EXPECT_FALSE(EnvFromProcess("FLASHSALE_TEST_NEVER_SET_7F3A").has_value());
+}
+
+}  // namespace
+}  // namespace flashsale::app

@@ -1,5 +1,6 @@
 #include "store/sqlite_store.h"
 
+#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
 #include <array>
@@ -139,7 +140,12 @@ class Transaction {
  public:
   explicit Transaction(sqlite3* db) : db_(db) { status_ = Exec(db, "BEGIN IMMEDIATE", "begin"); }
   ~Transaction() {
-    if (status_.ok() && !done_) Exec(db_, "ROLLBACK", "rollback");
+    if (status_.ok() && !done_) {
+      // A failed rollback leaves SQLite to roll back when the connection closes; say so.
+      if (auto rolled = Exec(db_, "ROLLBACK", "rollback"); !rolled) {
+        spdlog::warn("{}", rolled.error().ToString());
+      }
+    }
   }
   const base::Status& status() const { return status_; }
   base::Status Commit() {
