@@ -1,5 +1,267 @@
+// The private redis-server of `flashsale serve`: it starts on a fresh directory and serves the
+// async client on its socket, keeps data across a restart (AOF), refuses a second server on the
+// same directory, says clearly what is wrong when it cannot start, and leaves nothing running.
+
 #include "redis/embedded_server.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
 
-TEST(EmbeddedServerTest, Placeholder) { EXPECT_EQ(1 + 1, 2); }
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/redis_helpers.h"
+
+namespace flashsale::redis {
+namespace {
+
+using base::ErrorCode;
+using testing::Connect;
+using testing::Exec;
+using testing::IoThread;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+bool Contains(const std::string& text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A private temporary directory, removed with everything in it at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "flashsale-embedded-XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string Path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::unique_ptr<EmbeddedServer> StartOrDie(const EmbeddedServerOptions& options) {
+  auto server = EmbeddedServer::Start(options);
+  if (!server.ok()) throw std::runtime_error(server.error().ToString());
+  return std::move(server).value();
+}
+
+bool ProcessExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+// An executable shell script standing in for redis-server.
+std::string FakeServer(const TempDir& dir, const std::string& body) {
+  const std::string path = dir.Path("fake-redis-server");
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST(EmbeddedServerTest, StartsOnAFreshDirectoryAndServesTheAsyncClient) {
+  TempDir tmp;
+  // Not there yet, nested, and with a space: the URL must still lead to the socket.
+  const std::string data_dir = tmp.Path("flashsale data/nested");
+  auto server = StartOrDie({.data_dir = data_dir});
+  EXPECT_GT(server->pid(), 0);
+  EXPECT_TRUE(fs::is_directory(data_dir + "/redis"));
+  EXPECT_TRUE(fs::exists(data_dir + "/redis.lock"));
+  EXPECT_TRUE(fs::is_socket(data_dir + "/redis.sock"));
+  EXPECT_EQ(server->socket_path(), data_dir + "/redis.sock");
+  EXPECT_EQ(server->url(), "unix://" + tmp.Path("flashsale%20data/nested/redis.sock"));
+  auto endpoint = ParseUrl(server->url());
+  ASSERT_TRUE(endpoint.ok()) << endpoint.error().ToString();
+  EXPECT_EQ(endpoint->path, server->socket_path());
+
+  IoThread io;
+  auto connection = Connect(io, server->url());
+  auto set = Exec(io, *connection, {"SET", "greeting", "hello"}, 5s);
+  ASSERT_TRUE(set.ok()) << set.error().ToString();
+  auto get = Exec(io, *connection, {"GET", "greeting"});
+  ASSERT_TRUE(get.ok()) << get.error().ToString();
+  EXPECT_EQ(get->str(), "hello");
+  // The settings it was started with: no TCP, an AOF.
+  auto port = Exec(io, *connection, {"CONFIG", "GET", "port"});
+  ASSERT_TRUE(port.ok());
+  ASSERT_EQ(port->size(), 2u);
+  EXPECT_EQ((*port)[1].str(), "0");
+  auto aof = Exec(io, *connection, {"CONFIG", "GET", "appendonly"});
+  ASSERT_TRUE(aof.ok());
+  ASSERT_EQ(aof->size(), 2u);
+  EXPECT_EQ((*aof)[1].str(), "yes");
+  testing::Stop(io, connection);
+}
+
+TEST(EmbeddedServerTest, RelativeDataDirectoryIsMadeAbsolute) {
+  TempDir tmp;
+  const fs::path absolute = tmp.Path("data");
+  const fs::path relative = fs::relative(absolute.parent_path(), fs::current_path()) / "data";
+  ASSERT_TRUE(relative.is_relative()) << relative;
+  auto server = StartOrDie({.data_dir = relative.string()});
+  EXPECT_TRUE(fs::path(server->data_dir()).is_absolute()) << server->data_dir();
+  EXPECT_TRUE(fs::equivalent(server->data_dir(), absolute)) << server->data_dir();
+  EXPECT_TRUE(Contains(server->url(), "unix:///")) << server->url();
+
+  IoThread io;
+  auto connection = Connect(io, server->url());
+  auto ping = Exec(io, *connection, {"PING"}, 5s);
+  ASSERT_TRUE(ping.ok()) << ping.error().ToString();
+  testing::Stop(io, connection);
+}
+
+TEST(EmbeddedServerTest, DataSurvivesStopAndStart) {
+  TempDir tmp;
+  const EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  IoThread io;
+  {
+    auto server = StartOrDie(options);
+    auto connection = Connect(io, server->url());
+    for (int i = 0; i < 100; ++i) {
+      auto incr = Exec(io, *connection, {"INCR", "counter"}, 5s);
+      ASSERT_TRUE(incr.ok()) << incr.error().ToString();
+    }
+    ASSERT_TRUE(Exec(io, *connection, {"HSET", "order:1", "user", "u1", "qty", "2"}).ok());
+    testing::Stop(io, connection);
+    server->Stop();  // SIGTERM: Redis fsyncs its AOF on the way out
+  }
+  EXPECT_TRUE(fs::exists(tmp.Path("data/redis/appendonlydir")));
+
+  auto server = StartOrDie(options);
+  auto connection = Connect(io, server->url());
+  auto counter = Exec(io, *connection, {"GET", "counter"}, 5s);
+  ASSERT_TRUE(counter.ok()) << counter.error().ToString();
+  EXPECT_EQ(counter->str(), "100");
+  auto user = Exec(io, *connection, {"HGET", "order:1", "user"});
+  ASSERT_TRUE(user.ok());
+  EXPECT_EQ(user->str(), "u1");
+  testing::Stop(io, connection);
+}
+
+TEST(EmbeddedServerTest, SecondServerOnTheSameDirectoryIsRefused) {
+  TempDir tmp;
+  const EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  auto first = StartOrDie(options);
+
+  auto second = EmbeddedServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code, ErrorCode::kUnavailable);
+  EXPECT_TRUE(
+      Contains(second.error().message, "another flashsale seems to be using the data directory"))
+      << second.error().message;
+  EXPECT_TRUE(Contains(second.error().message, first->data_dir())) << second.error().message;
+
+  // The refused start did not disturb the running server.
+  IoThread io;
+  auto connection = Connect(io, first->url());
+  ASSERT_TRUE(Exec(io, *connection, {"PING"}, 5s).ok());
+  testing::Stop(io, connection);
+
+  // redis-server holds the lock too, so a redis-server outliving a killed flashsale still keeps
+  // the directory locked.
+  if (fs::exists("/proc/self/fd")) {
+    bool holds_lock = false;
+    for (const auto& entry : fs::directory_iterator(fmt::format("/proc/{}/fd", first->pid()))) {
+      std::error_code ec;
+      if (fs::read_symlink(entry.path(), ec) == fs::path(first->data_dir()) / "redis.lock") {
+        holds_lock = true;
+      }
+    }
+    EXPECT_TRUE(holds_lock) << "redis-server did not inherit the lock";
+  }
+
+  // Once the first has stopped, the directory is free again.
+  first->Stop();
+  auto third = EmbeddedServer::Start(options);
+  ASSERT_TRUE(third.ok()) << third.error().ToString();
+}
+
+TEST(EmbeddedServerTest, MissingBinaryIsNotFoundWithAHint) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  options.binary = "no-such-redis-server-xyz";
+  auto server = EmbeddedServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.error().code, ErrorCode::kNotFound);
+  const std::string& message = server.error().message;
+  EXPECT_TRUE(Contains(message, "no-such-redis-server-xyz not found in PATH")) << message;
+  EXPECT_TRUE(Contains(message, "scripts/install-deps.sh")) << message;
+  EXPECT_TRUE(Contains(message, "--redis-url")) << message;
+
+  // The failed start released the lock.
+  options.binary = "redis-server";
+  auto real = EmbeddedServer::Start(options);
+  ASSERT_TRUE(real.ok()) << real.error().ToString();
+}
+
+TEST(EmbeddedServerTest, EarlyExitReportsTheEndOfTheLog) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  options.binary = FakeServer(tmp, "echo 'FATAL: cannot open the AOF' >&2\nexit 1");
+  auto server = EmbeddedServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.error().code, ErrorCode::kUnavailable);
+  const std::string& message = server.error().message;
+  EXPECT_TRUE(Contains(message, "exited during startup (exited with code 1)")) << message;
+  EXPECT_TRUE(Contains(message, "FATAL: cannot open the AOF")) << message;
+}
+
+TEST(EmbeddedServerTest, ServerThatNeverAnswersTimesOut) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  options.binary = FakeServer(tmp, "echo 'loading a very large AOF'\nexec sleep 30");
+  options.start_timeout = 300ms;
+  options.stop_timeout = 2s;
+  const auto started = std::chrono::steady_clock::now();
+  auto server = EmbeddedServer::Start(options);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.error().code, ErrorCode::kUnavailable);
+  const std::string& message = server.error().message;
+  EXPECT_TRUE(Contains(message, "did not answer PING")) << message;
+  EXPECT_TRUE(Contains(message, "within 300 ms")) << message;
+  EXPECT_TRUE(Contains(message, "loading a very large AOF")) << message;
+}
+
+TEST(EmbeddedServerTest, StopLeavesNoProcess) {
+  TempDir tmp;
+  auto server = StartOrDie({.data_dir = tmp.Path("data")});
+  const pid_t pid = server->pid();
+  ASSERT_TRUE(ProcessExists(pid));
+  server->Stop();
+  EXPECT_FALSE(ProcessExists(pid)) << "redis-server " << pid << " is still there";
+  EXPECT_EQ(server->pid(), -1);
+  server->Stop();  // idempotent
+
+  pid_t destroyed_pid = -1;
+  {
+    auto other = StartOrDie({.data_dir = tmp.Path("other")});
+    destroyed_pid = other->pid();
+  }
+  EXPECT_FALSE(ProcessExists(destroyed_pid)) << "the destructor did not stop redis-server";
+}
+
+TEST(EmbeddedServerTest, TooLongSocketPathIsRefused) {
+  TempDir tmp;
+  const std::string data_dir = tmp.Path(std::string(120, 'd'));
+  auto server = EmbeddedServer::Start({.data_dir = data_dir});
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(server.error().message, "too long")) << server.error().message;
+  EXPECT_FALSE(fs::exists(data_dir)) << "refused, yet created the directory";
+
+  auto empty = EmbeddedServer::Start({});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace flashsale::redis

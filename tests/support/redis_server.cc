@@ -1,12 +1,10 @@
 #include "support/redis_server.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -44,18 +42,6 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// Waits for a child, giving up after `timeout`; true when it was reaped.
-bool Reap(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    int status = 0;
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid || done < 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string UniqueNamespace() {
@@ -68,15 +54,22 @@ RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(option
   if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = templ;
   socket_path_ = dir_ + "/redis.sock";
-  // A port found free can be taken before redis binds it; try a few.
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    port_ = FreeLoopbackPort();
-    Spawn();
-    if (WaitReady(std::chrono::seconds(10))) return;
-    Kill();
+  try {
+    // A port found free can be taken before redis binds it; try a few.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      port_ = FreeLoopbackPort();
+      Spawn();
+      if (WaitReady(std::chrono::seconds(10))) return;
+      Kill();
+    }
+    throw std::runtime_error("redis-server did not start; its log:\n" +
+                             ReadFile(dir_ + "/redis.log"));
+  } catch (...) {
+    // The destructor does not run for a constructor that throws.
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+    throw;
   }
-  throw std::runtime_error("redis-server did not start; its log:\n" +
-                           ReadFile(dir_ + "/redis.log"));
 }
 
 RedisServer::~RedisServer() {
@@ -114,30 +107,24 @@ void RedisServer::Spawn() {
     args.insert(args.end(), {"--requirepass", options_.requirepass});
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    const int null_fd = ::open("/dev/null", O_RDWR);
-    ::dup2(null_fd, STDIN_FILENO);
-    ::dup2(null_fd, STDOUT_FILENO);
-    ::execvp("redis-server", argv.data());
-    // Only reached when redis-server is missing: say so where the test will look.
-    std::ofstream(dir_ + "/redis.log") << "exec redis-server failed: is redis-server installed? "
-                                          "(scripts/install-deps.sh)\n";
-    ::_exit(127);
+  // stdout and stderr go to redis.log too: what stops redis before it opens its log (a bad
+  // option) is then where the error messages below look.
+  auto process = base::Subprocess::Spawn(args, dir_ + "/redis.log");
+  if (!process.ok()) {
+    if (process.error().code == base::ErrorCode::kNotFound) {
+      throw std::runtime_error(
+          "cannot run redis-server: is it installed? (scripts/install-deps.sh): " +
+          process.error().message);
+    }
+    throw std::runtime_error("starting redis-server failed: " + process.error().message);
   }
-  pid_ = pid;
+  process_.emplace(std::move(process).value());
 }
 
-bool RedisServer::WaitReady(std::chrono::milliseconds timeout) const {
+bool RedisServer::WaitReady(std::chrono::milliseconds timeout) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < until) {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) return false;  // exited
+    if (!process_ || !process_->Running()) return false;  // exited
     timeval tv{0, 200000};
     redisContext* context = redisConnectUnixWithTimeout(socket_path_.c_str(), tv);
     if (context != nullptr && context->err == 0) {
@@ -158,15 +145,14 @@ bool RedisServer::WaitReady(std::chrono::milliseconds timeout) const {
 }
 
 void RedisServer::Kill() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGCONT);
-  ::kill(pid_, SIGKILL);
-  Reap(pid_, std::chrono::seconds(10));
-  pid_ = -1;
+  if (!process_) return;
+  process_->Signal(SIGKILL);  // works on a stopped process too
+  process_->Wait(std::chrono::seconds(10));
+  process_.reset();  // Terminates (and reaps) if the wait above gave up
 }
 
 void RedisServer::Start() {
-  if (pid_ > 0) throw std::logic_error("redis-server is already running");
+  if (process_) throw std::logic_error("redis-server is already running");
   Spawn();
   if (!WaitReady(std::chrono::seconds(20))) {
     throw std::runtime_error("redis-server did not restart; its log:\n" +
@@ -175,18 +161,17 @@ void RedisServer::Start() {
 }
 
 void RedisServer::Stop() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGCONT);
-  ::kill(pid_, SIGTERM);
-  if (!Reap(pid_, std::chrono::seconds(10))) {
-    ::kill(pid_, SIGKILL);
-    Reap(pid_, std::chrono::seconds(5));
-  }
-  pid_ = -1;
+  if (!process_) return;
+  process_->Terminate(std::chrono::seconds(10));  // SIGTERM + SIGCONT, then SIGKILL
+  process_.reset();
 }
 
-void RedisServer::Pause() { ::kill(pid_, SIGSTOP); }
-void RedisServer::Resume() { ::kill(pid_, SIGCONT); }
+void RedisServer::Pause() {
+  if (process_) process_->Signal(SIGSTOP);
+}
+void RedisServer::Resume() {
+  if (process_) process_->Signal(SIGCONT);
+}
 
 SyncReply RedisServer::Command(const std::vector<std::string>& args) const {
   timeval tv{10, 0};

@@ -9,9 +9,12 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/subprocess.h"
 
 namespace flashsale::testing {
 
@@ -37,9 +40,9 @@ class RedisServer {
   uint16_t port() const { return port_; }
   const std::string& dir() const { return dir_; }
   const std::string& socket_path() const { return socket_path_; }
-  std::string tcp_url() const;   // redis://127.0.0.1:<port>
-  std::string unix_url() const;  // unix://<dir>/redis.sock
-  pid_t pid() const { return pid_; }
+  std::string tcp_url() const;                                   // redis://127.0.0.1:<port>
+  std::string unix_url() const;                                  // unix://<dir>/redis.sock
+  pid_t pid() const { return process_ ? process_->pid() : -1; }  // -1 while stopped
 
   // SIGKILL and reap: the server dies without saving, as in a crash.
   void Kill();
@@ -60,13 +63,13 @@ class RedisServer {
 
  private:
   void Spawn();
-  bool WaitReady(std::chrono::milliseconds timeout) const;
+  bool WaitReady(std::chrono::milliseconds timeout);
 
   RedisServerOptions options_;
   std::string dir_;
   std::string socket_path_;
   uint16_t port_ = 0;
-  pid_t pid_ = -1;
+  std::optional<base::Subprocess> process_;  // empty while stopped
 };
 
 // A key namespace no other test shares: "t" + 12 random hex digits.
