@@ -2,11 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include "service/blocking.h"
 
 namespace flashsale::service {
 
@@ -17,20 +14,15 @@ using base::Result;
 
 namespace {
 
-template <typename F>
-auto OnDb(ServiceContext& context, F function) {
-  return RunBlocking(context.db_executor(), std::move(function), asio::use_awaitable);
-}
-
 // After a change: tell every instance, and reload here before answering.
 asio::awaitable<void> Announce(ServiceContext& context) {
-  // (Commands are built before co_await: GCC 12 miscompiles initializer lists inside it.)
+  // (Commands and lambdas are built before co_await: GCC 12 mishandles temporaries with
+  // destructors inside a co_await expression.)
   const redis::Command incr{"INCR", ActivityRegistry::VersionKey(context.settings().key_namespace)};
   auto bumped = co_await context.redis().AsyncSend(incr, asio::use_awaitable);
   if (!bumped.ok()) {
     spdlog::warn(
-        "registry version not bumped ({}); other instances see the change when Redis "
-        "is back",
+        "registry version not bumped ({}); other instances see the change when Redis is back",
         bumped.error().message);
   }
   if (auto reloaded = co_await ReloadRegistry(context); !reloaded.ok()) {
@@ -39,10 +31,9 @@ asio::awaitable<void> Announce(ServiceContext& context) {
 }
 
 asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
-                                               store::ActivityRecord record) {
-  ActivityState state{std::move(record), std::nullopt, {}};
-  auto status =
-      co_await context.seckill().AsyncStatus(state.record.activity.id, asio::use_awaitable);
+                                               const store::ActivityRecord& record) {
+  ActivityState state{record, std::nullopt, {}};
+  auto status = co_await context.seckill().AsyncStatus(record.activity.id, asio::use_awaitable);
   if (status.ok()) {
     state.redis = std::move(*status);
   } else {
@@ -63,14 +54,20 @@ asio::awaitable<base::Status> PushDefinition(ServiceContext& context,
   co_return base::Status();
 }
 
+asio::awaitable<Result<store::ActivityRecord>> LoadRecord(ServiceContext& context,
+                                                          std::string_view activity_id) {
+  const auto get = [id = std::string(activity_id)](store::Store& store) {
+    return store.GetActivity(id, false);
+  };
+  co_return co_await context.OnDb(get);
+}
+
 }  // namespace
 
 asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
-                                                      core::SeckillActivity activity) {
+                                                      const core::SeckillActivity& activity) {
   if (auto valid = core::Validate(activity); !valid) co_return valid.error();
-  auto existing = co_await OnDb(context, [&store = context.store(), id = activity.id] {
-    return store.GetActivity(id, false);
-  });
+  auto existing = co_await LoadRecord(context, activity.id);
   if (existing.ok()) {
     co_return MakeError(ErrorCode::kAlreadyExists, "activity '{}' exists already", activity.id);
   }
@@ -82,16 +79,14 @@ asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
     co_return MakeError(setup.error().code, "activity '{}' not created: Redis: {}", activity.id,
                         setup.error().message);
   }
-  const int64_t now_ms = context.clock().NowMs();
-  auto created = co_await OnDb(context, [&store = context.store(), &activity, now_ms] {
+  const auto create = [activity, now_ms = context.clock().NowMs()](store::Store& store) {
     return store.CreateActivity(activity, now_ms);
-  });
+  };
+  auto created = co_await context.OnDb(create);
   if (!created.ok()) {
     if (created.error().code == ErrorCode::kAlreadyExists) {
       // Created meanwhile by someone else: our setup may have rewritten its definition in Redis.
-      auto record = co_await OnDb(context, [&store = context.store(), id = activity.id] {
-        return store.GetActivity(id, false);
-      });
+      auto record = co_await LoadRecord(context, activity.id);
       if (record.ok()) co_await PushDefinition(context, *record);
     }
     co_return MakeError(created.error().code,
@@ -100,33 +95,34 @@ asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
                         activity.id, created.error().message);
   }
   co_await Announce(context);
-  co_return co_await WithRedisStatus(context, std::move(*created));
+  co_return co_await WithRedisStatus(context, *created);
 }
 
 asio::awaitable<Result<ActivityState>> UpdateActivity(ServiceContext& context,
-                                                      std::string activity_id,
-                                                      store::ActivityUpdate update) {
-  const int64_t now_ms = context.clock().NowMs();
-  auto updated = co_await OnDb(context, [&store = context.store(), &activity_id, &update, now_ms] {
-    return store.UpdateActivity(activity_id, update, now_ms);
-  });
+                                                      std::string_view activity_id,
+                                                      const store::ActivityUpdate& update) {
+  const auto write = [id = std::string(activity_id), update, now_ms = context.clock().NowMs()](
+                         store::Store& store) { return store.UpdateActivity(id, update, now_ms); };
+  auto updated = co_await context.OnDb(write);
   if (!updated.ok()) co_return std::move(updated).error();
   // The record is the truth; the registry (all instances) enforces it locally even if Redis
   // missed it, and the next update pushes it again.
   auto pushed = co_await PushDefinition(context, *updated);
   co_await Announce(context);
-  ActivityState state = co_await WithRedisStatus(context, std::move(*updated));
+  ActivityState state = co_await WithRedisStatus(context, *updated);
   if (!pushed.ok()) state.redis_error = "definition not pushed to Redis: " + pushed.error().message;
   co_return state;
 }
 
-asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context, std::string activity_id,
-                                                int64_t units, std::vector<std::string> items) {
-  const int64_t now_ms = context.clock().NowMs();
-  auto recorded =
-      co_await OnDb(context, [&store = context.store(), &activity_id, units, &items, now_ms] {
-        return store.AddStock(activity_id, units, items, now_ms);
-      });
+asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context,
+                                                std::string_view activity_id, int64_t units,
+                                                std::span<const std::string> items) {
+  const auto record = [id = std::string(activity_id), units,
+                       items = std::vector<std::string>(items.begin(), items.end()),
+                       now_ms = context.clock().NowMs()](store::Store& store) {
+    return store.AddStock(id, units, items, now_ms);
+  };
+  auto recorded = co_await context.OnDb(record);
   if (!recorded.ok()) co_return std::move(recorded).error();
   auto added =
       co_await context.seckill().AsyncAddStock(activity_id, units, items, asio::use_awaitable);
@@ -139,39 +135,35 @@ asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context, std::st
                         "sold until reconciliation adds them",
                         units, activity_id, why);
   }
-  co_return co_await WithRedisStatus(context, std::move(*recorded));
+  co_return co_await WithRedisStatus(context, *recorded);
 }
 
 asio::awaitable<Result<ActivityState>> GetActivityState(ServiceContext& context,
-                                                        std::string activity_id) {
-  auto record = co_await OnDb(context, [&store = context.store(), &activity_id] {
-    return store.GetActivity(activity_id, false);
-  });
+                                                        std::string_view activity_id) {
+  auto record = co_await LoadRecord(context, activity_id);
   if (!record.ok()) co_return std::move(record).error();
-  co_return co_await WithRedisStatus(context, std::move(*record));
+  co_return co_await WithRedisStatus(context, *record);
 }
 
 asio::awaitable<Result<std::vector<ActivityState>>> ListActivityStates(ServiceContext& context) {
-  auto records =
-      co_await OnDb(context, [&store = context.store()] { return store.ListActivities(); });
+  const auto list = [](store::Store& store) { return store.ListActivities(); };
+  auto records = co_await context.OnDb(list);
   if (!records.ok()) co_return std::move(records).error();
   std::vector<ActivityState> states;
-  for (auto& record : *records)
-    states.push_back(co_await WithRedisStatus(context, std::move(record)));
+  for (const auto& record : *records) states.push_back(co_await WithRedisStatus(context, record));
   co_return states;
 }
 
 asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context) {
-  auto records =
-      co_await OnDb(context, [&store = context.store()] { return store.ListActivities(); });
+  const auto list = [](store::Store& store) { return store.ListActivities(); };
+  auto records = co_await context.OnDb(list);
   if (!records.ok()) co_return std::move(records).error();
   context.registry().Publish(std::move(*records));
   co_return base::Status();
 }
 
 asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
-                                   const bool* stop) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
+                                   asio::steady_timer& timer, const bool* stop) {
   const redis::Command get{"GET", ActivityRegistry::VersionKey(context.settings().key_namespace)};
   std::string seen;
   bool first = true;
@@ -188,8 +180,9 @@ asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::millise
         }
       }
     }
+    if (*stop) break;
     timer.expires_after(every);
-    co_await timer.async_wait(asio::use_awaitable);
+    co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   }
 }
 

@@ -12,6 +12,7 @@
 //              than recorded: reported to the operator, and the difference is simply not sold.
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <optional>
 #include <span>
@@ -30,16 +31,17 @@ struct ActivityState {
   std::string redis_error;
 };
 
-boost::asio::awaitable<base::Result<ActivityState>> CreateActivity(ServiceContext& context,
-                                                                   core::SeckillActivity activity);
-boost::asio::awaitable<base::Result<ActivityState>> UpdateActivity(ServiceContext& context,
-                                                                   std::string activity_id,
-                                                                   store::ActivityUpdate update);
+// Arguments are references: await these at once, with the arguments alive meanwhile.
+boost::asio::awaitable<base::Result<ActivityState>> CreateActivity(
+    ServiceContext& context, const core::SeckillActivity& activity);
+boost::asio::awaitable<base::Result<ActivityState>> UpdateActivity(
+    ServiceContext& context, std::string_view activity_id, const store::ActivityUpdate& update);
 boost::asio::awaitable<base::Result<ActivityState>> AddStock(ServiceContext& context,
-                                                             std::string activity_id, int64_t units,
-                                                             std::vector<std::string> items);
+                                                             std::string_view activity_id,
+                                                             int64_t units,
+                                                             std::span<const std::string> items);
 boost::asio::awaitable<base::Result<ActivityState>> GetActivityState(ServiceContext& context,
-                                                                     std::string activity_id);
+                                                                     std::string_view activity_id);
 boost::asio::awaitable<base::Result<std::vector<ActivityState>>> ListActivityStates(
     ServiceContext& context);
 
@@ -47,8 +49,9 @@ boost::asio::awaitable<base::Result<std::vector<ActivityState>>> ListActivitySta
 boost::asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context);
 
 // Until `*stop`: polls the registry version key every `every` and reloads when it moved (another
-// instance changed an activity). Errors are logged and retried at the next tick.
+// instance changed an activity). Errors are logged and retried at the next tick. `timer` paces
+// the polls; cancelling it (after setting *stop) ends the loop at once.
 boost::asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
-                                          const bool* stop);
+                                          boost::asio::steady_timer& timer, const bool* stop);
 
 }  // namespace flashsale::service

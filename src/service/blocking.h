@@ -1,34 +1,50 @@
 #pragma once
-// Runs a blocking call (a database query) on another executor and completes on the caller's:
+// Runs a blocking call (a database query) on another executor while the calling coroutine waits
+// on its own I/O thread, which stays free for other work meanwhile:
 //   auto record = co_await RunBlocking(db_executor, [&] { return store.GetActivity(id, false); },
-//                                      asio::use_awaitable);
-// The I/O thread is free while the call runs. The function must not touch state of the I/O
-// thread it came from.
+//                                      std::chrono::seconds(10));
+// Every wait has a timeout: nothing (std::nullopt) means the call did not finish in time. It then
+// finishes in the background and its result is dropped, so the function must own (capture by
+// value) what it uses, or use objects that outlive the executor's threads (the store does).
 
-#include <boost/asio/append.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
 namespace flashsale::service {
 
-template <typename Executor, typename F, typename Token>
-auto RunBlocking(const Executor& executor, F function, Token&& token) {
-  using R = std::invoke_result_t<F&>;
-  return boost::asio::async_initiate<Token, void(R)>(
-      [executor](auto handler, F function) {
-        // Keep the caller's executor alive (and its io_context running) while we are away.
-        auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
-        boost::asio::post(executor, [function = std::move(function), handler = std::move(handler),
-                                     work = std::move(work)]() mutable {
-          R result = function();
-          boost::asio::dispatch(boost::asio::append(std::move(handler), std::move(result)));
-        });
-      },
-      token, std::move(function));
+// (`function` is taken by reference and copied inside: GCC 12 double-destroys lambdas with
+// captures that are passed by value within a co_await expression.)
+template <typename F>
+boost::asio::awaitable<std::optional<std::invoke_result_t<const F&>>> RunBlocking(
+    boost::asio::any_io_executor db_executor, const F& function,
+    std::chrono::milliseconds timeout) {
+  namespace asio = boost::asio;
+  using R = std::invoke_result_t<const F&>;
+  struct State {
+    std::optional<R> result;
+    asio::steady_timer timer;
+  };
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  auto state = std::make_shared<State>(State{std::nullopt, asio::steady_timer(executor, timeout)});
+  asio::post(db_executor, [state, executor, function]() {
+    R result = function();
+    asio::post(executor, [state, result = std::move(result)]() mutable {
+      state->result.emplace(std::move(result));
+      state->timer.cancel();
+    });
+  });
+  co_await state->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return std::move(state->result);
 }
 
 }  // namespace flashsale::service

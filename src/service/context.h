@@ -5,6 +5,7 @@
 // flags, rate-limit refusals still in force). Lives on its thread; not thread-safe.
 
 #include <boost/asio/any_io_executor.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "core/cache_key.h"
 #include "redis/rate_limiter.h"
 #include "redis/seckill.h"
+#include "service/blocking.h"
 #include "service/registry.h"
 #include "store/store.h"
 
@@ -29,6 +31,7 @@ struct ServiceSettings {
   int64_t idempotency_ttl_ms = 86'400'000;
   int64_t cache_ttl_s = 3600;
   int64_t redis_retries = 2;  // extra attempts of a reserve whose outcome was unknown
+  std::chrono::milliseconds db_timeout{10000};  // longest wait for one database call
 };
 
 class ServiceContext {
@@ -47,6 +50,11 @@ class ServiceContext {
   const base::Clock& clock() const { return clock_; }
   base::OrderIdGenerator& ids() { return ids_; }
   const core::CacheKeys& cache_keys() const { return cache_keys_; }
+
+  // Runs a store call on the database executor; kUnavailable if it takes over db_timeout. Pass a
+  // named lambda that owns what it uses (it runs on another thread and may outlive the wait).
+  template <typename F>
+  boost::asio::awaitable<std::invoke_result_t<const F&, store::Store&>> OnDb(const F& function);
 
   // The registry's current snapshot; when it changed, local flags are forgotten (the change may
   // have been new stock). Hold the pointer across co_awaits: a later call may replace it.
@@ -84,5 +92,18 @@ class ServiceContext {
   std::unordered_set<std::string, StringHash, std::equal_to<>> sold_out_;
   std::unordered_map<std::string, int64_t> refused_until_;
 };
+
+template <typename F>
+boost::asio::awaitable<std::invoke_result_t<const F&, store::Store&>> ServiceContext::OnDb(
+    const F& function) {
+  const auto job = [&store = store_, function] { return function(store); };
+  auto result = co_await RunBlocking(db_executor_, job, settings_.db_timeout);
+  if (!result) {
+    co_return base::MakeError(base::ErrorCode::kUnavailable,
+                              "the database ({}) did not answer within {} ms", store_.Describe(),
+                              settings_.db_timeout.count());
+  }
+  co_return std::move(*result);
+}
 
 }  // namespace flashsale::service

@@ -3,7 +3,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "base/json_writer.h"
-#include "service/blocking.h"
 
 namespace flashsale::service {
 
@@ -56,10 +55,8 @@ asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
     info.cache_hit = true;
   } else {
     // A miss (or Redis down): the record is the source.
-    auto record = co_await RunBlocking(
-        context.db_executor(),
-        [&store = context.store(), id] { return store.GetActivity(id, false); },
-        asio::use_awaitable);
+    const auto get = [id](store::Store& store) { return store.GetActivity(id, false); };
+    auto record = co_await context.OnDb(get);
     if (!record.ok()) co_return std::move(record).error();
     info.definition_json = RenderActivityDefinition(*record);
     if (cached.ok()) {

@@ -1,0 +1,245 @@
+#include "server/bodies.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <set>
+
+#include "base/ids.h"
+
+namespace flashsale::server {
+
+namespace json = boost::json;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+constexpr int64_t kHourMs = 3'600'000;
+
+Result<json::object> ParseObject(std::string_view body) {
+  json::parse_options options;
+  options.max_depth = 8;
+  boost::system::error_code ec;
+  json::value value = json::parse(body, ec, {}, options);
+  if (ec) return MakeError(ErrorCode::kInvalidArgument, "body is not JSON: {}", ec.message());
+  if (!value.is_object())
+    return MakeError(ErrorCode::kInvalidArgument, "body must be a JSON object");
+  return std::move(value.as_object());
+}
+
+// Reads the fields of one object, refusing unknown ones and wrong types.
+class Fields {
+ public:
+  Fields(const json::object& object, std::string_view where) : object_(object), where_(where) {}
+
+  base::Status Only(std::initializer_list<std::string_view> allowed) const {
+    for (const auto& [key, value] : object_) {
+      bool known = false;
+      for (auto name : allowed) known = known || key == name;
+      if (!known) {
+        return MakeError(ErrorCode::kInvalidArgument, "{}unknown field '{}'", where_,
+                         std::string_view(key));
+      }
+    }
+    return {};
+  }
+  const json::value* Find(std::string_view name) const { return object_.if_contains(name); }
+
+  Result<std::optional<int64_t>> Int(std::string_view name) const {
+    const json::value* v = Find(name);
+    if (v == nullptr) return std::optional<int64_t>();
+    if (v->is_int64()) return std::optional<int64_t>(v->as_int64());
+    if (v->is_uint64() && v->as_uint64() <= static_cast<uint64_t>(INT64_MAX)) {
+      return std::optional<int64_t>(static_cast<int64_t>(v->as_uint64()));
+    }
+    return Wrong(name, "an integer");
+  }
+  Result<std::optional<double>> Number(std::string_view name) const {
+    const json::value* v = Find(name);
+    if (v == nullptr) return std::optional<double>();
+    if (v->is_number()) return std::optional<double>(v->to_number<double>());
+    return Wrong(name, "a number");
+  }
+  Result<std::optional<bool>> Bool(std::string_view name) const {
+    const json::value* v = Find(name);
+    if (v == nullptr) return std::optional<bool>();
+    if (v->is_bool()) return std::optional<bool>(v->as_bool());
+    return Wrong(name, "true or false");
+  }
+  Result<std::optional<std::string>> String(std::string_view name) const {
+    const json::value* v = Find(name);
+    if (v == nullptr) return std::optional<std::string>();
+    if (v->is_string()) return std::optional<std::string>(std::string(v->as_string()));
+    return Wrong(name, "a string");
+  }
+  Result<std::optional<std::vector<std::string>>> Strings(std::string_view name) const {
+    const json::value* v = Find(name);
+    if (v == nullptr) return std::optional<std::vector<std::string>>();
+    if (!v->is_array()) return Wrong(name, "an array of strings");
+    std::vector<std::string> out;
+    out.reserve(v->as_array().size());
+    for (const auto& element : v->as_array()) {
+      if (!element.is_string()) return Wrong(name, "an array of strings");
+      out.emplace_back(element.as_string());
+    }
+    return std::optional<std::vector<std::string>>(std::move(out));
+  }
+  Result<std::optional<core::RateLimit>> Rate(std::string_view name) const {
+    const json::value* v = Find(name);
+    if (v == nullptr) return std::optional<core::RateLimit>();
+    if (!v->is_object()) return Wrong(name, "an object {\"per_second\": r, \"burst\": b}");
+    Fields rate(v->as_object(), fmt::format("{}.", name));
+    if (auto only = rate.Only({"per_second", "burst"}); !only) return only.error();
+    auto per_second = rate.Number("per_second");
+    auto burst = rate.Int("burst");
+    if (!per_second) return std::move(per_second).error();
+    if (!burst) return std::move(burst).error();
+    return std::optional<core::RateLimit>(
+        core::RateLimit{per_second->value_or(0), burst->value_or(1)});
+  }
+
+ private:
+  base::Error Wrong(std::string_view name, std::string_view what) const {
+    return MakeError(ErrorCode::kInvalidArgument, "{}field '{}' must be {}", where_, name, what);
+  }
+  const json::object& object_;
+  std::string where_;
+};
+
+// Unwraps a Result<std::optional<T>> into `out` when present; returns the error otherwise.
+#define FLASHSALE_FIELD(out, expr)                 \
+  do {                                             \
+    auto field_ = (expr);                          \
+    if (!field_) return std::move(field_).error(); \
+    if (field_->has_value()) (out) = **field_;     \
+  } while (false)
+
+}  // namespace
+
+Result<int64_t> ParsePurchaseBody(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return int64_t{1};
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  Fields fields(*object, "");
+  if (auto only = fields.Only({"quantity"}); !only) return only.error();
+  int64_t quantity = 1;
+  FLASHSALE_FIELD(quantity, fields.Int("quantity"));
+  if (quantity < 1 || quantity > core::kMaxQuantityPerPurchase) {
+    return MakeError(ErrorCode::kInvalidArgument, "quantity must be between 1 and {}",
+                     core::kMaxQuantityPerPurchase);
+  }
+  return quantity;
+}
+
+Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t now_ms) {
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  Fields fields(*object, "");
+  if (auto only = fields.Only({"id", "title", "kind", "start_ms", "end_ms", "per_user_limit",
+                               "open", "stock", "items", "user_rate", "address_rate"});
+      !only) {
+    return only.error();
+  }
+  core::SeckillActivity a;
+  FLASHSALE_FIELD(a.id, fields.String("id"));
+  if (a.id.empty()) return MakeError(ErrorCode::kInvalidArgument, "field 'id' is required");
+  FLASHSALE_FIELD(a.title, fields.String("title"));
+  std::string kind = "counted";
+  FLASHSALE_FIELD(kind, fields.String("kind"));
+  if (kind != "counted" && kind != "items") {
+    return MakeError(ErrorCode::kInvalidArgument, "field 'kind' must be \"counted\" or \"items\"");
+  }
+  a.kind = kind == "items" ? core::StockKind::kItemised : core::StockKind::kCounted;
+  a.start_ms = now_ms;
+  FLASHSALE_FIELD(a.start_ms, fields.Int("start_ms"));
+  a.end_ms = a.start_ms + kHourMs;
+  FLASHSALE_FIELD(a.end_ms, fields.Int("end_ms"));
+  FLASHSALE_FIELD(a.per_user_limit, fields.Int("per_user_limit"));
+  FLASHSALE_FIELD(a.open, fields.Bool("open"));
+  FLASHSALE_FIELD(a.stock, fields.Int("stock"));
+  FLASHSALE_FIELD(a.items, fields.Strings("items"));
+  FLASHSALE_FIELD(a.user_rate, fields.Rate("user_rate"));
+  FLASHSALE_FIELD(a.address_rate, fields.Rate("address_rate"));
+  if (a.kind == core::StockKind::kItemised && fields.Find("stock") != nullptr) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "kind \"items\" takes its stock from 'items', not 'stock'");
+  }
+  if (a.kind == core::StockKind::kCounted && fields.Find("items") != nullptr) {
+    return MakeError(ErrorCode::kInvalidArgument, "kind \"counted\" takes 'stock', not 'items'");
+  }
+  if (auto valid = core::Validate(a); !valid) return valid.error();
+  return a;
+}
+
+Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body) {
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  Fields fields(*object, "");
+  if (auto only = fields.Only(
+          {"title", "start_ms", "end_ms", "per_user_limit", "open", "user_rate", "address_rate"});
+      !only) {
+    return only.error();
+  }
+  store::ActivityUpdate update;
+  FLASHSALE_FIELD(update.title, fields.String("title"));
+  FLASHSALE_FIELD(update.start_ms, fields.Int("start_ms"));
+  FLASHSALE_FIELD(update.end_ms, fields.Int("end_ms"));
+  FLASHSALE_FIELD(update.per_user_limit, fields.Int("per_user_limit"));
+  FLASHSALE_FIELD(update.open, fields.Bool("open"));
+  FLASHSALE_FIELD(update.user_rate, fields.Rate("user_rate"));
+  FLASHSALE_FIELD(update.address_rate, fields.Rate("address_rate"));
+  if (object->empty()) return MakeError(ErrorCode::kInvalidArgument, "nothing to update");
+  return update;
+}
+
+Result<StockBody> ParseStockBody(std::string_view body) {
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  Fields fields(*object, "");
+  if (auto only = fields.Only({"units", "items"}); !only) return only.error();
+  StockBody stock;
+  FLASHSALE_FIELD(stock.units, fields.Int("units"));
+  FLASHSALE_FIELD(stock.items, fields.Strings("items"));
+  if (!stock.items.empty()) {
+    if (fields.Find("units") != nullptr &&
+        stock.units != static_cast<int64_t>(stock.items.size())) {
+      return MakeError(ErrorCode::kInvalidArgument, "'units' must equal the number of 'items'");
+    }
+    stock.units = static_cast<int64_t>(stock.items.size());
+    std::set<std::string_view> seen;
+    for (const auto& item : stock.items) {
+      if (!base::IsValidId(item)) {
+        return MakeError(ErrorCode::kInvalidArgument, "item id '{}' is not valid", item);
+      }
+      if (!seen.insert(item).second) {
+        return MakeError(ErrorCode::kInvalidArgument, "item id '{}' appears twice", item);
+      }
+    }
+  }
+  if (stock.units < 1 || stock.units > 10'000'000) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "give 'units' (1 to 10,000,000) or a non-empty 'items' array");
+  }
+  return stock;
+}
+
+Result<TokenBody> ParseTokenBody(std::string_view body) {
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  Fields fields(*object, "");
+  if (auto only = fields.Only({"user_id", "ttl_s"}); !only) return only.error();
+  TokenBody token;
+  FLASHSALE_FIELD(token.user_id, fields.String("user_id"));
+  FLASHSALE_FIELD(token.ttl_s, fields.Int("ttl_s"));
+  if (!base::IsValidId(token.user_id)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "field 'user_id' must be 1-64 characters of [A-Za-z0-9_.:@-]");
+  }
+  if (token.ttl_s < 1 || token.ttl_s > 366 * 86400) {
+    return MakeError(ErrorCode::kInvalidArgument, "field 'ttl_s' must be 1 to 31622400");
+  }
+  return token;
+}
+
+}  // namespace flashsale::server

@@ -1,0 +1,45 @@
+#pragma once
+// Request bodies: JSON in, typed values out, every mistake a kInvalidArgument naming the field.
+// Pure functions (no I/O), so the fuzzer drives them directly. Unknown fields are refused, so a
+// misspelt field is an error rather than a silently ignored setting.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "core/activity.h"
+#include "store/store.h"
+
+namespace flashsale::server {
+
+// POST .../purchase: empty, or {"quantity": n}. The quantity (1 by default).
+base::Result<int64_t> ParsePurchaseBody(std::string_view body);
+
+// POST /api/v1/admin/activities:
+//   {"id": "phone", "title": "...", "kind": "counted"|"items", "start_ms": t, "end_ms": t,
+//    "per_user_limit": n, "open": true, "stock": n, "items": ["C1", ...],
+//    "user_rate": {"per_second": r, "burst": b}, "address_rate": {...}}
+// Defaults: kind counted, start now, end one hour after the start, limit 1, open.
+base::Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t now_ms);
+
+// PATCH /api/v1/admin/activities/{id}: any of title, start_ms, end_ms, per_user_limit, open,
+// user_rate, address_rate.
+base::Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body);
+
+// POST .../stock: {"units": n} (counted) or {"items": ["C7", ...]} (itemised).
+struct StockBody {
+  int64_t units = 0;
+  std::vector<std::string> items;
+};
+base::Result<StockBody> ParseStockBody(std::string_view body);
+
+// POST /api/v1/admin/tokens: {"user_id": "alice", "ttl_s": 3600}.
+struct TokenBody {
+  std::string user_id;
+  int64_t ttl_s = 3600;
+};
+base::Result<TokenBody> ParseTokenBody(std::string_view body);
+
+}  // namespace flashsale::server

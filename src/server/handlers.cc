@@ -1,0 +1,339 @@
+#include "server/handlers.h"
+
+#include <boost/asio/use_awaitable.hpp>
+#include <cmath>
+
+#include "base/json_writer.h"
+#include "core/activity.h"
+#include "server/bodies.h"
+#include "service/admin.h"
+#include "service/purchase.h"
+#include "service/queries.h"
+
+namespace flashsale::server {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::JsonWriter;
+
+namespace {
+
+std::string_view Header(const Request& request, std::string_view name) {
+  auto it = request.find(name);
+  if (it == request.end()) return {};
+  return {it->value().data(), it->value().size()};
+}
+
+Reply Json(http::status status, Word word, JsonWriter& w) {
+  return JsonReply(status, word, std::move(w).Take());
+}
+
+void WriteRate(JsonWriter& w, std::string_view key, const core::RateLimit& rate) {
+  w.Key(key);
+  if (!rate.enabled()) {
+    w.Null();
+    return;
+  }
+  w.BeginObject()
+      .Key("per_second")
+      .Double(rate.per_second)
+      .Key("burst")
+      .Int(rate.burst)
+      .EndObject();
+}
+
+void WriteState(JsonWriter& w, const service::ActivityState& state) {
+  const auto& record = state.record;
+  w.BeginObject().Key("activity").BeginObject();
+  w.Key("id").String(record.activity.id).Key("title").String(record.activity.title);
+  w.Key("kind").String(core::ToString(record.activity.kind));
+  w.Key("start_ms").Int(record.activity.start_ms).Key("end_ms").Int(record.activity.end_ms);
+  w.Key("per_user_limit").Int(record.activity.per_user_limit);
+  w.Key("open").Bool(record.activity.open).Key("total_units").Int(record.total_units);
+  WriteRate(w, "user_rate", record.activity.user_rate);
+  WriteRate(w, "address_rate", record.activity.address_rate);
+  w.Key("version").Int(record.version).Key("created_ms").Int(record.created_ms);
+  w.Key("updated_ms").Int(record.updated_ms).EndObject();
+  w.Key("redis");
+  if (!state.redis) {
+    w.Null();
+  } else {
+    const auto& r = *state.redis;
+    w.BeginObject().Key("loaded").Bool(r.found);
+    if (r.found) {
+      w.Key("state").String(r.state).Key("remaining").Int(r.remaining);
+      w.Key("reserved").Int(r.reserved).Key("released").Int(r.released);
+      w.Key("total").Int(r.total).Key("stream_length").Int(r.stream_length);
+      w.Key("orders").Int(r.orders).Key("buyers").Int(r.buyers).Key("version").Int(r.version);
+    }
+    w.EndObject();
+  }
+  if (!state.redis_error.empty()) w.Key("redis_error").String(state.redis_error);
+  w.EndObject();
+}
+
+Reply StateReply(http::status status, const service::ActivityState& state) {
+  JsonWriter w;
+  WriteState(w, state);
+  return Json(status, status == http::status::created ? Word::kCreated : Word::kOk, w);
+}
+
+bool ValidActivityParam(const Call& call) { return core::IsValidActivityId(call.params[0]); }
+
+Reply BadActivityParam(const Call& call) {
+  return ErrorReply(http::status::bad_request, Word::kBadRequest,
+                    fmt::format("activity id '{}' must be 1-64 characters of [A-Za-z0-9_-]",
+                                call.params[0].substr(0, 64)));
+}
+
+asio::awaitable<Reply> SetOpen(Call& call, bool open) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  store::ActivityUpdate update;
+  update.open = open;
+  auto state = co_await service::UpdateActivity(call.worker.service, call.params[0], update);
+  if (!state) co_return ErrorToReply(state.error());
+  co_return StateReply(http::status::ok, *state);
+}
+
+}  // namespace
+
+Reply ErrorToReply(const base::Error& error) {
+  switch (error.code) {
+    case ErrorCode::kInvalidArgument:
+      return ErrorReply(http::status::bad_request, Word::kBadRequest, error.message);
+    case ErrorCode::kNotFound:
+      return ErrorReply(http::status::not_found, Word::kNotFound, error.message);
+    case ErrorCode::kAlreadyExists:
+      return ErrorReply(http::status::conflict, Word::kConflict, error.message);
+    case ErrorCode::kResourceExhausted: {
+      JsonWriter w;
+      w.BeginObject().Key("code").Int(static_cast<int>(core::Outcome::kOverloaded));
+      w.Key("status").String("overloaded").Key("error").String(error.message).EndObject();
+      Reply reply = Json(http::status::service_unavailable, Word::kOverloaded, w);
+      reply.retry_after_s = 1;
+      return reply;
+    }
+    case ErrorCode::kUnknownOutcome: {
+      Reply reply =
+          ErrorReply(http::status::service_unavailable, Word::kUnknownOutcome, error.message);
+      reply.retry_after_s = 1;
+      return reply;
+    }
+    case ErrorCode::kCancelled:
+      return ErrorReply(http::status::service_unavailable, Word::kShuttingDown, error.message);
+    case ErrorCode::kUnavailable:
+    case ErrorCode::kRemote:
+    case ErrorCode::kProtocol: {
+      Reply reply =
+          ErrorReply(http::status::service_unavailable, Word::kUnavailable, error.message);
+      reply.retry_after_s = 1;
+      return reply;
+    }
+    case ErrorCode::kInternal:
+      break;
+  }
+  return ErrorReply(http::status::internal_server_error, Word::kError, error.message);
+}
+
+asio::awaitable<Reply> HandlePurchase(Call& call) {
+  auto quantity = ParsePurchaseBody(call.request.body());
+  if (!quantity) co_return ErrorToReply(quantity.error());
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  service::PurchaseRequest request{
+      .activity_id = call.params[0],
+      .user_id = call.user_id,
+      .quantity = *quantity,
+      .idempotency_key = Header(call.request, "Idempotency-Key"),
+      .client_address = call.client_address,
+  };
+  auto result = co_await service::Purchase(call.worker.service, request);
+  if (!result) co_return ErrorToReply(result.error());
+  if (result->local != service::LocalReason::kNone) {
+    call.worker.metrics.LocalRefusal(result->local);
+  }
+
+  JsonWriter w;
+  w.BeginObject().Key("code").Int(static_cast<int>(result->outcome));
+  w.Key("status").String(core::StatusWord(result->outcome));
+  w.Key("activity_id").String(call.params[0]);
+  http::status status = http::status::ok;
+  int64_t retry_after_s = -1;
+  switch (result->outcome) {
+    case core::Outcome::kReserved:
+      w.Key("order_id").String(result->order_id).Key("quantity").Int(result->quantity);
+      w.Key("items").Strings(result->items).Key("remaining").Int(result->remaining);
+      w.Key("replayed").Bool(result->replayed);
+      break;
+    case core::Outcome::kLimitReached:
+      w.Key("bought").Int(result->bought);
+      break;
+    case core::Outcome::kUnknownActivity:
+      status = http::status::not_found;
+      break;
+    case core::Outcome::kConflict:
+      status = http::status::conflict;
+      break;
+    case core::Outcome::kRateLimited:
+      status = http::status::too_many_requests;
+      retry_after_s = std::max<int64_t>(1, (result->retry_after_ms + 999) / 1000);
+      w.Key("retry_after_ms").Int(result->retry_after_ms);
+      break;
+    case core::Outcome::kOverloaded:
+      status = http::status::service_unavailable;
+      retry_after_s = 1;
+      break;
+    default:
+      break;
+  }
+  if (result->replayed && result->outcome != core::Outcome::kReserved) {
+    w.Key("replayed").Bool(true).Key("order_id").String(result->order_id);
+  }
+  w.EndObject();
+  Reply reply = Json(status, WordFor(result->outcome), w);
+  reply.retry_after_s = retry_after_s;
+  co_return reply;
+}
+
+asio::awaitable<Reply> HandleActivityInfo(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto info = co_await service::GetActivityInfo(call.worker.service, call.params[0]);
+  if (!info) co_return ErrorToReply(info.error());
+  JsonWriter w;
+  w.BeginObject().Key("activity").Raw(info->definition_json);
+  w.Key("remaining");
+  if (info->remaining >= 0) {
+    w.Int(info->remaining);
+  } else {
+    w.Null();
+  }
+  w.Key("sold_out").Bool(info->sold_out).Key("server_time_ms").Int(info->server_time_ms);
+  w.EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleActivityList(Call& call) {
+  const service::SnapshotPtr snapshot = call.worker.service.snapshot();
+  JsonWriter w;
+  w.BeginObject().Key("activities").BeginArray();
+  for (const auto& record : snapshot->all()) w.Raw(service::RenderActivityDefinition(record));
+  w.EndArray().Key("server_time_ms").Int(call.worker.service.clock().NowMs()).EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleOrders(Call& call) {
+  auto orders = co_await service::GetUserOrders(call.worker.service, call.user_id);
+  if (!orders) co_return ErrorToReply(orders.error());
+  JsonWriter w;
+  w.BeginObject().Key("user_id").String(call.user_id).Key("orders").BeginArray();
+  for (const auto& [activity_id, order] : *orders) {
+    w.BeginObject().Key("order_id").String(order.order_id).Key("activity_id").String(activity_id);
+    w.Key("quantity").Int(order.quantity).Key("items").Strings(order.items);
+    w.Key("created_ms").Int(order.created_ms);
+    w.Key("state").String(order.released ? "released" : "reserved").EndObject();
+  }
+  w.EndArray().EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleAdminList(Call& call) {
+  auto states = co_await service::ListActivityStates(call.worker.service);
+  if (!states) co_return ErrorToReply(states.error());
+  JsonWriter w;
+  w.BeginObject().Key("activities").BeginArray();
+  for (const auto& state : *states) WriteState(w, state);
+  w.EndArray().EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleAdminCreate(Call& call) {
+  auto activity = ParseActivityBody(call.request.body(), call.worker.service.clock().NowMs());
+  if (!activity) co_return ErrorToReply(activity.error());
+  auto state = co_await service::CreateActivity(call.worker.service, *activity);
+  if (!state) co_return ErrorToReply(state.error());
+  co_return StateReply(http::status::created, *state);
+}
+
+asio::awaitable<Reply> HandleAdminGet(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto state = co_await service::GetActivityState(call.worker.service, call.params[0]);
+  if (!state) co_return ErrorToReply(state.error());
+  co_return StateReply(http::status::ok, *state);
+}
+
+asio::awaitable<Reply> HandleAdminUpdate(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto update = ParseActivityUpdate(call.request.body());
+  if (!update) co_return ErrorToReply(update.error());
+  auto state = co_await service::UpdateActivity(call.worker.service, call.params[0], *update);
+  if (!state) co_return ErrorToReply(state.error());
+  co_return StateReply(http::status::ok, *state);
+}
+
+asio::awaitable<Reply> HandleAdminOpen(Call& call) { return SetOpen(call, true); }
+asio::awaitable<Reply> HandleAdminClose(Call& call) { return SetOpen(call, false); }
+
+asio::awaitable<Reply> HandleAdminStock(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto stock = ParseStockBody(call.request.body());
+  if (!stock) co_return ErrorToReply(stock.error());
+  auto state =
+      co_await service::AddStock(call.worker.service, call.params[0], stock->units, stock->items);
+  if (!state) co_return ErrorToReply(state.error());
+  co_return StateReply(http::status::ok, *state);
+}
+
+asio::awaitable<Reply> HandleAdminToken(Call& call) {
+  auto body = ParseTokenBody(call.request.body());
+  if (!body) co_return ErrorToReply(body.error());
+  const int64_t expires_ms = call.worker.service.clock().NowMs() + body->ttl_s * 1000;
+  JsonWriter w;
+  w.BeginObject().Key("user_id").String(body->user_id);
+  w.Key("token").String(call.worker.identity.signer.Issue(body->user_id, expires_ms));
+  w.Key("expires_ms").Int(expires_ms).EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleHealth(Call&) {
+  co_return JsonReply(http::status::ok, Word::kOk, R"({"status":"ok"})");
+}
+
+asio::awaitable<Reply> HandleReady(Call& call) {
+  if (call.worker.draining != nullptr && *call.worker.draining) {
+    co_return ErrorReply(http::status::service_unavailable, Word::kShuttingDown, "shutting down");
+  }
+  const std::string problem = co_await call.worker.check_ready();
+  if (!problem.empty()) {
+    co_return ErrorReply(http::status::service_unavailable, Word::kUnavailable, problem);
+  }
+  co_return JsonReply(http::status::ok, Word::kOk, R"({"status":"ok","redis":"ok","db":"ok"})");
+}
+
+asio::awaitable<Reply> HandleMetrics(Call& call) {
+  Reply reply;
+  reply.body = call.worker.all_metrics.RenderPrometheus();
+  reply.content_type = "text/plain; version=0.0.4";
+  co_return reply;
+}
+
+asio::awaitable<Reply> HandlePage(Call&) {
+  Reply reply;
+  reply.content_type = "text/html; charset=utf-8";
+  reply.body = R"(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>flashsale</title></head>
+<body style="font-family: sans-serif; max-width: 40em; margin: 2em auto; padding: 0 1em">
+<h1>flashsale is running</h1>
+<ul>
+<li><a href="/api/v1/activities">GET /api/v1/activities</a>: the activities on sale</li>
+<li>POST /api/v1/activities/{id}/purchase: buy (identity: <code>X-User-Id</code> in gateway
+mode, <code>Authorization: Bearer &lt;token&gt;</code> in token mode)</li>
+<li>GET /api/v1/orders: your orders</li>
+<li><a href="/metrics">/metrics</a>, <a href="/healthz">/healthz</a>,
+<a href="/readyz">/readyz</a></li>
+</ul>
+</body></html>
+)";
+  co_return reply;
+}
+
+}  // namespace flashsale::server

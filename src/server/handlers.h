@@ -1,0 +1,61 @@
+#pragma once
+// Route handlers: each turns one request into a use-case call and its result into a Reply.
+// The route table that maps paths to them is in routes.cc.
+
+#include <array>
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "server/identity.h"
+#include "server/metrics.h"
+#include "server/reply.h"
+#include "service/context.h"
+
+namespace flashsale::server {
+
+// What handlers on one I/O thread share.
+struct WorkerServices {
+  service::ServiceContext& service;
+  MetricsShard& metrics;
+  const Metrics& all_metrics;
+  const IdentityConfig& identity;
+  // Readiness of the parts outside the process (Redis, the database); empty when ready.
+  std::function<boost::asio::awaitable<std::string>()> check_ready;
+  // Set while the server drains for shutdown.
+  const bool* draining = nullptr;
+};
+
+// One request being handled.
+struct Call {
+  const Request& request;
+  std::array<std::string_view, 2> params;  // the {..} segments of the route, in order
+  std::string_view query;
+  std::string user_id;  // for Access::kUser routes
+  std::string_view client_address;
+  WorkerServices& worker;
+};
+
+boost::asio::awaitable<Reply> HandlePurchase(Call& call);
+boost::asio::awaitable<Reply> HandleActivityInfo(Call& call);
+boost::asio::awaitable<Reply> HandleActivityList(Call& call);
+boost::asio::awaitable<Reply> HandleOrders(Call& call);
+boost::asio::awaitable<Reply> HandleAdminList(Call& call);
+boost::asio::awaitable<Reply> HandleAdminCreate(Call& call);
+boost::asio::awaitable<Reply> HandleAdminGet(Call& call);
+boost::asio::awaitable<Reply> HandleAdminUpdate(Call& call);
+boost::asio::awaitable<Reply> HandleAdminOpen(Call& call);
+boost::asio::awaitable<Reply> HandleAdminClose(Call& call);
+boost::asio::awaitable<Reply> HandleAdminStock(Call& call);
+boost::asio::awaitable<Reply> HandleAdminToken(Call& call);
+boost::asio::awaitable<Reply> HandleHealth(Call& call);
+boost::asio::awaitable<Reply> HandleReady(Call& call);
+boost::asio::awaitable<Reply> HandleMetrics(Call& call);
+boost::asio::awaitable<Reply> HandlePage(Call& call);
+
+// A use-case error as a reply: 400 for bad input, 404 not found, 409 exists, 503 for Redis or the
+// database being unavailable (with Retry-After), 500 only for our own bugs.
+Reply ErrorToReply(const base::Error& error);
+
+}  // namespace flashsale::server

@@ -1,0 +1,425 @@
+#include "server/http_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <list>
+#include <optional>
+#include <thread>
+
+#include "redis/scripts.h"
+#include "server/handlers.h"
+#include "server/router.h"
+#include "service/admin.h"
+
+namespace flashsale::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
+using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+Reply ParseErrorReply(const error_code& error) {
+  Reply reply;
+  if (error == beast::http::error::header_limit) {
+    reply = ErrorReply(http::status::request_header_fields_too_large, Word::kHeadersTooLarge,
+                       "request headers are too large");
+  } else if (error == beast::http::error::body_limit) {
+    reply = ErrorReply(http::status::payload_too_large, Word::kPayloadTooLarge,
+                       "request body is too large");
+  } else {
+    reply = ErrorReply(http::status::bad_request, Word::kBadRequest,
+                       "malformed HTTP request: " + error.message());
+  }
+  reply.close = true;
+  return reply;
+}
+
+bool IsDisconnect(const error_code& error) {
+  return error == beast::error::timeout || error == beast::http::error::end_of_stream ||
+         error == asio::error::eof || error == asio::error::operation_aborted ||
+         error == asio::error::connection_reset || error == asio::error::broken_pipe ||
+         error == asio::error::bad_descriptor;
+}
+
+}  // namespace
+
+class HttpServer::Worker {
+ public:
+  Worker(int index, const ServerOptions& options, const ServerDeps& deps)
+      : index_(index),
+        options_(options),
+        deps_(deps),
+        work_(asio::make_work_guard(io_)),
+        redis_(redis::Connection::Create(io_.get_executor(), deps.redis)),
+        runner_(redis_, redis::ScriptSet::Embedded()),
+        service_(*deps.service_settings, runner_, *deps.store, deps.db_executor, *deps.registry,
+                 *deps.clock),
+        metrics_(deps.metrics->AddShard(&redis_->stats())),
+        services_{
+            service_,  metrics_, *deps.metrics, deps_.identity, [this] { return CheckReady(); },
+            &draining_},
+        poll_timer_(io_) {}
+
+  ~Worker() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  base::Status Listen(const tcp::endpoint& endpoint) {
+    error_code error;
+    acceptor_.emplace(io_);
+    acceptor_->open(endpoint.protocol(), error);
+    if (!error) acceptor_->set_option(tcp::acceptor::reuse_address(true), error);
+    if (!error) acceptor_->set_option(ReusePort(true), error);
+    if (!error) acceptor_->bind(endpoint, error);
+    if (!error) acceptor_->listen(asio::socket_base::max_listen_connections, error);
+    if (error) {
+      return base::MakeError(base::ErrorCode::kUnavailable, "listen on {}:{}: {}",
+                             endpoint.address().to_string(), endpoint.port(), error.message());
+    }
+    return {};
+  }
+  uint16_t port() const { return acceptor_->local_endpoint().port(); }
+
+  // Loads the registry on this thread before anything is served (worker 0 only).
+  base::Status LoadRegistry() {
+    auto future = asio::co_spawn(
+        io_,
+        [this]() -> asio::awaitable<std::optional<base::Error>> {
+          auto status = co_await service::ReloadRegistry(service_);
+          if (status.ok()) co_return std::nullopt;
+          co_return std::move(status).error();
+        },
+        asio::use_future);
+    io_.restart();
+    while (future.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+      io_.run_one_for(std::chrono::milliseconds(50));
+    }
+    auto error = future.get();
+    if (error) return *error;
+    return {};
+  }
+
+  void Run() {
+    redis_->Start();
+    runner_.LoadAll(redis_->DefaultDeadline(),
+                    asio::any_completion_handler<void(base::Status)>([](base::Status status) {
+                      if (!status.ok()) {
+                        spdlog::warn("scripts not preloaded ({}); they load on first use",
+                                     status.error().message);
+                      }
+                    }));
+    asio::co_spawn(io_, AcceptLoop(), asio::detached);
+    if (index_ == 0) {
+      asio::co_spawn(
+          io_, service::PollRegistry(service_, options_.registry_poll, poll_timer_, &stop_poll_),
+          asio::detached);
+    }
+    io_.restart();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  // Stop accepting; close idle connections; busy ones close after their reply.
+  void BeginDrain() {
+    asio::post(io_, [this] {
+      draining_ = true;
+      error_code ignored;
+      if (acceptor_) acceptor_->close(ignored);
+      for (auto& session : sessions_) {
+        if (session.idle) session.stream->socket().cancel(ignored);
+      }
+    });
+  }
+  // Cut every connection still open.
+  void CutAll() {
+    asio::post(io_, [this] {
+      error_code ignored;
+      for (auto& session : sessions_) session.stream->socket().close(ignored);
+    });
+  }
+  // Ends the background work; the thread ends when nothing is left to run.
+  void Finish() {
+    asio::post(io_, [this] {
+      stop_poll_ = true;
+      poll_timer_.cancel();
+      redis_->Stop();
+      work_.reset();
+    });
+  }
+  void Join(std::chrono::milliseconds grace) {
+    const auto until = std::chrono::steady_clock::now() + grace;
+    while (!io_.stopped() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    io_.stop();  // whatever still waits (a slow database call) is abandoned
+    if (thread_.joinable()) thread_.join();
+  }
+  size_t sessions() const { return session_count_.load(); }
+
+ private:
+  struct SessionEntry {
+    beast::tcp_stream* stream;
+    bool idle;
+  };
+
+  asio::awaitable<void> AcceptLoop() {
+    for (;;) {
+      auto [error, socket] = co_await acceptor_->async_accept(kUseTuple);
+      if (error) {
+        if (error == asio::error::operation_aborted || !acceptor_->is_open()) co_return;
+        // Out of file descriptors and the like: wait a moment rather than spin.
+        spdlog::warn("accept failed: {}", error.message());
+        asio::steady_timer pause(io_, std::chrono::milliseconds(50));
+        co_await pause.async_wait(kUseTuple);
+        continue;
+      }
+      error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      asio::co_spawn(io_, Session(std::move(socket)), asio::detached);
+    }
+  }
+
+  std::string ClientAddress(const tcp::socket& socket) {
+    error_code error;
+    const auto endpoint = socket.remote_endpoint(error);
+    return error ? std::string() : endpoint.address().to_string();
+  }
+
+  asio::awaitable<void> Session(tcp::socket socket) {
+    const std::string peer = ClientAddress(socket);
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    auto entry = sessions_.insert(sessions_.end(), SessionEntry{&stream, true});
+    ++session_count_;
+    while (!draining_) {
+      // Wait for the first byte of a request: an idle keep-alive connection.
+      entry->idle = true;
+      if (buffer.size() == 0) {
+        stream.expires_after(options_.idle_timeout);
+        auto [error, bytes] = co_await stream.async_read_some(buffer.prepare(4096), kUseTuple);
+        if (error) break;
+        buffer.commit(bytes);
+      }
+      entry->idle = false;
+      const auto start = std::chrono::steady_clock::now();
+      // The rest of the request, headers then body, within read_timeout in all.
+      beast::http::request_parser<beast::http::string_body> parser;
+      parser.header_limit(static_cast<uint32_t>(options_.max_header_bytes));
+      parser.body_limit(options_.max_body_bytes);
+      stream.expires_after(options_.read_timeout);
+      auto [error, bytes] =
+          co_await beast::http::async_read_header(stream, buffer, parser, kUseTuple);
+      if (!error && parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
+        beast::http::response<beast::http::empty_body> go_on{http::status::continue_, 11};
+        std::tie(error, bytes) = co_await beast::http::async_write(stream, go_on, kUseTuple);
+      }
+      if (!error && !parser.is_done()) {
+        std::tie(error, bytes) =
+            co_await beast::http::async_read(stream, buffer, parser, kUseTuple);
+      }
+
+      RouteId route = RouteId::kUnmatched;
+      Reply reply;
+      bool keep_alive = false;
+      unsigned version = 11;
+      if (error) {
+        if (IsDisconnect(error)) break;  // nobody to answer
+        reply = ParseErrorReply(error);
+      } else {
+        const Request& request = parser.get();
+        version = request.version();
+        std::string address = peer;
+        if (options_.trust_forwarded_for) {
+          auto forwarded = request.find("X-Forwarded-For");
+          if (forwarded != request.end()) {
+            std::string_view first(forwarded->value().data(), forwarded->value().size());
+            first = first.substr(0, first.find(','));
+            while (!first.empty() && first.front() == ' ') first.remove_prefix(1);
+            if (!first.empty() && first.size() <= 64) address = std::string(first);
+          }
+        }
+        reply = co_await Handle(request, address, route);
+        keep_alive = request.keep_alive() && !reply.close && !draining_;
+      }
+
+      beast::http::response<beast::http::string_body> response{reply.status, version};
+      response.set(http::field::content_type, reply.content_type);
+      if (reply.retry_after_s >= 0) {
+        response.set(http::field::retry_after, std::to_string(reply.retry_after_s));
+      }
+      if (!reply.allow.empty()) response.set(http::field::allow, reply.allow);
+      response.body() = std::move(reply.body);
+      response.keep_alive(keep_alive);
+      response.prepare_payload();
+      stream.expires_after(options_.read_timeout);
+      auto [write_error, written] = co_await beast::http::async_write(stream, response, kUseTuple);
+      metrics_.Request(route, reply.word, std::chrono::steady_clock::now() - start);
+      if (write_error || !keep_alive) break;
+    }
+    error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.socket().close(ignored);
+    sessions_.erase(entry);
+    --session_count_;
+  }
+
+  asio::awaitable<Reply> Handle(const Request& request, std::string_view address,
+                                RouteId& route_id) {
+    RouteMatch match = MatchRoute(Routes(), request.method(), request.target());
+    if (match.route == nullptr) {
+      if (!match.allow.empty()) {
+        Reply reply = ErrorReply(http::status::method_not_allowed, Word::kMethodNotAllowed,
+                                 "method not allowed; this path takes " + match.allow);
+        reply.allow = std::move(match.allow);
+        co_return reply;
+      }
+      co_return ErrorReply(http::status::not_found, Word::kNotFound, "no such route");
+    }
+    route_id = match.route->id;
+    Call call{request, match.params, match.query, {}, address, services_};
+    switch (match.route->access) {
+      case Access::kPublic:
+        break;
+      case Access::kUser: {
+        auto user = AuthenticateUser(deps_.identity, request, deps_.clock->NowMs());
+        if (!user) {
+          co_return ErrorReply(http::status::unauthorized, Word::kUnauthorized,
+                               user.error().message);
+        }
+        call.user_id = std::move(*user);
+        break;
+      }
+      case Access::kAdmin:
+        if (auto admin = AuthenticateAdmin(deps_.identity, request); !admin) {
+          co_return ErrorReply(http::status::unauthorized, Word::kUnauthorized,
+                               admin.error().message);
+        }
+        break;
+    }
+    // Exceptions never come from bad input (that is a value); one here is our bug: it becomes a
+    // 500 and a log line, never a crash.
+    try {
+      co_return co_await match.route->handler(call);
+    } catch (const std::exception& e) {
+      spdlog::error("handler for {} {} threw: {}", std::string(request.method_string()),
+                    std::string(request.target()), e.what());
+    }
+    co_return ErrorReply(http::status::internal_server_error, Word::kError, "internal error");
+  }
+
+  asio::awaitable<std::string> CheckReady() {
+    std::string problems;
+    const redis::Command ping{"PING"};
+    auto pong = co_await redis_->AsyncSend(
+        ping, redis::Clock::now() + std::chrono::milliseconds(500), asio::use_awaitable);
+    if (!pong.ok()) problems += "redis: " + pong.error().message;
+    auto db = co_await service::RunBlocking(
+        deps_.db_executor, [store = deps_.store] { return store->Ping(); },
+        std::chrono::milliseconds(1000));
+    if (!db || !db->ok()) {
+      if (!problems.empty()) problems += "; ";
+      problems += "db: " + (db ? db->error().message : std::string("no answer within 1000 ms"));
+    }
+    co_return problems;
+  }
+
+  // Declared first: destroyed last, after every object that uses it.
+  asio::io_context io_{1};
+  int index_;
+  const ServerOptions& options_;
+  const ServerDeps& deps_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::shared_ptr<redis::Connection> redis_;
+  redis::ScriptRunner runner_;
+  service::ServiceContext service_;
+  MetricsShard& metrics_;
+  WorkerServices services_;
+  asio::steady_timer poll_timer_;
+  std::optional<tcp::acceptor> acceptor_;
+  bool draining_ = false;
+  bool stop_poll_ = false;
+  std::list<SessionEntry> sessions_;
+  std::atomic<size_t> session_count_{0};
+  std::thread thread_;
+};
+
+HttpServer::HttpServer(ServerOptions options, ServerDeps deps)
+    : options_(std::move(options)), deps_(std::move(deps)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+base::Status HttpServer::Start() {
+  error_code error;
+  const auto address =
+      asio::ip::make_address(options_.host == "localhost" ? "127.0.0.1" : options_.host, error);
+  if (error) {
+    return base::MakeError(base::ErrorCode::kInvalidArgument, "listen address '{}': {}",
+                           options_.host, error.message());
+  }
+  const int threads = std::max(1, options_.threads);
+  uint16_t port = options_.port;
+  for (int i = 0; i < threads; ++i) {
+    auto worker = std::make_unique<Worker>(i, options_, deps_);
+    // With port 0 the first listener picks the port and the others join it.
+    if (auto listening = worker->Listen(tcp::endpoint(address, port)); !listening) {
+      workers_.clear();
+      return listening;
+    }
+    port = worker->port();
+    workers_.push_back(std::move(worker));
+  }
+  port_ = port;
+  if (auto loaded = workers_[0]->LoadRegistry(); !loaded) {
+    workers_.clear();
+    return base::MakeError(loaded.error().code, "loading activities from the database: {}",
+                           loaded.error().message);
+  }
+  for (auto& worker : workers_) worker->Run();
+  return {};
+}
+
+void HttpServer::Stop() {
+  if (stopped_ || workers_.empty()) return;
+  stopped_ = true;
+  for (auto& worker : workers_) worker->BeginDrain();
+  auto open = [&] {
+    size_t total = 0;
+    for (const auto& worker : workers_) total += worker->sessions();
+    return total;
+  };
+  const auto until = std::chrono::steady_clock::now() + options_.shutdown_timeout;
+  while (open() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (const size_t left = open(); left > 0) {
+    spdlog::warn("shutdown: cutting {} connections still open after {} ms", left,
+                 options_.shutdown_timeout.count());
+    for (auto& worker : workers_) worker->CutAll();
+  }
+  for (auto& worker : workers_) worker->Finish();
+  for (auto& worker : workers_) worker->Join(std::chrono::milliseconds(2000));
+  workers_.clear();
+}
+
+}  // namespace flashsale::server

@@ -1,0 +1,78 @@
+#pragma once
+// The HTTP server: one I/O thread per core (configurable), each with its own listening socket on
+// the same port (SO_REUSEPORT: the kernel spreads connections), its own pipelined Redis
+// connection and its own use-case context, so a request never crosses threads.
+//
+// Every wait has a timeout: the first byte of a request waits at most idle_timeout, the rest of
+// it at most read_timeout (a slow-drip client is cut off), a reply's write at most read_timeout.
+// Headers and bodies over their limits are refused (431, 413) and the connection closed.
+//
+// Shutdown (Stop): the listeners close, idle connections are closed, requests in flight finish
+// and their connections close after the reply; after shutdown_timeout whatever is left is cut.
+// Then the Redis connections stop and the threads end.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "redis/connection.h"
+#include "server/identity.h"
+#include "server/metrics.h"
+#include "service/context.h"
+#include "service/registry.h"
+#include "store/store.h"
+
+namespace flashsale::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: any free port (see HttpServer::port)
+  int threads = 1;
+  size_t max_header_bytes = 8192;
+  size_t max_body_bytes = 65536;
+  std::chrono::milliseconds read_timeout{5000};
+  std::chrono::milliseconds idle_timeout{60000};
+  std::chrono::milliseconds shutdown_timeout{10000};
+  std::chrono::milliseconds registry_poll{500};
+  bool trust_forwarded_for = false;  // take the client address from X-Forwarded-For
+};
+
+struct ServerDeps {
+  redis::ConnectionOptions redis;  // one connection per I/O thread is made from these
+  store::Store* store = nullptr;
+  boost::asio::any_io_executor db_executor;
+  service::ActivityRegistry* registry = nullptr;
+  const service::ServiceSettings* service_settings = nullptr;
+  IdentityConfig identity;
+  const base::Clock* clock = nullptr;
+  Metrics* metrics = nullptr;
+};
+
+class HttpServer {
+ public:
+  HttpServer(ServerOptions options, ServerDeps deps);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds, loads the activity registry, and starts the threads. An error names the address.
+  base::Status Start();
+  uint16_t port() const { return port_; }
+  // Graceful stop (see above). Blocks until done; idempotent.
+  void Stop();
+
+ private:
+  class Worker;
+  ServerOptions options_;
+  ServerDeps deps_;
+  uint16_t port_ = 0;
+  bool stopped_ = false;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace flashsale::server

@@ -1,0 +1,33 @@
+#pragma once
+// Who is calling. Token mode (the default): `Authorization: Bearer <token>` signed by this
+// service (core::TokenSigner). Gateway mode, chosen explicitly because it trusts a header: the
+// user id in `X-User-Id`, set by a gateway in front that authenticated the user. Admin routes
+// take `Authorization: Bearer <admin token>` in both modes.
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <string>
+
+#include "base/result.h"
+#include "core/token.h"
+
+namespace flashsale::server {
+
+namespace http = boost::beast::http;
+using Request = http::request<http::string_body>;
+
+enum class IdentityMode { kToken, kGateway };
+
+struct IdentityConfig {
+  IdentityMode mode = IdentityMode::kToken;
+  core::TokenSigner signer{""};
+  std::string admin_token;
+};
+
+// The user id, or kInvalidArgument saying what is missing or wrong (the reply is 401).
+base::Result<std::string> AuthenticateUser(const IdentityConfig& config, const Request& request,
+                                           int64_t now_ms);
+// Ok for the admin token; kInvalidArgument otherwise.
+base::Status AuthenticateAdmin(const IdentityConfig& config, const Request& request);
+
+}  // namespace flashsale::server

@@ -1,0 +1,118 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace flashsale::server {
+
+namespace {
+
+constexpr std::array<std::string_view, static_cast<size_t>(RouteId::kCount)> kRouteNames = {
+    "purchase", "activity", "orders", "admin", "healthz", "readyz", "metrics", "page", "unmatched"};
+
+constexpr std::array<std::string_view, 6> kLocalReasons = {
+    "none", "unknown_activity", "closed", "window", "sold_out", "rate_limited"};
+
+}  // namespace
+
+std::string_view RouteName(RouteId route) { return kRouteNames[static_cast<size_t>(route)]; }
+
+void MetricsShard::Request(RouteId route, Word word, std::chrono::nanoseconds latency) {
+  const auto r = static_cast<size_t>(route);
+  requests_[r][static_cast<size_t>(word)].Add();
+  latency_[r].Record(latency);
+}
+
+void MetricsShard::LocalRefusal(service::LocalReason reason) {
+  local_refusals_[static_cast<size_t>(reason)].Add();
+}
+
+MetricsShard& Metrics::AddShard(const redis::ConnectionStats* redis) {
+  std::lock_guard lock(mutex_);
+  MetricsShard& shard = shards_.emplace_back();
+  shard.redis_ = redis;
+  return shard;
+}
+
+void Metrics::AddSource(std::function<void(std::string&)> source) {
+  std::lock_guard lock(mutex_);
+  sources_.push_back(std::move(source));
+}
+
+std::string Metrics::RenderPrometheus() const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  out.reserve(16384);
+
+  out +=
+      "# HELP flashsale_http_requests_total HTTP requests by route and status word.\n"
+      "# TYPE flashsale_http_requests_total counter\n";
+  for (size_t r = 0; r < MetricsShard::kRoutes; ++r) {
+    for (size_t w = 0; w < MetricsShard::kWords; ++w) {
+      uint64_t total = 0;
+      for (const auto& shard : shards_) total += shard.requests_[r][w].value();
+      if (total == 0) continue;
+      out += fmt::format("flashsale_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n",
+                         kRouteNames[r], WordName(static_cast<Word>(w)), total);
+    }
+  }
+
+  out +=
+      "# HELP flashsale_http_request_duration_seconds Time from a whole request read to its "
+      "reply handed to the socket.\n"
+      "# TYPE flashsale_http_request_duration_seconds histogram\n";
+  for (size_t r = 0; r < MetricsShard::kRoutes; ++r) {
+    base::LatencyHistogram::Snapshot sum;
+    for (const auto& shard : shards_) sum.Add(shard.latency_[r].Read());
+    if (sum.count == 0) continue;
+    base::AppendPrometheusHistogram(out, "flashsale_http_request_duration_seconds",
+                                    fmt::format("route=\"{}\"", kRouteNames[r]), sum);
+  }
+
+  out +=
+      "# HELP flashsale_local_refusals_total Purchases answered without a Redis round trip.\n"
+      "# TYPE flashsale_local_refusals_total counter\n";
+  for (size_t i = 1; i < kLocalReasons.size(); ++i) {
+    uint64_t total = 0;
+    for (const auto& shard : shards_) total += shard.local_refusals_[i].value();
+    out += fmt::format("flashsale_local_refusals_total{{reason=\"{}\"}} {}\n", kLocalReasons[i],
+                       total);
+  }
+
+  uint64_t commands = 0, unavailable = 0, unknown = 0, remote = 0, timeouts = 0, reconnects = 0;
+  base::LatencyHistogram::Snapshot redis_latency;
+  for (const auto& shard : shards_) {
+    if (shard.redis_ == nullptr) continue;
+    commands += shard.redis_->commands.value();
+    unavailable += shard.redis_->unavailable.value();
+    unknown += shard.redis_->unknown_outcome.value();
+    remote += shard.redis_->remote_errors.value();
+    timeouts += shard.redis_->timeouts.value();
+    reconnects += shard.redis_->disconnects.value();
+    redis_latency.Add(shard.redis_->latency.Read());
+  }
+  out += fmt::format(
+      "# HELP flashsale_redis_commands_total Commands sent to Redis.\n"
+      "# TYPE flashsale_redis_commands_total counter\n"
+      "flashsale_redis_commands_total {}\n"
+      "# HELP flashsale_redis_errors_total Redis calls that failed, by kind: unavailable (did "
+      "not run), unknown_outcome (sent, no reply), remote (error reply).\n"
+      "# TYPE flashsale_redis_errors_total counter\n"
+      "flashsale_redis_errors_total{{kind=\"unavailable\"}} {}\n"
+      "flashsale_redis_errors_total{{kind=\"unknown_outcome\"}} {}\n"
+      "flashsale_redis_errors_total{{kind=\"remote\"}} {}\n"
+      "# HELP flashsale_redis_timeouts_total Redis calls that hit their deadline.\n"
+      "# TYPE flashsale_redis_timeouts_total counter\n"
+      "flashsale_redis_timeouts_total {}\n"
+      "# HELP flashsale_redis_disconnects_total Redis links that broke and were remade.\n"
+      "# TYPE flashsale_redis_disconnects_total counter\n"
+      "flashsale_redis_disconnects_total {}\n"
+      "# HELP flashsale_redis_command_duration_seconds Redis command latency, send to reply.\n"
+      "# TYPE flashsale_redis_command_duration_seconds histogram\n",
+      commands, unavailable, unknown, remote, timeouts, reconnects);
+  base::AppendPrometheusHistogram(out, "flashsale_redis_command_duration_seconds", "",
+                                  redis_latency);
+  for (const auto& source : sources_) source(out);
+  return out;
+}
+
+}  // namespace flashsale::server

@@ -1,0 +1,63 @@
+#pragma once
+// What a handler answers: a status, a body and the few headers we set, plus the status word the
+// metrics count it under. The session turns it into an HTTP response.
+
+// clang-format off
+#include <ostream>  // Boost 1.81's core/string_view.hpp uses std::ostream without including it
+#include <boost/beast/http/status.hpp>
+// clang-format on
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/outcome.h"
+
+namespace flashsale::server {
+
+namespace http = boost::beast::http;
+
+// Status words: the `status` field of JSON replies and the `status` label of metrics.
+enum class Word : uint8_t {
+  kReserved,
+  kAlreadyPurchased,
+  kSoldOut,
+  kNotStarted,
+  kEnded,
+  kUnknownActivity,
+  kClosed,
+  kConflict,
+  kRateLimited,
+  kOverloaded,
+  kOk,
+  kCreated,
+  kBadRequest,
+  kUnauthorized,
+  kNotFound,
+  kMethodNotAllowed,
+  kPayloadTooLarge,
+  kHeadersTooLarge,
+  kUnavailable,
+  kUnknownOutcome,
+  kShuttingDown,
+  kError,
+  kCount,
+};
+
+std::string_view WordName(Word word);
+Word WordFor(core::Outcome outcome);
+
+struct Reply {
+  http::status status = http::status::ok;
+  std::string body;
+  std::string_view content_type = "application/json";
+  Word word = Word::kOk;
+  int64_t retry_after_s = -1;  // a Retry-After header when >= 0
+  std::string allow;           // an Allow header (405)
+  bool close = false;          // close the connection after this reply
+};
+
+// {"status":"<word>","error":"<message>"}
+Reply ErrorReply(http::status status, Word word, std::string_view message);
+Reply JsonReply(http::status status, Word word, std::string body);
+
+}  // namespace flashsale::server

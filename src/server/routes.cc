@@ -1,0 +1,44 @@
+// The route table: every path the service answers, who may call it, and its handler.
+
+#include "server/handlers.h"
+#include "server/router.h"
+
+namespace flashsale::server {
+
+namespace {
+
+using http::verb;
+
+constexpr Route kRoutes[] = {
+    // The hot path (DESIGN.md, "Hot-path contract").
+    {verb::post, "/api/v1/activities/{id}/purchase", RouteId::kPurchase, Access::kUser,
+     HandlePurchase},
+    // Public reads.
+    {verb::get, "/api/v1/activities", RouteId::kActivity, Access::kPublic, HandleActivityList},
+    {verb::get, "/api/v1/activities/{id}", RouteId::kActivity, Access::kPublic, HandleActivityInfo},
+    {verb::get, "/api/v1/orders", RouteId::kOrders, Access::kUser, HandleOrders},
+    // Operators.
+    {verb::get, "/api/v1/admin/activities", RouteId::kAdmin, Access::kAdmin, HandleAdminList},
+    {verb::post, "/api/v1/admin/activities", RouteId::kAdmin, Access::kAdmin, HandleAdminCreate},
+    {verb::get, "/api/v1/admin/activities/{id}", RouteId::kAdmin, Access::kAdmin, HandleAdminGet},
+    {verb::patch, "/api/v1/admin/activities/{id}", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminUpdate},
+    {verb::post, "/api/v1/admin/activities/{id}/open", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminOpen},
+    {verb::post, "/api/v1/admin/activities/{id}/close", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminClose},
+    {verb::post, "/api/v1/admin/activities/{id}/stock", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminStock},
+    {verb::post, "/api/v1/admin/tokens", RouteId::kAdmin, Access::kAdmin, HandleAdminToken},
+    // Operations.
+    {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},
+    {verb::get, "/readyz", RouteId::kReady, Access::kPublic, HandleReady},
+    {verb::get, "/metrics", RouteId::kMetrics, Access::kPublic, HandleMetrics},
+    {verb::get, "/", RouteId::kPage, Access::kPublic, HandlePage},
+};
+
+}  // namespace
+
+std::span<const Route> Routes() { return kRoutes; }
+
+}  // namespace flashsale::server
