@@ -162,7 +162,8 @@ const std::vector<Setting>& Settings() {
                "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps"},
       {.name = "demo",
        .field = &ServeConfig::demo,
-       .help = "Demo mode: seed a demo activity (see demo-stock) and serve the demo pages"},
+       .help = "Demo mode: create the open activity 'demo' (see demo-stock) and take the user from "
+               "X-User-Id (gateway identity)"},
       {.name = "demo-stock",
        .field = &ServeConfig::demo_stock,
        .placeholder = "N",

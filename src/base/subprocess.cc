@@ -92,6 +92,10 @@ Result<std::string> FindProgram(const std::string& name) {
     if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &default_action, nullptr);
   }
 
+  // Its own process group: a Ctrl-C in the terminal reaches the parent only, which then stops
+  // its children in order (e.g. the embedded redis-server after the HTTP server has drained).
+  ::setpgid(0, 0);
+
   if (::dup2(null_fd, STDIN_FILENO) < 0 || ::dup2(log_fd, STDOUT_FILENO) < 0 ||
       ::dup2(log_fd, STDERR_FILENO) < 0) {
     const int error = errno;

@@ -32,7 +32,8 @@ class Subprocess {
   // Starts argv[0] (looked up in PATH unless it contains a '/') with the arguments argv[1..].
   // stdout and stderr are appended to `log_path` (created if missing; /dev/null if empty).
   // `inherit_fds` are descriptors the child keeps, at the same numbers (e.g. a lock that must be
-  // held as long as the child lives); all others above stderr are closed in the child.
+  // held as long as the child lives); all others above stderr are closed in the child. The child
+  // runs in a process group of its own, so terminal signals (Ctrl-C) reach only the parent.
   // Errors: kInvalidArgument for an empty argv; kNotFound (naming the program) when it is not in
   // PATH or cannot be executed; kUnavailable when the log cannot be opened or fork fails.
   static Result<Subprocess> Spawn(const std::vector<std::string>& argv, const std::string& log_path,

@@ -1,0 +1,272 @@
+#include "app/serve.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_future.hpp>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/crypto.h"
+#include "base/ids.h"
+#include "core/token.h"
+#include "redis/embedded_server.h"
+#include "redis/scripts.h"
+#include "server/http_server.h"
+#include "service/admin.h"
+#include "store/sqlite_store.h"
+
+namespace flashsale::app {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// "127.0.0.1:8080", "localhost:80", "[::1]:8080" (the settings have checked the shape).
+HostPort ParseListen(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  HostPort out;
+  out.host = listen.substr(0, colon);
+  if (out.host.size() >= 2 && out.host.front() == '[')
+    out.host = out.host.substr(1, out.host.size() - 2);
+  std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), out.port);
+  return out;
+}
+
+Result<std::unique_ptr<store::Store>> OpenStore(const ServeConfig& config) {
+  std::string url = config.db_url;
+  if (url.empty()) url = "sqlite:" + config.data_dir + "/flashsale.db";
+  if (url.starts_with("sqlite:")) {
+    auto store = store::SqliteStore::Open(url.substr(7));
+    if (!store) return std::move(store).error();
+    return std::unique_ptr<store::Store>(std::move(*store));
+  }
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "setting 'db-url': '{}' is not supported; use sqlite:/path/to.db", url);
+}
+
+// Creates the demo activity (open now for 30 days, limit 1) unless it exists, on a short-lived
+// connection of its own, before the server loads its registry.
+base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOptions& redis_options,
+                        store::Store& store, const service::ServiceSettings& settings) {
+  asio::io_context io;
+  asio::thread_pool db(1);
+  auto connection = redis::Connection::Create(io.get_executor(), redis_options);
+  connection->Start();
+  redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
+  service::ActivityRegistry registry;
+  service::ServiceContext context(settings, runner, store, db.get_executor(), registry,
+                                  base::SystemClock::Instance());
+  auto future = asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<std::optional<base::Error>> {
+        const int64_t now = base::SystemClock::Instance().NowMs();
+        core::SeckillActivity demo;
+        demo.id = "demo";
+        demo.title = "Demo flash sale";
+        demo.start_ms = now;
+        demo.end_ms = now + int64_t{30} * 24 * 3600 * 1000;
+        demo.per_user_limit = 1;
+        demo.stock = config.demo_stock;
+        auto state = co_await service::CreateActivity(context, demo);
+        connection->Stop();
+        if (state.ok() || state.error().code == ErrorCode::kAlreadyExists) co_return std::nullopt;
+        co_return std::move(state).error();
+      },
+      asio::use_future);
+  io.run();
+  db.join();
+  auto error = future.get();
+  if (error) return *error;
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> ReadOrCreateSecret(const std::string& path) {
+  std::ifstream in(path);
+  if (in) {
+    std::string secret;
+    std::getline(in, secret);
+    if (secret.size() < 16) {
+      return MakeError(ErrorCode::kInvalidArgument, "{} holds a secret under 16 characters", path);
+    }
+    return secret;
+  }
+  const std::string secret = base::RandomHex(32);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return MakeError(ErrorCode::kUnavailable, "create {}: {}", path, std::strerror(errno));
+  const std::string line = secret + "\n";
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!written) return MakeError(ErrorCode::kUnavailable, "write {}", path);
+  return secret;
+}
+
+int RunServe(const ServeConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  std::error_code fs_error;
+  std::filesystem::create_directories(config.data_dir, fs_error);
+  if (fs_error) {
+    spdlog::error("data directory {}: {}", config.data_dir, fs_error.message());
+    return 1;
+  }
+  auto fail = [](const base::Error& error) {
+    spdlog::error("{}", error.message);
+    return 1;
+  };
+
+  std::string secret = config.secret;
+  if (secret.empty()) {
+    auto generated = ReadOrCreateSecret(config.data_dir + "/secret");
+    if (!generated) return fail(generated.error());
+    secret = *generated;
+  }
+  std::string admin_token = config.admin_token;
+  if (admin_token.empty()) {
+    auto generated = ReadOrCreateSecret(config.data_dir + "/admin-token");
+    if (!generated) return fail(generated.error());
+    admin_token = *generated;
+  }
+
+  // Redis: the URL given, or a private redis-server in the data directory.
+  std::unique_ptr<redis::EmbeddedServer> embedded;
+  std::string redis_url = config.redis_url;
+  if (redis_url.empty()) {
+    auto started =
+        redis::EmbeddedServer::Start({.data_dir = config.data_dir, .binary = config.redis_server});
+    if (!started) return fail(started.error());
+    embedded = std::move(*started);
+    redis_url = embedded->url();
+  }
+  auto endpoint = redis::ParseUrl(redis_url);
+  if (!endpoint) return fail(endpoint.error());
+  redis::ConnectionOptions redis_options;
+  redis_options.endpoint = *endpoint;
+  redis_options.command_timeout = std::chrono::milliseconds(config.redis_timeout_ms);
+
+  auto store = OpenStore(config);
+  if (!store) return fail(store.error());
+  if (auto migrated = (*store)->Migrate(); !migrated) return fail(migrated.error());
+
+  service::ServiceSettings settings;
+  settings.key_namespace = config.key_namespace;
+  settings.secret = secret;
+  settings.idempotency_ttl_ms = config.idempotency_ttl_s * 1000;
+
+  if (config.demo) {
+    if (auto demo = CreateDemo(config, redis_options, **store, settings); !demo) {
+      return fail(demo.error());
+    }
+  }
+
+  const HostPort listen = ParseListen(config.listen);
+  server::ServerOptions options;
+  options.host = listen.host;
+  options.port = listen.port;
+  options.threads = config.threads > 0 ? static_cast<int>(config.threads)
+                                       : static_cast<int>(std::thread::hardware_concurrency());
+  options.max_header_bytes = static_cast<size_t>(config.max_header_bytes);
+  options.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
+  options.read_timeout = std::chrono::milliseconds(config.read_timeout_ms);
+  options.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+  options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
+  options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+  options.trust_forwarded_for = config.trust_forwarded_for;
+
+  const bool gateway = config.identity == "gateway" || config.demo;
+  asio::thread_pool db_pool(1);
+  service::ActivityRegistry registry;
+  server::Metrics metrics;
+  server::ServerDeps deps;
+  deps.redis = redis_options;
+  deps.store = store->get();
+  deps.db_executor = db_pool.get_executor();
+  deps.registry = &registry;
+  deps.service_settings = &settings;
+  deps.identity.mode = gateway ? server::IdentityMode::kGateway : server::IdentityMode::kToken;
+  deps.identity.signer = core::TokenSigner(secret);
+  deps.identity.admin_token = admin_token;
+  deps.clock = &base::SystemClock::Instance();
+  deps.metrics = &metrics;
+
+  server::HttpServer server(options, deps);
+  if (auto started = server.Start(); !started) {
+    db_pool.join();
+    return fail(started.error());
+  }
+  const std::string base_url = fmt::format(
+      "http://{}:{}",
+      listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host,
+      server.port());
+  std::cout << fmt::format("flashsale serving on {}  ({} threads; redis {}; db {}; {} identity)\n",
+                           base_url, options.threads, endpoint->Describe(), (*store)->Describe(),
+                           gateway ? "gateway (X-User-Id)" : "token (Bearer)");
+  if (config.demo) {
+    std::cout << fmt::format(
+        "demo: activity 'demo' is open with {} units, one per user\n"
+        "  open  {}/\n"
+        "  try   curl -s -X POST -H 'X-User-Id: alice' {}/api/v1/activities/demo/purchase\n",
+        config.demo_stock, base_url, base_url);
+  }
+  std::cout << fmt::format("admin token: {}\n", config.admin_token.empty()
+                                                    ? "in " + config.data_dir + "/admin-token"
+                                                    : std::string("as configured"));
+  std::cout.flush();
+
+  asio::io_context signals_io;
+  asio::signal_set signals(signals_io, SIGINT, SIGTERM);
+  signals.async_wait([](const boost::system::error_code&, int signal) {
+    spdlog::info("signal {}: draining and stopping", signal);
+  });
+  signals_io.run();
+
+  server.Stop();
+  db_pool.join();
+  if (embedded) embedded->Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secret_given,
+             const std::string& data_dir) {
+  if (!base::IsValidId(user_id)) {
+    std::cerr << "user id must be 1-64 characters of [A-Za-z0-9_.:@-]\n";
+    return 2;
+  }
+  std::string secret = secret_given;
+  if (secret.empty()) {
+    std::ifstream in(data_dir + "/secret");
+    std::getline(in, secret);
+    if (secret.empty()) {
+      std::cerr << "no secret: give --secret, or the --data-dir where `flashsale serve` keeps "
+                   "one ("
+                << data_dir << "/secret does not exist)\n";
+      return 2;
+    }
+  }
+  const int64_t expires_ms = base::SystemClock::Instance().NowMs() + ttl_s * 1000;
+  std::cout << core::TokenSigner(secret).Issue(user_id, expires_ms) << "\n";
+  return 0;
+}
+
+}  // namespace flashsale::app

@@ -1,0 +1,22 @@
+#pragma once
+// `flashsale serve` and `flashsale token`: wiring every layer together into the running service.
+
+#include <string>
+
+#include "app/config.h"
+
+namespace flashsale::app {
+
+// Runs the service until SIGINT or SIGTERM, then stops gracefully. The process exit code: 0 after
+// a clean stop, 1 when it could not start (the reason is logged).
+int RunServe(const ServeConfig& config);
+
+// Prints a bearer token for `user_id` valid for `ttl_s`, signed with the secret given or the one
+// serve generated in `data_dir`. The process exit code.
+int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secret,
+             const std::string& data_dir);
+
+// The secret in `path`, generated (32 random bytes, hex, file mode 0600) if the file is missing.
+base::Result<std::string> ReadOrCreateSecret(const std::string& path);
+
+}  // namespace flashsale::app

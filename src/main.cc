@@ -1,0 +1,48 @@
+// flashsale: one binary, subcommands.
+//   flashsale serve [settings]   the HTTP service (see `flashsale serve --help`)
+//   flashsale token --user ID    a bearer token for token mode
+//   flashsale version
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "app/config.h"
+#include "app/serve.h"
+
+int main(int argc, char** argv) {
+  using namespace flashsale;
+  CLI::App app{"flashsale: flash sales and lotteries that never oversell, lose or double an order"};
+  app.require_subcommand(1);
+
+  auto* serve = app.add_subcommand("serve", "Run the HTTP service");
+  app::ServeSettings settings(*serve);
+
+  auto* token = app.add_subcommand("token", "Print a bearer token for a user (token mode)");
+  std::string user_id;
+  int64_t ttl_s = 3600;
+  std::string secret;
+  std::string data_dir = "./flashsale-data";
+  token->add_option("--user", user_id, "The user id")->required();
+  token->add_option("--ttl-s", ttl_s, "Seconds the token is valid")->capture_default_str();
+  token->add_option("--secret", secret, "The server secret (default: the one in --data-dir)")
+      ->envname("FLASHSALE_SECRET");
+  token->add_option("--data-dir", data_dir, "Where `flashsale serve` keeps its secret")
+      ->envname("FLASHSALE_DATA_DIR")
+      ->capture_default_str();
+
+  app.add_subcommand("version", "Print the version");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (serve->parsed()) {
+    auto config = settings.Resolve(app::EnvFromProcess);
+    if (!config.ok()) {
+      std::cerr << "flashsale serve: " << config.error().message << "\n";
+      return 2;
+    }
+    return app::RunServe(*config);
+  }
+  if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
+  std::cout << "flashsale " << FLASHSALE_VERSION << "\n";
+  return 0;
+}
