@@ -4,8 +4,8 @@
 set -euo pipefail
 
 packages=(
-  # build
-  g++ cmake ninja-build pkg-config clang-format clang-tidy
+  # build; clang 14 and its runtime for the libFuzzer targets
+  g++ cmake ninja-build pkg-config clang-format clang-tidy clang-14 libclang-rt-14-dev
   # libraries (DESIGN.md, "Dependencies")
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libhiredis-dev libssl-dev libsqlite3-dev libmariadb-dev

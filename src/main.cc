@@ -32,7 +32,12 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("version", "Print the version");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // Prints the help or the problem; help is success, a usage error exits 2 like a bad setting.
+    return app.exit(error) == 0 ? 0 : 2;
+  }
 
   if (serve->parsed()) {
     auto config = settings.Resolve(app::EnvFromProcess);

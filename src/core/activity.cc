@@ -32,21 +32,23 @@ base::Status Validate(const SeckillActivity& a) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "activity id '{}' must be 1-64 characters of [A-Za-z0-9_-]", a.id);
   }
-  if (a.start_ms < 0 || a.end_ms <= a.start_ms) {
+  if (a.start_ms < 0 || a.end_ms <= a.start_ms || a.end_ms > kMaxTimeMs) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "activity '{}': window [{}, {}) must be non-empty and start at or after 0",
-                     a.id, a.start_ms, a.end_ms);
+                     "activity '{}': window [{}, {}) must be non-empty, within [0, {}]", a.id,
+                     a.start_ms, a.end_ms, kMaxTimeMs);
   }
   if (a.title.size() > 200) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': title is over 200 bytes", a.id);
   }
   for (const auto& [name, rate] :
        {std::pair{"user_rate", &a.user_rate}, std::pair{"address_rate", &a.address_rate}}) {
-    if (rate->per_second < 0 || rate->per_second > 1e6 || rate->burst < 1 ||
-        rate->burst > 1'000'000) {
+    const bool rate_ok =
+        rate->per_second == 0 || (rate->per_second >= kMinRatePerSecond && rate->per_second <= 1e6);
+    if (!rate_ok || rate->burst < 1 || rate->burst > 1'000'000) {
       return MakeError(ErrorCode::kInvalidArgument,
-                       "activity '{}': {} needs 0 <= per_second <= 1e6 and 1 <= burst <= 1e6", a.id,
-                       name);
+                       "activity '{}': {} needs per_second 0 (off) or {} to 1e6, and burst 1 to "
+                       "1e6",
+                       a.id, name, kMinRatePerSecond);
     }
   }
   if (a.per_user_limit < 1) {
@@ -54,9 +56,9 @@ base::Status Validate(const SeckillActivity& a) {
                      a.id, a.per_user_limit);
   }
   if (a.kind == StockKind::kCounted) {
-    if (a.stock < 0) {
-      return MakeError(ErrorCode::kInvalidArgument, "activity '{}': stock {} must be >= 0", a.id,
-                       a.stock);
+    if (a.stock < 0 || a.stock > kMaxUnits) {
+      return MakeError(ErrorCode::kInvalidArgument, "activity '{}': stock {} must be 0 to {}", a.id,
+                       a.stock, kMaxUnits);
     }
     if (!a.items.empty()) {
       return MakeError(ErrorCode::kInvalidArgument,

@@ -55,6 +55,10 @@ base::Status Validate(const SeckillActivity& activity);
 
 // The largest quantity one purchase may ask for; larger requests are bad input, not a sale.
 inline constexpr int64_t kMaxQuantityPerPurchase = 100;
+// Bounds that keep every number exact in Redis's Lua (doubles) and in 64-bit arithmetic.
+inline constexpr int64_t kMaxTimeMs = 253'402'300'799'999;  // 9999-12-31T23:59:59.999Z
+inline constexpr int64_t kMaxUnits = 1'000'000'000'000;     // stock of one activity
+inline constexpr double kMinRatePerSecond = 0.001;          // a slower limit is no limit
 
 base::Status ValidatePurchase(std::string_view user_id, int64_t quantity);
 

@@ -43,6 +43,19 @@ TEST(ActivityTest, ValidatesDefinitions) {
   auto negative = Valid();
   negative.stock = -1;
   EXPECT_FALSE(Validate(negative).ok());
+  auto huge = Valid();
+  huge.stock = kMaxUnits + 1;
+  EXPECT_FALSE(Validate(huge).ok());
+
+  auto far = Valid();
+  far.end_ms = kMaxTimeMs + 1;
+  EXPECT_FALSE(Validate(far).ok());
+
+  auto crawl = Valid();
+  crawl.user_rate = {1e-300, 1};  // a rate so slow its interval overflows Redis's PX
+  EXPECT_FALSE(Validate(crawl).ok());
+  crawl.user_rate = {0, 1};  // off
+  EXPECT_TRUE(Validate(crawl).ok());
 
   auto items = Valid();
   items.kind = StockKind::kItemised;

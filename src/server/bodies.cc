@@ -38,7 +38,7 @@ class Fields {
       bool known = false;
       for (auto name : allowed) known = known || key == name;
       if (!known) {
-        return MakeError(ErrorCode::kInvalidArgument, "{}unknown field '{}'", where_,
+        return MakeError(ErrorCode::kInvalidArgument, "unknown field '{}{}'", where_,
                          std::string_view(key));
       }
     }
@@ -101,7 +101,7 @@ class Fields {
 
  private:
   base::Error Wrong(std::string_view name, std::string_view what) const {
-    return MakeError(ErrorCode::kInvalidArgument, "{}field '{}' must be {}", where_, name, what);
+    return MakeError(ErrorCode::kInvalidArgument, "field '{}{}' must be {}", where_, name, what);
   }
   const json::object& object_;
   std::string where_;
@@ -153,7 +153,11 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
   a.kind = kind == "items" ? core::StockKind::kItemised : core::StockKind::kCounted;
   a.start_ms = now_ms;
   FLASHSALE_FIELD(a.start_ms, fields.Int("start_ms"));
-  a.end_ms = a.start_ms + kHourMs;
+  if (a.start_ms < 0 || a.start_ms >= core::kMaxTimeMs) {
+    return MakeError(ErrorCode::kInvalidArgument, "field 'start_ms' must be 0 to {}",
+                     core::kMaxTimeMs - 1);
+  }
+  a.end_ms = std::min(a.start_ms + kHourMs, core::kMaxTimeMs);
   FLASHSALE_FIELD(a.end_ms, fields.Int("end_ms"));
   FLASHSALE_FIELD(a.per_user_limit, fields.Int("per_user_limit"));
   FLASHSALE_FIELD(a.open, fields.Bool("open"));
@@ -217,7 +221,8 @@ Result<StockBody> ParseStockBody(std::string_view body) {
       }
     }
   }
-  if (stock.units < 1 || stock.units > 10'000'000) {
+  if (stock.units < 1 ||
+      stock.units > 10'000'000) {  // per call; the activity's total is bounded too
     return MakeError(ErrorCode::kInvalidArgument,
                      "give 'units' (1 to 10,000,000) or a non-empty 'items' array");
   }

@@ -230,6 +230,11 @@ class HttpServer::Worker {
       stream.expires_after(options_.read_timeout);
       auto [error, bytes] =
           co_await beast::http::async_read_header(stream, buffer, parser, kUseTuple);
+      // A Transfer-Encoding whose last coding is not chunked leaves the body's end unknown; the
+      // parser would read the body as the next request (smuggling). RFC 9112 6.3: 400, close.
+      if (!error && parser.get().count(http::field::transfer_encoding) > 0 && !parser.chunked()) {
+        error = beast::http::error::bad_transfer_encoding;
+      }
       if (!error && parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
         beast::http::response<beast::http::empty_body> go_on{http::status::continue_, 11};
         std::tie(error, bytes) = co_await beast::http::async_write(stream, go_on, kUseTuple);

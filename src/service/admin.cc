@@ -87,7 +87,12 @@ asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
     if (created.error().code == ErrorCode::kAlreadyExists) {
       // Created meanwhile by someone else: our setup may have rewritten its definition in Redis.
       auto record = co_await LoadRecord(context, activity.id);
-      if (record.ok()) co_await PushDefinition(context, *record);
+      if (record.ok()) {
+        if (auto pushed = co_await PushDefinition(context, *record); !pushed.ok()) {
+          spdlog::warn("activity '{}': definition not restored in Redis: {}", activity.id,
+                       pushed.error().message);
+        }
+      }
     }
     co_return MakeError(created.error().code,
                         "activity '{}' is loaded in Redis but not recorded in the database: {}; "

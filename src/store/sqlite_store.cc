@@ -393,6 +393,10 @@ Result<ActivityRecord> SqliteStore::AddStock(std::string_view id, int64_t units,
                      "add {} units to '{}': must be >= 1, and item ids exactly for itemised stock",
                      units, id);
   }
+  if (current->total_units + units > core::kMaxUnits) {
+    return MakeError(ErrorCode::kInvalidArgument, "'{}' would hold over {} units", id,
+                     core::kMaxUnits);
+  }
   if (itemised) {
     core::SeckillActivity check = current->activity;
     check.items.assign(items.begin(), items.end());

@@ -1,4 +1,489 @@
-// Placeholder: filled in next.
-#include <gtest/gtest.h>
+// The real `flashsale` binary as a child process: started on a free loopback port in a fresh data
+// directory (with its own embedded redis-server), driven over HTTP, signalled, restarted on the
+// same directory, and given bad settings. Every wait is bounded; every child (and the
+// redis-server a child started) is SIGKILLed by PID at the end of a test, even a failed one.
 
-TEST(ServeProcessTest, Placeholder) { EXPECT_EQ(1 + 1, 2); }
+#include <dirent.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/json/parse.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/subprocess.h"
+#include "support/http_client.h"
+
+namespace flashsale {
+namespace {
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::HttpClient;
+using testing::HttpResult;
+
+constexpr auto kStartupTimeout = seconds(20);
+constexpr auto kExitTimeout = seconds(30);
+
+// --- Helpers -----------------------------------------------------------------------------------
+
+// A temporary directory, removed with everything in it at the end of the scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "fs-proc-XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(std::string_view name) const { return path_ + "/" + std::string(name); }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+// A loopback port that was free a moment ago (bound to port 0, then closed).
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("no free port");
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// The pids of live redis-server processes whose command line names `data_dir` (the embedded
+// server's title is "redis-server unixsocket:<data_dir>/redis.sock").
+std::vector<pid_t> RedisServersFor(const std::string& data_dir) {
+  std::vector<pid_t> pids;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return pids;
+  const std::string needle = data_dir + "/redis.sock";
+  while (const dirent* entry = ::readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (pid <= 0) continue;
+    std::string cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (cmdline.find("redis-server") != std::string::npos &&
+        cmdline.find(needle) != std::string::npos) {
+      pids.push_back(pid);
+    }
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+// The parent pid of `pid` (from /proc/<pid>/stat), or -1.
+pid_t ParentOf(pid_t pid) {
+  const std::string stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(paren + 1));
+  std::string state;
+  pid_t parent = -1;
+  rest >> state >> parent;
+  return parent;
+}
+
+// True if something accepts connections on the unix socket `path`.
+bool UnixSocketAccepts(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", path.c_str());
+  const bool accepted =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  ::close(fd);
+  return accepted;
+}
+
+std::string DescribeStatus(const std::optional<int>& status) {
+  return status ? base::DescribeExitStatus(*status) : std::string("still running or unknown");
+}
+
+// The exit code if the process exited normally, else -1.
+int ExitCode(const std::optional<int>& status) {
+  return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+}
+
+json::value Json(const HttpResult& result) {
+  boost::system::error_code error;
+  json::value value = json::parse(result.body, error);
+  if (error) return json::value(result.body);
+  return value;
+}
+
+int64_t Code(const HttpResult& result) {
+  const json::value value = Json(result);
+  if (!value.is_object() || !value.as_object().contains("code")) return -1000;
+  return value.at("code").as_int64();
+}
+
+// --- The child ---------------------------------------------------------------------------------
+
+// One `flashsale` process, its stdout and stderr in `log`. At the end of the scope it is
+// SIGKILLed if still running, and so is any redis-server it left on `data_dir` (a test that
+// failed half-way must not leave processes behind).
+class Flashsale {
+ public:
+  Flashsale(std::vector<std::string> args, std::string log, std::string data_dir = "")
+      : log_(std::move(log)), data_dir_(std::move(data_dir)) {
+    args.insert(args.begin(), FLASHSALE_BINARY);
+    auto spawned = base::Subprocess::Spawn(args, log_);
+    if (!spawned) throw std::runtime_error("spawn flashsale: " + spawned.error().message);
+    process_.emplace(std::move(spawned).value());
+  }
+  ~Flashsale() {
+    if (process_ && process_->Running()) {
+      process_->Signal(SIGKILL);
+      process_->Wait(seconds(10));
+    }
+    if (!data_dir_.empty()) {
+      for (const pid_t pid : RedisServersFor(data_dir_)) ::kill(pid, SIGKILL);
+    }
+  }
+  Flashsale(const Flashsale&) = delete;
+  Flashsale& operator=(const Flashsale&) = delete;
+
+  pid_t pid() const { return process_->pid(); }
+  bool Running() { return process_->Running(); }
+  void Signal(int signal) { process_->Signal(signal); }
+  // The exit status once it has exited within `timeout`; empty if it has not.
+  std::optional<int> WaitExit(milliseconds timeout) {
+    if (!process_->Wait(timeout)) return std::nullopt;
+    return process_->exit_status();
+  }
+  std::string Log() const { return ReadFile(log_); }
+
+  // Polls until the log contains `text` (bounded); true if it does.
+  bool WaitForLog(std::string_view text, milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (Log().find(text) == std::string::npos) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return true;
+  }
+
+ private:
+  std::string log_;
+  std::string data_dir_;
+  std::optional<base::Subprocess> process_;
+};
+
+// Runs `flashsale args...` to completion (bounded): its exit status and its output.
+struct Finished {
+  std::optional<int> status;
+  std::string output;
+};
+Finished RunToExit(const std::vector<std::string>& args, const TempDir& tmp,
+                   const std::string& log_name) {
+  Flashsale child(args, tmp / log_name);
+  Finished finished;
+  finished.status = child.WaitExit(kExitTimeout);
+  finished.output = child.Log();
+  return finished;
+}
+
+// Polls /healthz until it answers 200, the child exits, or the startup timeout passes.
+::testing::AssertionResult WaitHealthy(Flashsale& child, uint16_t port) {
+  const auto until = std::chrono::steady_clock::now() + kStartupTimeout;
+  HttpClient client("127.0.0.1", port);
+  while (std::chrono::steady_clock::now() < until) {
+    if (!child.Running()) {
+      return ::testing::AssertionFailure() << "flashsale exited during startup:\n" << child.Log();
+    }
+    if (client.Request("GET", "/healthz", {}, {}, seconds(2)).status == 200) {
+      return ::testing::AssertionSuccess();
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return ::testing::AssertionFailure() << "no 200 from /healthz within 20 s:\n" << child.Log();
+}
+
+// SIGTERM, then the exit status within the bound.
+::testing::AssertionResult StopsCleanly(Flashsale& child) {
+  child.Signal(SIGTERM);
+  const std::optional<int> status = child.WaitExit(kExitTimeout);
+  if (!status) {
+    return ::testing::AssertionFailure() << "still running 30 s after SIGTERM:\n" << child.Log();
+  }
+  if (ExitCode(status) != 0) {
+    return ::testing::AssertionFailure()
+           << "after SIGTERM flashsale " << DescribeStatus(status) << ":\n"
+           << child.Log();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+HttpResult Buy(HttpClient& client, const std::string& user) {
+  return client.Post("/api/v1/activities/demo/purchase", "", {{"X-User-Id", user}});
+}
+
+std::vector<std::string> ServeArgs(uint16_t port, const std::string& data_dir,
+                                   std::vector<std::string> more) {
+  std::vector<std::string> args = {"serve", "--listen", fmt::format("127.0.0.1:{}", port),
+                                   "--data-dir", data_dir};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// --- a) and b) ---------------------------------------------------------------------------------
+
+TEST(ServeProcessTest, DemoSellsItsStockStopsCleanlyAndKeepsItsStateAcrossARestart) {
+  TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const std::vector<std::string> demo = {"--demo", "--demo-stock", "3", "--threads", "2"};
+  std::string first_order;
+  {
+    const uint16_t port = FreePort();
+    Flashsale serve(ServeArgs(port, data_dir, demo), tmp / "serve1.log", data_dir);
+    ASSERT_TRUE(WaitHealthy(serve, port));
+    // The banner is printed just after the listeners open: wait for it (bounded).
+    const std::string url = fmt::format("http://127.0.0.1:{}", port);
+    EXPECT_TRUE(serve.WaitForLog("curl", seconds(10))) << serve.Log();
+    EXPECT_NE(serve.Log().find(url), std::string::npos) << serve.Log();
+
+    // Its own redis-server, a child of this flashsale, on the data directory.
+    const std::vector<pid_t> redis = RedisServersFor(data_dir);
+    ASSERT_EQ(redis.size(), 1u) << "no embedded redis-server on " << data_dir;
+    EXPECT_EQ(ParentOf(redis[0]), serve.pid());
+    EXPECT_TRUE(UnixSocketAccepts(data_dir + "/redis.sock"));
+
+    HttpClient client("127.0.0.1", port);
+    EXPECT_EQ(client.Get("/healthz").status, 200);
+    auto ready = client.Get("/readyz");
+    EXPECT_EQ(ready.status, 200) << ready.body;
+    for (const std::string user : {"alice", "bob", "carol"}) {
+      auto bought = Buy(client, user);
+      ASSERT_EQ(bought.status, 200) << bought.body;
+      ASSERT_EQ(Code(bought), 1) << bought.body;
+      if (user == "alice") first_order = std::string(Json(bought).at("order_id").as_string());
+    }
+    auto late = Buy(client, "dave");
+    EXPECT_EQ(late.status, 200) << late.body;
+    EXPECT_EQ(Code(late), -1) << late.body;
+    EXPECT_EQ(Json(late).at("status").as_string(), "sold_out") << late.body;
+
+    ASSERT_TRUE(StopsCleanly(serve));
+    // The embedded redis-server went with it.
+    EXPECT_TRUE(RedisServersFor(data_dir).empty()) << "redis-server outlived flashsale";
+    EXPECT_FALSE(UnixSocketAccepts(data_dir + "/redis.sock"));
+    EXPECT_NE(serve.Log().find("stopped"), std::string::npos) << serve.Log();
+  }
+
+  // b) The same data directory again: the sale's state survived (AOF + SQLite).
+  const uint16_t port = FreePort();
+  Flashsale serve(ServeArgs(port, data_dir, demo), tmp / "serve2.log", data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+  HttpClient client("127.0.0.1", port);
+  auto newcomer = Buy(client, "erin");
+  EXPECT_EQ(newcomer.status, 200) << newcomer.body;
+  EXPECT_EQ(Code(newcomer), -1) << "the stock came back after a restart: " << newcomer.body;
+  auto orders = client.Get("/api/v1/orders", {{"X-User-Id", "alice"}});
+  ASSERT_EQ(orders.status, 200) << orders.body;
+  const json::value listed = Json(orders);
+  ASSERT_TRUE(listed.is_object()) << orders.body;
+  const auto& list = listed.at("orders").as_array();
+  ASSERT_EQ(list.size(), 1u) << orders.body;
+  EXPECT_EQ(list[0].at("order_id").as_string(), first_order);
+  EXPECT_EQ(list[0].at("activity_id").as_string(), "demo");
+  ASSERT_TRUE(StopsCleanly(serve));
+  EXPECT_TRUE(RedisServersFor(data_dir).empty());
+}
+
+// --- c) ----------------------------------------------------------------------------------------
+
+TEST(ServeProcessTest, SigtermFinishesRequestsInFlight) {
+  TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const uint16_t port = FreePort();
+  Flashsale serve(
+      ServeArgs(port, data_dir, {"--demo", "--demo-stock", "1000000", "--threads", "2"}),
+      tmp / "serve.log", data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+
+  constexpr int kClients = 3;
+  std::atomic<int> ok = 0;
+  std::atomic<bool> stop = false;
+  std::vector<std::vector<std::string>> bad(kClients);  // answers other than a reservation
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      HttpClient client("127.0.0.1", port);  // one keep-alive connection (reopened if closed)
+      const auto until = std::chrono::steady_clock::now() + seconds(60);
+      for (int i = 0; !stop && std::chrono::steady_clock::now() < until; ++i) {
+        auto reply = Buy(client, fmt::format("c{}-{}", c, i));
+        if (reply.status == 0) break;  // closed and refused: the server is gone
+        if (reply.status == 200 && Code(reply) == 1) {
+          ++ok;
+        } else {
+          bad[c].push_back(fmt::format("{} {}", reply.status, reply.body));
+        }
+      }
+    });
+  }
+  const auto until = std::chrono::steady_clock::now() + seconds(20);
+  while (ok < 50 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const int before = ok;
+  serve.Signal(SIGTERM);
+  const std::optional<int> status = serve.WaitExit(kExitTimeout);
+  stop = true;
+  for (auto& t : clients) t.join();
+
+  EXPECT_GE(before, 50) << "the load never got going:\n" << serve.Log();
+  EXPECT_EQ(ExitCode(status), 0) << DescribeStatus(status) << "\n" << serve.Log();
+  for (int c = 0; c < kClients; ++c) {
+    EXPECT_TRUE(bad[c].empty()) << "client " << c << " got " << bad[c].size()
+                                << " bad answers, the first: " << bad[c][0];
+  }
+  EXPECT_TRUE(RedisServersFor(data_dir).empty());
+}
+
+// --- d) ----------------------------------------------------------------------------------------
+
+TEST(ServeProcessTest, BadSettingsExitWithAMessageNamingThem) {
+  TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::vector<std::string> mentions;
+  };
+  const std::string listen = fmt::format("127.0.0.1:{}", FreePort());
+  const std::vector<Case> cases = {
+      {{"serve", "--threads", "abc", "--data-dir", data_dir}, 2, {"threads", "abc"}},
+      {{"serve", "--threads", "300", "--data-dir", data_dir}, 2, {"threads", "300"}},
+      {{"serve", "--listen", "nope", "--data-dir", data_dir}, 2, {"listen", "nope"}},
+      {{"serve", "--listen", "127.0.0.1:99999", "--data-dir", data_dir}, 2, {"listen", "99999"}},
+      {{"serve", "--identity", "magic", "--data-dir", data_dir}, 2, {"identity", "magic"}},
+      {{"serve", "--no-such-flag", "--data-dir", data_dir}, 2, {"--no-such-flag"}},
+      {{"serve", "--listen", listen, "--data-dir", data_dir, "--redis-server",
+        "/nonexistent/redis-server"},
+       1,
+       {"/nonexistent/redis-server", "--redis-url"}},
+  };
+  int run = 0;
+  for (const Case& c : cases) {
+    std::string command;
+    for (const auto& arg : c.args) command += " " + arg;
+    SCOPED_TRACE("flashsale" + command);
+    const Finished finished = RunToExit(c.args, tmp, fmt::format("bad{}.log", run++));
+    ASSERT_TRUE(finished.status.has_value()) << "did not exit within 30 s";
+    EXPECT_EQ(ExitCode(finished.status), c.code) << DescribeStatus(finished.status) << "; output:\n"
+                                                 << finished.output;
+    for (const auto& mention : c.mentions) {
+      EXPECT_NE(finished.output.find(mention), std::string::npos)
+          << "the message does not mention '" << mention << "':\n"
+          << finished.output;
+    }
+    EXPECT_EQ(finished.output.find("serving on"), std::string::npos) << finished.output;
+  }
+  EXPECT_TRUE(RedisServersFor(data_dir).empty());
+}
+
+// --- e) ----------------------------------------------------------------------------------------
+
+TEST(ServeProcessTest, TokenFromTheCommandLineIsAcceptedInTokenMode) {
+  TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  // Before any serve run there is no secret to sign with.
+  const Finished early =
+      RunToExit({"token", "--user", "alice", "--data-dir", data_dir}, tmp, "token0.log");
+  EXPECT_EQ(ExitCode(early.status), 2) << DescribeStatus(early.status) << "\n" << early.output;
+  EXPECT_NE(early.output.find("secret"), std::string::npos) << early.output;
+
+  {  // A first run generates the secret.
+    const uint16_t port = FreePort();
+    Flashsale serve(ServeArgs(port, data_dir, {"--threads", "1"}), tmp / "serve1.log", data_dir);
+    ASSERT_TRUE(WaitHealthy(serve, port));
+    ASSERT_TRUE(StopsCleanly(serve));
+  }
+  const Finished issued =
+      RunToExit({"token", "--user", "alice", "--data-dir", data_dir}, tmp, "token1.log");
+  ASSERT_EQ(ExitCode(issued.status), 0) << DescribeStatus(issued.status) << "\n" << issued.output;
+  std::string token = issued.output;
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  token = token.substr(token.rfind('\n') + 1);  // the last line (npos + 1 == 0)
+  ASSERT_EQ(std::count(token.begin(), token.end(), '.'), 2) << "not a token: " << issued.output;
+  // A token signed with another secret, for contrast.
+  const Finished forged = RunToExit({"token", "--user", "alice", "--secret",
+                                     "not-the-secret-of-this-server", "--data-dir", data_dir},
+                                    tmp, "token2.log");
+  ASSERT_EQ(ExitCode(forged.status), 0) << forged.output;
+  std::string forged_token = forged.output.substr(0, forged.output.find('\n'));
+
+  const uint16_t port = FreePort();
+  Flashsale serve(ServeArgs(port, data_dir, {"--identity", "token", "--threads", "1"}),
+                  tmp / "serve2.log", data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+  HttpClient client("127.0.0.1", port);
+  auto mine = client.Get("/api/v1/orders", {{"Authorization", "Bearer " + token}});
+  EXPECT_EQ(mine.status, 200) << mine.body;
+  EXPECT_EQ(Json(mine).at("user_id").as_string(), "alice") << mine.body;
+  auto none = client.Get("/api/v1/orders");
+  EXPECT_EQ(none.status, 401) << none.body;
+  EXPECT_EQ(Json(none).at("status").as_string(), "unauthorized") << none.body;
+  EXPECT_EQ(client.Get("/api/v1/orders", {{"X-User-Id", "alice"}}).status, 401);
+  EXPECT_EQ(client.Get("/api/v1/orders", {{"Authorization", "Bearer " + forged_token}}).status,
+            401);
+  ASSERT_TRUE(StopsCleanly(serve));
+}
+
+// --- f) ----------------------------------------------------------------------------------------
+
+TEST(ServeProcessTest, ServeHelpListsTheSettingsAndTheirVariables) {
+  TempDir tmp;
+  const Finished help = RunToExit({"serve", "--help"}, tmp, "help.log");
+  EXPECT_EQ(ExitCode(help.status), 0) << DescribeStatus(help.status) << "\n" << help.output;
+  for (const char* text :
+       {"--listen", "FLASHSALE_LISTEN", "--data-dir", "FLASHSALE_DATA_DIR", "--redis-url",
+        "FLASHSALE_REDIS_URL", "--threads", "FLASHSALE_THREADS"}) {
+    EXPECT_NE(help.output.find(text), std::string::npos) << text << " missing:\n" << help.output;
+  }
+}
+
+}  // namespace
+}  // namespace flashsale
