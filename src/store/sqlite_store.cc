@@ -17,7 +17,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 1> kMigrations = {
+constexpr std::array<std::string_view, 2> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -42,6 +42,24 @@ CREATE TABLE activity_items (
   added_ms        INTEGER NOT NULL,
   PRIMARY KEY (activity_id, item_id)
 );
+)sql",
+    R"sql(
+CREATE TABLE orders (
+  order_id        TEXT PRIMARY KEY,
+  activity_id     TEXT NOT NULL,
+  user_id         TEXT NOT NULL,
+  quantity        INTEGER NOT NULL,
+  items           TEXT NOT NULL DEFAULT '',
+  state           TEXT NOT NULL CHECK (state IN ('reserved', 'paid', 'cancelled')),
+  single_unit     INTEGER NOT NULL,
+  created_ms      INTEGER NOT NULL,
+  persisted_ms    INTEGER NOT NULL,
+  stream_id       TEXT NOT NULL
+);
+CREATE UNIQUE INDEX orders_one_live_per_user ON orders (activity_id, user_id)
+  WHERE single_unit = 1 AND state <> 'cancelled';
+CREATE INDEX orders_by_user ON orders (user_id, created_ms);
+CREATE INDEX orders_by_activity ON orders (activity_id, state);
 )sql",
 };
 
@@ -199,7 +217,63 @@ base::Status InsertItems(sqlite3* db, std::string_view activity_id,
   return {};
 }
 
+constexpr std::string_view kSelectOrder =
+    "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
+    "persisted_ms, stream_id FROM orders";
+
+std::string JoinItems(const std::vector<std::string>& items) {
+  std::string joined;
+  for (const auto& item : items) {
+    if (!joined.empty()) joined.push_back(' ');
+    joined += item;
+  }
+  return joined;
+}
+
+std::vector<std::string> SplitItems(std::string_view text) {
+  std::vector<std::string> items;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t space = std::min(text.find(' ', pos), text.size());
+    if (space > pos) items.emplace_back(text.substr(pos, space - pos));
+    pos = space + 1;
+  }
+  return items;
+}
+
+OrderState StateFrom(std::string_view text) {
+  if (text == "paid") return OrderState::kPaid;
+  if (text == "cancelled") return OrderState::kCancelled;
+  return OrderState::kReserved;
+}
+
+OrderRecord ReadOrder(const Stmt& row) {
+  OrderRecord order;
+  order.order_id = row.Text(0);
+  order.activity_id = row.Text(1);
+  order.user_id = row.Text(2);
+  order.quantity = row.Int(3);
+  order.items = SplitItems(row.Text(4));
+  order.state = StateFrom(row.Text(5));
+  order.single_unit = row.Int(6) != 0;
+  order.created_ms = row.Int(7);
+  order.persisted_ms = row.Int(8);
+  order.stream_id = row.Text(9);
+  return order;
+}
+
 }  // namespace
+
+std::string_view ToString(OrderState state) {
+  switch (state) {
+    case OrderState::kReserved:
+      return "reserved";
+    case OrderState::kPaid:
+      return "paid";
+    case OrderState::kCancelled:
+      return "cancelled";
+  }
+  return "reserved";
+}
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
@@ -411,6 +485,82 @@ Result<ActivityRecord> SqliteStore::AddStock(std::string_view id, int64_t units,
   }
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return GetLocked(id, false);
+}
+
+Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const OrderRecord> orders,
+                                                             int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status().error();
+  Stmt exists(db_, "SELECT 1 FROM orders WHERE order_id = ?");
+  Stmt insert(db_,
+              "INSERT INTO orders (order_id, activity_id, user_id, quantity, items, state, "
+              "single_unit, created_ms, persisted_ms, stream_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+              "?, ?) ON CONFLICT DO NOTHING");
+  std::vector<InsertOutcome> outcomes;
+  outcomes.reserve(orders.size());
+  for (const OrderRecord& order : orders) {
+    exists.Reset();
+    auto found = exists.Bind(order.order_id).Step("check order");
+    if (!found) return std::move(found).error();
+    if (*found) {
+      outcomes.push_back(InsertOutcome::kDuplicate);
+      continue;
+    }
+    insert.Reset();
+    insert.Bind(order.order_id)
+        .Bind(order.activity_id)
+        .Bind(order.user_id)
+        .Bind(order.quantity)
+        .Bind(JoinItems(order.items))
+        .Bind(ToString(order.state))
+        .Bind(int64_t{order.single_unit})
+        .Bind(order.created_ms)
+        .Bind(now_ms)
+        .Bind(order.stream_id);
+    if (auto run = insert.Run("insert order"); !run) return run.error();
+    // Not inserted although no order has this id: the one-live-order-per-user key refused it.
+    outcomes.push_back(sqlite3_changes(db_) == 1 ? InsertOutcome::kInserted
+                                                 : InsertOutcome::kConflict);
+  }
+  if (auto commit = tx.Commit(); !commit) return commit.error();
+  return outcomes;
+}
+
+Result<OrderRecord> SqliteStore::GetOrder(std::string_view order_id) {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, std::string(kSelectOrder) + " WHERE order_id = ?");
+  auto row = query.Bind(order_id).Step("get order");
+  if (!row) return std::move(row).error();
+  if (!*row) return MakeError(ErrorCode::kNotFound, "no order '{}'", order_id);
+  return ReadOrder(query);
+}
+
+Result<std::vector<OrderRecord>> SqliteStore::OrdersOfUser(std::string_view user_id,
+                                                           int64_t limit) {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, std::string(kSelectOrder) +
+                      " WHERE user_id = ? ORDER BY created_ms DESC, order_id DESC LIMIT ?");
+  query.Bind(user_id).Bind(limit);
+  std::vector<OrderRecord> orders;
+  for (;;) {
+    auto row = query.Step("orders of user");
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    orders.push_back(ReadOrder(query));
+  }
+  return orders;
+}
+
+Result<OrderCounts> SqliteStore::CountOrders(std::string_view activity_id) {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_,
+             "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state <> 'cancelled' THEN quantity END), "
+             "0), COALESCE(SUM(CASE WHEN state = 'cancelled' THEN quantity END), 0) FROM orders "
+             "WHERE activity_id = ?");
+  auto row = query.Bind(activity_id).Step("count orders");
+  if (!row) return std::move(row).error();
+  return OrderCounts{query.Int(0), query.Int(1), query.Int(2)};
 }
 
 }  // namespace flashsale::store

@@ -32,6 +32,12 @@ class SqliteStore final : public Store {
   base::Result<ActivityRecord> AddStock(std::string_view id, int64_t units,
                                         std::span<const std::string> items,
                                         int64_t now_ms) override;
+  base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
+                                                        int64_t now_ms) override;
+  base::Result<OrderRecord> GetOrder(std::string_view order_id) override;
+  base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
+                                                      int64_t limit) override;
+  base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
 
  private:
   SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

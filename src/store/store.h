@@ -39,6 +39,38 @@ struct ActivityUpdate {
   std::optional<core::RateLimit> address_rate;
 };
 
+enum class OrderState { kReserved, kPaid, kCancelled };
+std::string_view ToString(OrderState state);  // "reserved" | "paid" | "cancelled"
+
+// One order as the record holds it; written from an order intent of the activity's stream.
+struct OrderRecord {
+  std::string order_id;
+  std::string activity_id;
+  std::string user_id;
+  int64_t quantity = 1;
+  std::vector<std::string> items;  // itemised stock: the item ids taken
+  OrderState state = OrderState::kReserved;
+  // The activity's per-user limit is 1: the record then holds at most one live (not cancelled)
+  // order per user and activity, a unique key that catches a double sale (S3-5).
+  bool single_unit = false;
+  int64_t created_ms = 0;    // when Redis reserved it
+  int64_t persisted_ms = 0;  // when it reached the record (set by InsertOrders)
+  std::string stream_id;     // the intent's entry id in the activity's stream
+};
+
+// What InsertOrders did with each order.
+enum class InsertOutcome {
+  kInserted,   // new
+  kDuplicate,  // an order with this id is there already: a redelivery, nothing to do
+  kConflict,   // a different live order of this user in a limit-1 activity is there: refused
+};
+
+struct OrderCounts {
+  int64_t orders = 0;  // rows, any state
+  int64_t units = 0;   // units of live (reserved or paid) orders
+  int64_t cancelled_units = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -67,6 +99,19 @@ class Store {
   virtual base::Result<ActivityRecord> AddStock(std::string_view id, int64_t units,
                                                 std::span<const std::string> items,
                                                 int64_t now_ms) = 0;
+
+  // Writes a batch of orders in ONE transaction, idempotently: for each order, an existence check
+  // by id (S3-5's belt and braces), then an insert that ignores a unique-key clash (INSERT
+  // IGNORE / ON CONFLICT DO NOTHING). One outcome per order, in order. An error means nothing
+  // of the batch was written.
+  virtual base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
+                                                                int64_t now_ms) = 0;
+  // kNotFound if there is no such order.
+  virtual base::Result<OrderRecord> GetOrder(std::string_view order_id) = 0;
+  // The user's orders, newest first, at most `limit`.
+  virtual base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
+                                                              int64_t limit) = 0;
+  virtual base::Result<OrderCounts> CountOrders(std::string_view activity_id) = 0;
 };
 
 }  // namespace flashsale::store

@@ -176,6 +176,83 @@ TEST_P(StoreContractTest, SurvivesReopen) {
   EXPECT_TRUE(store_->GetActivity("kept", false).ok());
 }
 
+OrderRecord Order(std::string id, std::string user, bool single_unit = true, int64_t created = 1) {
+  OrderRecord order;
+  order.order_id = std::move(id);
+  order.activity_id = "act";
+  order.user_id = std::move(user);
+  order.quantity = 1;
+  order.single_unit = single_unit;
+  order.created_ms = created;
+  order.stream_id = "1-" + order.order_id;
+  return order;
+}
+
+TEST_P(StoreContractTest, InsertOrdersIsIdempotentAndCatchesADoubleSale) {
+  std::vector<OrderRecord> batch = {Order("o1", "alice"), Order("o2", "bob")};
+  batch[1].items = {"C1", "C2"};
+  batch[1].quantity = 2;
+  auto first = store_->InsertOrders(batch, 100);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_EQ(*first,
+            (std::vector<InsertOutcome>{InsertOutcome::kInserted, InsertOutcome::kInserted}));
+
+  // A redelivery of the same batch writes nothing new.
+  auto again = store_->InsertOrders(batch, 200);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again,
+            (std::vector<InsertOutcome>{InsertOutcome::kDuplicate, InsertOutcome::kDuplicate}));
+
+  // Another order of alice in this limit-1 activity: refused, reported, not silently dropped.
+  std::vector<OrderRecord> second = {Order("o3", "alice"), Order("o4", "carol", false)};
+  auto clash = store_->InsertOrders(second, 300);
+  ASSERT_TRUE(clash.ok());
+  EXPECT_EQ(*clash,
+            (std::vector<InsertOutcome>{InsertOutcome::kConflict, InsertOutcome::kInserted}));
+  EXPECT_EQ(store_->GetOrder("o3").error().code, ErrorCode::kNotFound);
+
+  auto o2 = store_->GetOrder("o2");
+  ASSERT_TRUE(o2.ok());
+  EXPECT_EQ(o2->user_id, "bob");
+  EXPECT_EQ(o2->quantity, 2);
+  EXPECT_EQ(o2->items, (std::vector<std::string>{"C1", "C2"}));
+  EXPECT_EQ(o2->state, OrderState::kReserved);
+  EXPECT_EQ(o2->persisted_ms, 100);
+  EXPECT_EQ(o2->stream_id, "1-o2");
+
+  auto counts = store_->CountOrders("act");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->orders, 3);
+  EXPECT_EQ(counts->units, 4);
+  EXPECT_EQ(store_->CountOrders("other")->orders, 0);
+}
+
+TEST_P(StoreContractTest, ACancelledOrderFreesTheUsersSlot) {
+  auto cancelled = Order("c1", "dave");
+  cancelled.state = OrderState::kCancelled;
+  ASSERT_TRUE(store_->InsertOrders(std::vector<OrderRecord>{cancelled}, 1).ok());
+  auto rebuy = store_->InsertOrders(std::vector<OrderRecord>{Order("c2", "dave")}, 2);
+  ASSERT_TRUE(rebuy.ok());
+  EXPECT_EQ((*rebuy)[0], InsertOutcome::kInserted);
+  auto counts = store_->CountOrders("act");
+  EXPECT_EQ(counts->units, 1);
+  EXPECT_EQ(counts->cancelled_units, 1);
+}
+
+TEST_P(StoreContractTest, OrdersOfUserNewestFirst) {
+  std::vector<OrderRecord> batch = {Order("a", "erin", false, 10), Order("b", "erin", false, 30),
+                                    Order("c", "erin", false, 20), Order("d", "frank", false, 5)};
+  ASSERT_TRUE(store_->InsertOrders(batch, 1).ok());
+  auto orders = store_->OrdersOfUser("erin", 10);
+  ASSERT_TRUE(orders.ok());
+  ASSERT_EQ(orders->size(), 3u);
+  EXPECT_EQ((*orders)[0].order_id, "b");
+  EXPECT_EQ((*orders)[1].order_id, "c");
+  EXPECT_EQ((*orders)[2].order_id, "a");
+  EXPECT_EQ(store_->OrdersOfUser("erin", 2)->size(), 2u);
+  EXPECT_TRUE(store_->OrdersOfUser("nobody", 10)->empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::ValuesIn(Backends()),
                          [](const auto& info) { return info.param.name; });
 
