@@ -12,7 +12,7 @@ packages=(
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers the tests, benchmarks and the embedded default start
-  redis-server redis-tools
+  redis-server redis-tools mariadb-server
 )
 
 missing=()

@@ -1,0 +1,1 @@
+#include "store/mysql_store.h"

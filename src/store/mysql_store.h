@@ -1,0 +1,2 @@
+#pragma once
+// Being filled in: the MySQL/MariaDB store (MariaDB Connector/C).

@@ -1,0 +1,1 @@
+#include "support/mariadb_server.h"

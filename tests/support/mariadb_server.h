@@ -1,0 +1,2 @@
+#pragma once
+// Being filled in: a real mariadb-server for tests.
