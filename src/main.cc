@@ -1,5 +1,6 @@
 // flashsale: one binary, subcommands.
 //   flashsale serve [settings]   the HTTP service (see `flashsale serve --help`)
+//   flashsale worker [settings]  order consumers only (same settings as serve)
 //   flashsale token --user ID    a bearer token for token mode
 //   flashsale version
 
@@ -16,6 +17,10 @@ int main(int argc, char** argv) {
 
   auto* serve = app.add_subcommand("serve", "Run the HTTP service");
   app::ServeSettings settings(*serve);
+
+  auto* worker = app.add_subcommand(
+      "worker", "Run order consumers only: persist order intents from Redis to the database");
+  app::ServeSettings worker_settings(*worker);
 
   auto* token = app.add_subcommand("token", "Print a bearer token for a user (token mode)");
   std::string user_id;
@@ -46,6 +51,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     return app::RunServe(*config);
+  }
+  if (worker->parsed()) {
+    auto config = worker_settings.Resolve(app::EnvFromProcess);
+    if (!config.ok()) {
+      std::cerr << "flashsale worker: " << config.error().message << "\n";
+      return 2;
+    }
+    return app::RunWorker(*config);
   }
   if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
   std::cout << "flashsale " << FLASHSALE_VERSION << "\n";

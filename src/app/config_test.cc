@@ -154,6 +154,10 @@ TEST_F(ConfigTest, EverySettingHasAFlagAVariableAndAKey) {
       {"redis-timeout-ms", "14", "14", [](ServeConfig& c) { c.redis_timeout_ms = 14; }},
       {"idempotency-ttl-s", "15", "15", [](ServeConfig& c) { c.idempotency_ttl_s = 15; }},
       {"registry-poll-ms", "16", "16", [](ServeConfig& c) { c.registry_poll_ms = 16; }},
+      {"consumers", "3", "3", [](ServeConfig& c) { c.consumers = 3; }},
+      {"consumer-batch", "17", "17", [](ServeConfig& c) { c.consumer_batch = 17; }},
+      {"claim-idle-ms", "1800", "1800", [](ServeConfig& c) { c.claim_idle_ms = 1800; }},
+      {"max-deliveries", "19", "19", [](ServeConfig& c) { c.max_deliveries = 19; }},
       {"trust-forwarded-for", "yes", "true", [](ServeConfig& c) { c.trust_forwarded_for = true; }},
       {"log-level", "debug", "\"debug\"", [](ServeConfig& c) { c.log_level = "debug"; }},
   };
@@ -377,6 +381,10 @@ const std::vector<Listed>& EverySetting() {
       {"--redis-timeout-ms", "1000", "FLASHSALE_REDIS_TIMEOUT_MS"},
       {"--idempotency-ttl-s", "86400", "FLASHSALE_IDEMPOTENCY_TTL_S"},
       {"--registry-poll-ms", "500", "FLASHSALE_REGISTRY_POLL_MS"},
+      {"--consumers", "1", "FLASHSALE_CONSUMERS"},
+      {"--consumer-batch", "100", "FLASHSALE_CONSUMER_BATCH"},
+      {"--claim-idle-ms", "30000", "FLASHSALE_CLAIM_IDLE_MS"},
+      {"--max-deliveries", "5", "FLASHSALE_MAX_DELIVERIES"},
       {"--trust-forwarded-for", "false", "FLASHSALE_TRUST_FORWARDED_FOR"},
       {"--log-level", "info", "FLASHSALE_LOG_LEVEL"},
   };

@@ -24,6 +24,7 @@
 #include "redis/scripts.h"
 #include "server/http_server.h"
 #include "service/admin.h"
+#include "service/pipeline.h"
 #include "store/sqlite_store.h"
 
 namespace flashsale::app {
@@ -97,6 +98,31 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
   auto error = future.get();
   if (error) return *error;
   return {};
+}
+
+service::PipelineDeps PipelineDepsFor(const redis::ConnectionOptions& redis, store::Store& store,
+                                      asio::thread_pool& db, service::ActivityRegistry& registry,
+                                      const service::ServiceSettings& settings,
+                                      service::PipelineMetrics& metrics) {
+  service::PipelineDeps deps;
+  deps.redis = redis;
+  // The consumer's connection waits on nothing long: XREADGROUP never blocks here.
+  deps.store = &store;
+  deps.db_executor = db.get_executor();
+  deps.registry = &registry;
+  deps.settings = &settings;
+  deps.clock = &base::SystemClock::Instance();
+  deps.metrics = &metrics;
+  return deps;
+}
+
+service::ConsumerOptions ConsumerOptionsFor(const ServeConfig& config) {
+  service::ConsumerOptions options;
+  options.name = service::OrderPipeline::DefaultName();
+  options.batch = config.consumer_batch;
+  options.claim_idle = std::chrono::milliseconds(config.claim_idle_ms);
+  options.max_deliveries = config.max_deliveries;
+  return options;
 }
 
 }  // namespace
@@ -209,8 +235,22 @@ int RunServe(const ServeConfig& config) {
   deps.clock = &base::SystemClock::Instance();
   deps.metrics = &metrics;
 
+  service::PipelineMetrics pipeline_metrics;
+  metrics.AddSource(
+      [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
+
   server::HttpServer server(options, deps);
   if (auto started = server.Start(); !started) {
+    db_pool.join();
+    return fail(started.error());
+  }
+  // The order consumers share the server's registry (its first I/O thread keeps it fresh).
+  service::OrderPipeline pipeline(
+      PipelineDepsFor(redis_options, **store, db_pool, registry, settings, pipeline_metrics),
+      ConsumerOptionsFor(config), static_cast<int>(config.consumers),
+      /*poll_registry=*/false, options.registry_poll);
+  if (auto started = pipeline.Start(); !started) {
+    server.Stop();
     db_pool.join();
     return fail(started.error());
   }
@@ -241,9 +281,63 @@ int RunServe(const ServeConfig& config) {
   signals_io.run();
 
   server.Stop();
+  pipeline.Stop();
   db_pool.join();
   if (embedded) embedded->Stop();
   spdlog::info("stopped");
+  return 0;
+}
+
+int RunWorker(const ServeConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  auto fail = [](const base::Error& error) {
+    spdlog::error("{}", error.message);
+    return 1;
+  };
+  if (config.consumers < 1) {
+    return fail(MakeError(ErrorCode::kInvalidArgument, "setting 'consumers': a worker needs >= 1"));
+  }
+  // A worker never starts Redis: the one given, or the one `serve` runs in the data directory.
+  const std::string redis_url =
+      config.redis_url.empty()
+          ? "unix://" + std::filesystem::absolute(config.data_dir).string() + "/redis.sock"
+          : config.redis_url;
+  auto endpoint = redis::ParseUrl(redis_url);
+  if (!endpoint) return fail(endpoint.error());
+  redis::ConnectionOptions redis_options;
+  redis_options.endpoint = *endpoint;
+  redis_options.command_timeout = std::chrono::milliseconds(config.redis_timeout_ms);
+  auto store = OpenStore(config);
+  if (!store) return fail(store.error());
+  if (auto migrated = (*store)->Migrate(); !migrated) return fail(migrated.error());
+
+  service::ServiceSettings settings;
+  settings.key_namespace = config.key_namespace;
+  asio::thread_pool db_pool(1);
+  service::ActivityRegistry registry;
+  service::PipelineMetrics pipeline_metrics;
+  service::OrderPipeline pipeline(
+      PipelineDepsFor(redis_options, **store, db_pool, registry, settings, pipeline_metrics),
+      ConsumerOptionsFor(config), static_cast<int>(config.consumers), /*poll_registry=*/true,
+      std::chrono::milliseconds(config.registry_poll_ms));
+  if (auto started = pipeline.Start(); !started) {
+    db_pool.join();
+    return fail(started.error());
+  }
+  std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}\n",
+                           config.consumers, endpoint->Describe(), (*store)->Describe());
+  std::cout.flush();
+  asio::io_context signals_io;
+  asio::signal_set signals(signals_io, SIGINT, SIGTERM);
+  signals.async_wait([](const boost::system::error_code&, int signal) {
+    spdlog::info("signal {}: stopping the consumers", signal);
+  });
+  signals_io.run();
+  pipeline.Stop();
+  db_pool.join();
+  spdlog::info("stopped: {} orders persisted, {} duplicates, {} dead letters",
+               pipeline_metrics.persisted.value(), pipeline_metrics.duplicates.value(),
+               pipeline_metrics.dead_letters.value());
   return 0;
 }
 

@@ -11,6 +11,10 @@ namespace flashsale::app {
 // a clean stop, 1 when it could not start (the reason is logged).
 int RunServe(const ServeConfig& config);
 
+// Runs order consumers only (no HTTP) until SIGINT or SIGTERM: `flashsale worker`. Redis is the
+// configured URL, or the embedded one of a `serve` using the same data directory.
+int RunWorker(const ServeConfig& config);
+
 // Prints a bearer token for `user_id` valid for `ttl_s`, signed with the secret given or the one
 // serve generated in `data_dir`. The process exit code.
 int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secret,

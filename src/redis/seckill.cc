@@ -67,6 +67,8 @@ SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activi
   orders_ = prefix_ + "orders";
   stream_ = prefix_ + "stream";
   user_orders_ = prefix_ + "user_orders";
+  dead_ = prefix_ + "dead";
+  failures_ = prefix_ + "failures";
 }
 
 std::string SeckillKeys::Idempotency(std::string_view token) const {

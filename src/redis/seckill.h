@@ -11,7 +11,9 @@
 //   buyers  hash    user id -> units held
 //   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released)
 //   user_orders hash user id -> "order_id order_id ..." (the user's orders, for reading back)
-//   stream  stream  the order intents: the outbox the order pipeline persists
+//   stream  stream  the order intents: the outbox the order pipeline persists (group "persist")
+//   dead    stream  order intents that kept failing, with the reason (dead letters)
+//   failures hash   stream entry id -> failed deliveries so far
 //   idem:<token>    string  the first outcome for an idempotency key (token = HMAC of user+key)
 //   rl:<kind>:<token> string  a GCRA limiter's theoretical arrival time (token = HMAC of the
 //                   user or client address)
@@ -43,12 +45,14 @@ class SeckillKeys {
   const std::string& orders() const { return orders_; }
   const std::string& stream() const { return stream_; }
   const std::string& user_orders() const { return user_orders_; }
+  const std::string& dead() const { return dead_; }          // dead-letter stream
+  const std::string& failures() const { return failures_; }  // entry id -> failed deliveries
   std::string Idempotency(std::string_view token) const;
   std::string RateLimit(std::string_view kind, std::string_view token) const;
 
  private:
   std::string prefix_;
-  std::string meta_, stock_, items_, buyers_, orders_, stream_, user_orders_;
+  std::string meta_, stock_, items_, buyers_, orders_, stream_, user_orders_, dead_, failures_;
 };
 
 struct SetupResult {

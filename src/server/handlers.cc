@@ -69,6 +69,22 @@ void WriteState(JsonWriter& w, const service::ActivityState& state) {
     w.EndObject();
   }
   if (!state.redis_error.empty()) w.Key("redis_error").String(state.redis_error);
+  w.Key("pipeline");
+  if (state.pipeline) {
+    const auto& p = *state.pipeline;
+    w.BeginObject().Key("stream_length").Int(p.length).Key("pending").Int(p.pending);
+    w.Key("lag").Int(p.lag).Key("dead_letters").Int(p.dead_letters).EndObject();
+  } else {
+    w.Null();
+  }
+  w.Key("persisted");
+  if (state.persisted) {
+    w.BeginObject().Key("orders").Int(state.persisted->orders);
+    w.Key("units").Int(state.persisted->units);
+    w.Key("cancelled_units").Int(state.persisted->cancelled_units).EndObject();
+  } else {
+    w.Null();
+  }
   w.EndObject();
 }
 
@@ -225,11 +241,13 @@ asio::awaitable<Reply> HandleOrders(Call& call) {
   if (!orders) co_return ErrorToReply(orders.error());
   JsonWriter w;
   w.BeginObject().Key("user_id").String(call.user_id).Key("orders").BeginArray();
-  for (const auto& [activity_id, order] : *orders) {
-    w.BeginObject().Key("order_id").String(order.order_id).Key("activity_id").String(activity_id);
+  for (const auto& entry : *orders) {
+    const auto& order = entry.order;
+    w.BeginObject().Key("order_id").String(order.order_id);
+    w.Key("activity_id").String(entry.activity_id);
     w.Key("quantity").Int(order.quantity).Key("items").Strings(order.items);
-    w.Key("created_ms").Int(order.created_ms);
-    w.Key("state").String(order.released ? "released" : "reserved").EndObject();
+    w.Key("created_ms").Int(order.created_ms).Key("state").String(entry.state);
+    w.Key("persisted").Bool(entry.persisted).EndObject();
   }
   w.EndArray().EndObject();
   co_return Json(http::status::ok, Word::kOk, w);
@@ -280,6 +298,35 @@ asio::awaitable<Reply> HandleAdminStock(Call& call) {
       co_await service::AddStock(call.worker.service, call.params[0], stock->units, stock->items);
   if (!state) co_return ErrorToReply(state.error());
   co_return StateReply(http::status::ok, *state);
+}
+
+asio::awaitable<Reply> HandleAdminDeadLetters(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto dead = co_await service::ListDeadLetters(call.worker.service, call.params[0], 1000);
+  if (!dead) co_return ErrorToReply(dead.error());
+  JsonWriter w;
+  w.BeginObject().Key("activity_id").String(call.params[0]).Key("dead_letters").BeginArray();
+  for (const auto& entry : *dead) {
+    w.BeginObject().Key("id").String(entry.id);
+    for (const auto& [name, value] : entry.fields) w.Key(name).String(value);
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  const std::string_view dead_id = call.params[1];
+  if (dead_id.size() > 41 || dead_id.find_first_not_of("0123456789-") != std::string_view::npos) {
+    co_return ErrorReply(http::status::bad_request, Word::kBadRequest,
+                         "a dead letter id is a stream entry id such as 1700000000000-0");
+  }
+  auto id = co_await service::RetryDeadLetter(call.worker.service, call.params[0], dead_id);
+  if (!id) co_return ErrorToReply(id.error());
+  JsonWriter w;
+  w.BeginObject().Key("dead_id").String(dead_id).Key("stream_id").String(*id).EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
 }
 
 asio::awaitable<Reply> HandleAdminToken(Call& call) {

@@ -48,6 +48,8 @@ boost::asio::awaitable<Reply> HandleAdminUpdate(Call& call);
 boost::asio::awaitable<Reply> HandleAdminOpen(Call& call);
 boost::asio::awaitable<Reply> HandleAdminClose(Call& call);
 boost::asio::awaitable<Reply> HandleAdminStock(Call& call);
+boost::asio::awaitable<Reply> HandleAdminDeadLetters(Call& call);
+boost::asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call);
 boost::asio::awaitable<Reply> HandleAdminToken(Call& call);
 boost::asio::awaitable<Reply> HandleHealth(Call& call);
 boost::asio::awaitable<Reply> HandleReady(Call& call);

@@ -29,6 +29,10 @@ constexpr Route kRoutes[] = {
      HandleAdminClose},
     {verb::post, "/api/v1/admin/activities/{id}/stock", RouteId::kAdmin, Access::kAdmin,
      HandleAdminStock},
+    {verb::get, "/api/v1/admin/activities/{id}/dead-letters", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminDeadLetters},
+    {verb::post, "/api/v1/admin/activities/{id}/dead-letters/{entry}/retry", RouteId::kAdmin,
+     Access::kAdmin, HandleAdminRetryDeadLetter},
     {verb::post, "/api/v1/admin/tokens", RouteId::kAdmin, Access::kAdmin, HandleAdminToken},
     // Operations.
     {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},

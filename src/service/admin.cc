@@ -30,15 +30,24 @@ asio::awaitable<void> Announce(ServiceContext& context) {
   }
 }
 
+// The record with what Redis and the order pipeline say about it: remaining stock, the stream's
+// pending and lag, dead letters, and the units the database holds.
 asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
                                                const store::ActivityRecord& record) {
-  ActivityState state{record, std::nullopt, {}};
+  ActivityState state{record, std::nullopt, {}, std::nullopt, std::nullopt};
   auto status = co_await context.seckill().AsyncStatus(record.activity.id, asio::use_awaitable);
   if (status.ok()) {
     state.redis = std::move(*status);
+    auto pipeline = co_await context.order_stream().Info(record.activity.id);
+    if (pipeline.ok()) state.pipeline = std::move(*pipeline);
   } else {
     state.redis_error = status.error().ToString();
   }
+  const auto count = [id = record.activity.id](store::Store& store) {
+    return store.CountOrders(id);
+  };
+  auto persisted = co_await context.OnDb(count);
+  if (persisted.ok()) state.persisted = *persisted;
   co_return state;
 }
 
@@ -157,6 +166,25 @@ asio::awaitable<Result<std::vector<ActivityState>>> ListActivityStates(ServiceCo
   std::vector<ActivityState> states;
   for (const auto& record : *records) states.push_back(co_await WithRedisStatus(context, record));
   co_return states;
+}
+
+asio::awaitable<Result<std::vector<redis::StreamEntry>>> ListDeadLetters(
+    ServiceContext& context, std::string_view activity_id, int64_t count) {
+  if (context.snapshot()->Find(activity_id) == nullptr) {
+    co_return MakeError(ErrorCode::kNotFound, "no activity '{}'", activity_id);
+  }
+  co_return co_await context.order_stream().ListDead(activity_id, count);
+}
+
+asio::awaitable<Result<std::string>> RetryDeadLetter(ServiceContext& context,
+                                                     std::string_view activity_id,
+                                                     std::string_view dead_id) {
+  if (context.snapshot()->Find(activity_id) == nullptr) {
+    co_return MakeError(ErrorCode::kNotFound, "no activity '{}'", activity_id);
+  }
+  auto id = co_await context.order_stream().RetryDead(activity_id, dead_id);
+  if (id.ok()) spdlog::info("dead letter {} of '{}' put back as {}", dead_id, activity_id, *id);
+  co_return id;
 }
 
 asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context) {

@@ -29,6 +29,8 @@ struct ActivityState {
   store::ActivityRecord record;
   std::optional<redis::ActivityStatus> redis;  // nothing: Redis did not answer (see redis_error)
   std::string redis_error;
+  std::optional<redis::GroupInfo> pipeline;     // the order stream's consumer group
+  std::optional<store::OrderCounts> persisted;  // nothing: the database did not answer
 };
 
 // Arguments are references: await these at once, with the arguments alive meanwhile.
@@ -44,6 +46,13 @@ boost::asio::awaitable<base::Result<ActivityState>> GetActivityState(ServiceCont
                                                                      std::string_view activity_id);
 boost::asio::awaitable<base::Result<std::vector<ActivityState>>> ListActivityStates(
     ServiceContext& context);
+
+// Dead letters of an activity's order stream, and putting one back on the stream.
+boost::asio::awaitable<base::Result<std::vector<redis::StreamEntry>>> ListDeadLetters(
+    ServiceContext& context, std::string_view activity_id, int64_t count);
+boost::asio::awaitable<base::Result<std::string>> RetryDeadLetter(ServiceContext& context,
+                                                                  std::string_view activity_id,
+                                                                  std::string_view dead_id);
 
 // Reloads the registry from the database.
 boost::asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context);

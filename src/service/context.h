@@ -17,6 +17,7 @@
 #include "base/ids.h"
 #include "base/random.h"
 #include "core/cache_key.h"
+#include "redis/order_stream.h"
 #include "redis/rate_limiter.h"
 #include "redis/seckill.h"
 #include "service/blocking.h"
@@ -44,6 +45,7 @@ class ServiceContext {
   redis::Connection& redis() { return runner_.connection(); }
   redis::SeckillScripts& seckill() { return seckill_; }
   redis::RateLimiter& limiter() { return limiter_; }
+  redis::OrderStream& order_stream() { return order_stream_; }
   store::Store& store() { return store_; }
   const boost::asio::any_io_executor& db_executor() const { return db_executor_; }
   ActivityRegistry& registry() { return registry_; }
@@ -77,6 +79,7 @@ class ServiceContext {
   redis::ScriptRunner& runner_;
   redis::SeckillScripts seckill_;
   redis::RateLimiter limiter_;
+  redis::OrderStream order_stream_;
   store::Store& store_;
   boost::asio::any_io_executor db_executor_;
   ActivityRegistry& registry_;

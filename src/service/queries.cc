@@ -1,6 +1,7 @@
 #include "service/queries.h"
 
 #include <boost/asio/use_awaitable.hpp>
+#include <set>
 
 #include "base/json_writer.h"
 
@@ -78,13 +79,39 @@ asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
 asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& context,
                                                               std::string_view user_id) {
   const SnapshotPtr snapshot = context.snapshot();  // alive across the awaits below
+  const auto of_user = [user = std::string(user_id)](store::Store& store) {
+    return store.OrdersOfUser(user, 1000);
+  };
+  auto persisted = co_await context.OnDb(of_user);
   std::vector<UserOrder> orders;
+  std::set<std::string, std::less<>> in_db;
+  if (persisted.ok()) {
+    for (auto& row : *persisted) {
+      in_db.insert(row.order_id);
+      UserOrder order{row.activity_id,
+                      {row.order_id, row.quantity, row.created_ms, false, std::move(row.items)},
+                      true,
+                      std::string(store::ToString(row.state))};
+      orders.push_back(std::move(order));
+    }
+  }
   for (const auto& record : snapshot->all()) {
     auto recorded = co_await context.seckill().AsyncUserOrders(record.activity.id, user_id,
                                                                asio::use_awaitable);
-    if (!recorded.ok()) co_return std::move(recorded).error();
-    for (auto& order : *recorded) orders.push_back({record.activity.id, std::move(order)});
+    if (!recorded.ok()) {
+      if (!persisted.ok()) co_return std::move(recorded).error();  // neither source answered
+      continue;
+    }
+    for (auto& order : *recorded) {
+      if (in_db.contains(order.order_id)) continue;
+      const std::string state = order.released ? "released" : "reserved";
+      orders.push_back({record.activity.id, std::move(order), false, state});
+    }
   }
+  std::sort(orders.begin(), orders.end(), [](const UserOrder& a, const UserOrder& b) {
+    return a.order.created_ms != b.order.created_ms ? a.order.created_ms > b.order.created_ms
+                                                    : a.order.order_id > b.order.order_id;
+  });
   co_return orders;
 }
 

@@ -32,9 +32,13 @@ boost::asio::awaitable<base::Result<ActivityInfo>> GetActivityInfo(ServiceContex
 struct UserOrder {
   std::string activity_id;
   redis::RecordedOrder order;
+  bool persisted = false;  // the database has it (state below is the database's then)
+  std::string state;       // reserved | paid | cancelled | released (released: Redis only)
 };
 
-// The user's orders in every activity this instance knows, as Redis recorded them.
+// The user's orders: the database's, plus those Redis recorded that the order pipeline has not
+// persisted yet, so a user told "reserved" always finds the order (newest first). When the
+// database cannot answer, Redis's records alone (persisted = false).
 boost::asio::awaitable<base::Result<std::vector<UserOrder>>> GetUserOrders(
     ServiceContext& context, std::string_view user_id);
 

@@ -1,0 +1,241 @@
+#include "redis/order_stream.h"
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "redis/seckill.h"
+
+namespace flashsale::redis {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+// Entries from an array of [id, [field, value, ...]]; deleted entries (nil fields) are skipped.
+Result<std::vector<StreamEntry>> ParseEntries(ReplyView entries) {
+  std::vector<StreamEntry> out;
+  if (entries.is_nil()) return out;
+  if (!entries.is_array()) {
+    return MakeError(ErrorCode::kProtocol, "stream entries: unexpected {}", entries.Describe());
+  }
+  out.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    ReplyView entry = entries[i];
+    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string()) {
+      return MakeError(ErrorCode::kProtocol, "stream entry: unexpected {}", entry.Describe());
+    }
+    if (entry[1].is_nil()) continue;
+    StreamEntry parsed;
+    parsed.id = entry[0].str();
+    ReplyView fields = entry[1];
+    for (size_t f = 0; f + 1 < fields.size(); f += 2) {
+      parsed.fields.emplace_back(fields[f].str(), fields[f + 1].str());
+    }
+    out.push_back(std::move(parsed));
+  }
+  return out;
+}
+
+// (Commands are passed by reference and built by the caller as named locals: GCC 12 mishandles
+// temporaries with destructors inside a co_await expression.)
+asio::awaitable<Result<Reply>> Send(Connection& connection, const Command& command) {
+  co_return co_await connection.AsyncSend(command, asio::use_awaitable);
+}
+
+Command Build(std::vector<std::string_view> args) { return Command(args); }
+
+}  // namespace
+
+std::string_view StreamEntry::Field(std::string_view name) const {
+  for (const auto& [key, value] : fields) {
+    if (key == name) return value;
+  }
+  return {};
+}
+
+OrderStream::OrderStream(ScriptRunner& runner, std::string key_namespace)
+    : runner_(runner),
+      namespace_(std::move(key_namespace)),
+      dead_letter_(runner.scripts().Get("order_dead_letter")),
+      retry_dead_(runner.scripts().Get("order_retry_dead")) {}
+
+asio::awaitable<base::Status> OrderStream::EnsureGroup(std::string_view activity_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  const Command create = Build({"XGROUP", "CREATE", keys.stream(), kGroup, "0", "MKSTREAM"});
+  auto reply = co_await Send(runner_.connection(), create);
+  if (reply.ok() || reply.error().message.starts_with("BUSYGROUP")) co_return base::Status();
+  co_return std::move(reply).error();
+}
+
+asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ReadNew(std::string_view activity_id,
+                                                                       std::string_view consumer,
+                                                                       int64_t count) {
+  const SeckillKeys keys(namespace_, activity_id);
+  const IntArg n(count);
+  const Command read =
+      Build({"XREADGROUP", "GROUP", kGroup, consumer, "COUNT", n, "STREAMS", keys.stream(), ">"});
+  auto reply = co_await Send(runner_.connection(), read);
+  if (!reply.ok()) co_return std::move(reply).error();
+  if (reply->is_nil()) co_return std::vector<StreamEntry>{};
+  if (!reply->is_array() || reply->size() != 1 || (*reply)[0].size() != 2) {
+    co_return MakeError(ErrorCode::kProtocol, "XREADGROUP: unexpected {}", reply->Describe());
+  }
+  co_return ParseEntries((*reply)[0][1]);
+}
+
+asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::Claim(std::string_view activity_id,
+                                                                     std::string_view consumer,
+                                                                     int64_t min_idle_ms,
+                                                                     int64_t count) {
+  const SeckillKeys keys(namespace_, activity_id);
+  const IntArg idle(min_idle_ms);
+  const IntArg n(count);
+  const Command claim =
+      Build({"XAUTOCLAIM", keys.stream(), kGroup, consumer, idle, "0-0", "COUNT", n});
+  auto reply = co_await Send(runner_.connection(), claim);
+  if (!reply.ok()) co_return std::move(reply).error();
+  // [next cursor, entries, ids of deleted entries (removed from the pending list by Redis)]
+  if (!reply->is_array() || reply->size() < 2) {
+    co_return MakeError(ErrorCode::kProtocol, "XAUTOCLAIM: unexpected {}", reply->Describe());
+  }
+  co_return ParseEntries((*reply)[1]);
+}
+
+asio::awaitable<Result<int64_t>> OrderStream::Ack(std::string_view activity_id,
+                                                  std::span<const std::string> ids) {
+  if (ids.empty()) co_return int64_t{0};
+  const SeckillKeys keys(namespace_, activity_id);
+  std::vector<std::string_view> args = {"XACK", keys.stream(), kGroup};
+  args.insert(args.end(), ids.begin(), ids.end());
+  const Command ack(args);
+  auto reply = co_await Send(runner_.connection(), ack);
+  if (!reply.ok()) co_return std::move(reply).error();
+  co_return reply->is_integer() ? reply->integer() : int64_t{0};
+}
+
+asio::awaitable<base::Status> OrderStream::Touch(std::string_view activity_id,
+                                                 std::string_view consumer,
+                                                 std::span<const std::string> ids) {
+  if (ids.empty()) co_return base::Status();
+  const SeckillKeys keys(namespace_, activity_id);
+  std::vector<std::string_view> args = {"XCLAIM", keys.stream(), kGroup, consumer, "0"};
+  args.insert(args.end(), ids.begin(), ids.end());
+  args.push_back("JUSTID");  // JUSTID: the delivery count does not grow
+  const Command touch(args);
+  auto reply = co_await Send(runner_.connection(), touch);
+  if (!reply.ok()) co_return std::move(reply).error();
+  co_return base::Status();
+}
+
+asio::awaitable<Result<int64_t>> OrderStream::RecordFailure(std::string_view activity_id,
+                                                            std::string_view entry_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  const Command incr = Build({"HINCRBY", keys.failures(), entry_id, "1"});
+  auto reply = co_await Send(runner_.connection(), incr);
+  if (!reply.ok()) co_return std::move(reply).error();
+  co_return reply->integer();
+}
+
+asio::awaitable<base::Status> OrderStream::DeadLetter(std::string_view activity_id,
+                                                      std::string_view entry_id,
+                                                      std::string_view error, int64_t deliveries,
+                                                      int64_t now_ms) {
+  const SeckillKeys keys(namespace_, activity_id);
+  ScriptCall call(dead_letter_);
+  call.Key("stream", keys.stream())
+      .Key("dead", keys.dead())
+      .Key("failures", keys.failures())
+      .Arg("group", kGroup)
+      .Arg("entry_id", entry_id)
+      .Arg("error", error.substr(0, 1000))
+      .Arg("deliveries", deliveries)
+      .Arg("now_ms", now_ms);
+  auto reply = co_await runner_.AsyncEval(call, asio::use_awaitable);
+  if (!reply.ok()) co_return std::move(reply).error();
+  co_return base::Status();
+}
+
+asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ListDead(
+    std::string_view activity_id, int64_t count) {
+  const SeckillKeys keys(namespace_, activity_id);
+  const IntArg n(count);
+  const Command range = Build({"XRANGE", keys.dead(), "-", "+", "COUNT", n});
+  auto reply = co_await Send(runner_.connection(), range);
+  if (!reply.ok()) co_return std::move(reply).error();
+  co_return ParseEntries(*reply);
+}
+
+asio::awaitable<Result<std::string>> OrderStream::RetryDead(std::string_view activity_id,
+                                                            std::string_view dead_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  ScriptCall call(retry_dead_);
+  call.Key("dead", keys.dead()).Key("stream", keys.stream()).Arg("dead_id", dead_id);
+  auto reply = co_await runner_.AsyncEval(call, asio::use_awaitable);
+  if (!reply.ok()) co_return std::move(reply).error();
+  if (!reply->is_string()) {
+    co_return MakeError(ErrorCode::kNotFound, "no dead letter '{}' in activity '{}'", dead_id,
+                        activity_id);
+  }
+  co_return std::string(reply->str());
+}
+
+asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  GroupInfo info;
+  const Command xlen = Build({"XLEN", keys.stream()});
+  const Command dead = Build({"XLEN", keys.dead()});
+  const Command groups = Build({"XINFO", "GROUPS", keys.stream()});
+  auto length = co_await Send(runner_.connection(), xlen);
+  auto dead_length = co_await Send(runner_.connection(), dead);
+  auto group_list = co_await Send(runner_.connection(), groups);
+  if (!length.ok()) co_return std::move(length).error();
+  if (!dead_length.ok()) co_return std::move(dead_length).error();
+  info.length = length->integer();
+  info.dead_letters = dead_length->integer();
+  info.lag = info.length;  // no group yet: nothing was delivered
+  if (!group_list.ok()) {
+    if (group_list.error().message.find("no such key") != std::string::npos) co_return info;
+    co_return std::move(group_list).error();
+  }
+  for (size_t g = 0; g < group_list->size(); ++g) {
+    ReplyView group = (*group_list)[g];
+    bool ours = false;
+    GroupInfo found = info;
+    for (size_t f = 0; f + 1 < group.size(); f += 2) {
+      const std::string_view name = group[f].str();
+      ReplyView value = group[f + 1];
+      if (name == "name") ours = value.str() == kGroup;
+      if (name == "pending" && value.is_integer()) found.pending = value.integer();
+      if (name == "lag") found.lag = value.is_integer() ? value.integer() : -1;
+      if (name == "last-delivered-id") found.last_delivered_id = value.str();
+    }
+    if (ours) co_return found;
+  }
+  co_return info;
+}
+
+asio::awaitable<Result<int64_t>> OrderStream::Trim(std::string_view activity_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  auto info = co_await Info(activity_id);
+  if (!info.ok()) co_return std::move(info).error();
+  std::string threshold = info->last_delivered_id;
+  if (info->pending > 0) {
+    const Command pending = Build({"XPENDING", keys.stream(), kGroup});
+    auto summary = co_await Send(runner_.connection(), pending);
+    if (!summary.ok()) co_return std::move(summary).error();
+    if (!summary->is_array() || summary->size() < 2 || !(*summary)[1].is_string()) {
+      co_return MakeError(ErrorCode::kProtocol, "XPENDING: unexpected {}", summary->Describe());
+    }
+    threshold = (*summary)[1].str();  // the oldest entry not yet in the database
+  }
+  if (threshold.empty() || threshold == "0-0") co_return int64_t{0};
+  // MINID removes entries below the threshold only; '~' may remove fewer, never more.
+  const Command trim = Build({"XTRIM", keys.stream(), "MINID", "~", threshold});
+  auto trimmed = co_await Send(runner_.connection(), trim);
+  if (!trimmed.ok()) co_return std::move(trimmed).error();
+  co_return trimmed->integer();
+}
+
+}  // namespace flashsale::redis

@@ -1,0 +1,84 @@
+#pragma once
+// The consumer side of the activities' order streams: the consumer group "persist" that the
+// order pipeline reads with, claims from dead consumers, acknowledges after the database commit,
+// the dead-letter stream, and trimming that never drops an entry not yet persisted.
+//
+// Every call is per activity (one stream, one Redis Cluster slot); none blocks the connection,
+// so a consumer can share its connection with nothing else waiting behind a BLOCK.
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/result.h"
+#include "redis/scripts.h"
+
+namespace flashsale::redis {
+
+struct StreamEntry {
+  std::string id;
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::string_view Field(std::string_view name) const;  // empty if absent
+};
+
+struct GroupInfo {
+  int64_t length = 0;        // entries in the stream (after trimming)
+  int64_t pending = 0;       // delivered, not acknowledged
+  int64_t lag = 0;           // not yet delivered to the group (-1: Redis could not say)
+  int64_t dead_letters = 0;  // entries in the dead-letter stream
+  std::string last_delivered_id;
+};
+
+class OrderStream {
+ public:
+  static constexpr std::string_view kGroup = "persist";
+
+  OrderStream(ScriptRunner& runner, std::string key_namespace);
+
+  // Creates the group (reading from the stream's start) unless it exists.
+  boost::asio::awaitable<base::Status> EnsureGroup(std::string_view activity_id);
+  // Up to `count` entries never delivered to the group.
+  boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> ReadNew(
+      std::string_view activity_id, std::string_view consumer, int64_t count);
+  // Up to `count` entries pending for at least `min_idle_ms` (their consumer presumed dead),
+  // now delivered to `consumer` (XAUTOCLAIM). Entries deleted meanwhile are acknowledged.
+  boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> Claim(std::string_view activity_id,
+                                                                       std::string_view consumer,
+                                                                       int64_t min_idle_ms,
+                                                                       int64_t count);
+  // XACK: only ever after the database committed the entries.
+  boost::asio::awaitable<base::Result<int64_t>> Ack(std::string_view activity_id,
+                                                    std::span<const std::string> ids);
+  // Resets the idle time of entries this consumer still works on, so no one claims them.
+  boost::asio::awaitable<base::Status> Touch(std::string_view activity_id,
+                                             std::string_view consumer,
+                                             std::span<const std::string> ids);
+  // Counts one failed delivery of an entry; the count so far.
+  boost::asio::awaitable<base::Result<int64_t>> RecordFailure(std::string_view activity_id,
+                                                              std::string_view entry_id);
+  // Moves the entry to the dead-letter stream with `error` and acknowledges it (one script).
+  boost::asio::awaitable<base::Status> DeadLetter(std::string_view activity_id,
+                                                  std::string_view entry_id, std::string_view error,
+                                                  int64_t deliveries, int64_t now_ms);
+  boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> ListDead(
+      std::string_view activity_id, int64_t count);
+  // Puts a dead letter back on the stream; its new entry id, or kNotFound.
+  boost::asio::awaitable<base::Result<std::string>> RetryDead(std::string_view activity_id,
+                                                              std::string_view dead_id);
+  // Trims entries before the oldest one not yet acknowledged by the group, i.e. only entries the
+  // database has. Returns the number removed.
+  boost::asio::awaitable<base::Result<int64_t>> Trim(std::string_view activity_id);
+  boost::asio::awaitable<base::Result<GroupInfo>> Info(std::string_view activity_id);
+
+ private:
+  ScriptRunner& runner_;
+  std::string namespace_;
+  const Script& dead_letter_;
+  const Script& retry_dead_;
+};
+
+}  // namespace flashsale::redis

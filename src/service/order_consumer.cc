@@ -1,0 +1,317 @@
+#include "service/order_consumer.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <charconv>
+#include <optional>
+
+#include "base/failpoint.h"
+#include "base/ids.h"
+
+namespace flashsale::service {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool ParseInt(std::string_view text, int64_t& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
+                                            const store::ActivityRecord& activity) {
+  store::OrderRecord order;
+  order.order_id = entry.Field("order_id");
+  order.user_id = entry.Field("user_id");
+  order.activity_id = activity.activity.id;
+  order.stream_id = entry.id;
+  if (!base::IsValidId(order.order_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: order_id '{}'",
+                     order.order_id);
+  }
+  if (!base::IsValidId(order.user_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: user_id '{}'", order.user_id);
+  }
+  if (!ParseInt(entry.Field("quantity"), order.quantity) || order.quantity < 1 ||
+      order.quantity > core::kMaxQuantityPerPurchase) {
+    return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: quantity '{}'",
+                     entry.Field("quantity"));
+  }
+  if (!ParseInt(entry.Field("ts"), order.created_ms)) {
+    return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: ts '{}'", entry.Field("ts"));
+  }
+  const std::string_view items = entry.Field("items");
+  for (size_t pos = 0; pos < items.size();) {
+    const size_t space = std::min(items.find(' ', pos), items.size());
+    if (space > pos) order.items.emplace_back(items.substr(pos, space - pos));
+    pos = space + 1;
+  }
+  order.single_unit = activity.activity.per_user_limit == 1;
+  return order;
+}
+
+void PipelineMetrics::SetGauges(const std::string& activity_id, const redis::GroupInfo& info) {
+  std::lock_guard lock(mutex_);
+  gauges_[activity_id] = info;
+}
+
+void PipelineMetrics::AppendPrometheus(std::string& out) const {
+  out += fmt::format(
+      "# HELP flashsale_orders_persisted_total Orders written to the database by consumers.\n"
+      "# TYPE flashsale_orders_persisted_total counter\n"
+      "flashsale_orders_persisted_total {}\n"
+      "# HELP flashsale_orders_duplicate_total Redelivered intents found already written.\n"
+      "# TYPE flashsale_orders_duplicate_total counter\n"
+      "flashsale_orders_duplicate_total {}\n"
+      "# HELP flashsale_dead_letters_total Intents moved to a dead-letter stream.\n"
+      "# TYPE flashsale_dead_letters_total counter\n"
+      "flashsale_dead_letters_total {}\n"
+      "# HELP flashsale_order_entry_failures_total Failed deliveries of single intents.\n"
+      "# TYPE flashsale_order_entry_failures_total counter\n"
+      "flashsale_order_entry_failures_total {}\n"
+      "# HELP flashsale_order_db_errors_total Database calls of the pipeline that failed and were "
+      "retried.\n"
+      "# TYPE flashsale_order_db_errors_total counter\n"
+      "flashsale_order_db_errors_total {}\n"
+      "# HELP flashsale_orders_claimed_total Intents taken over from consumers presumed dead.\n"
+      "# TYPE flashsale_orders_claimed_total counter\n"
+      "flashsale_orders_claimed_total {}\n"
+      "# HELP flashsale_order_batch_duration_seconds Time to persist and acknowledge a batch.\n"
+      "# TYPE flashsale_order_batch_duration_seconds histogram\n",
+      persisted.value(), duplicates.value(), dead_letters.value(), entry_failures.value(),
+      db_errors.value(), claimed.value());
+  base::AppendPrometheusHistogram(out, "flashsale_order_batch_duration_seconds", "",
+                                  batch_latency.Read());
+  std::lock_guard lock(mutex_);
+  out +=
+      "# HELP flashsale_stream_pending Order intents delivered to a consumer, not yet in the "
+      "database.\n# TYPE flashsale_stream_pending gauge\n";
+  for (const auto& [id, info] : gauges_) {
+    out += fmt::format("flashsale_stream_pending{{activity=\"{}\"}} {}\n", id, info.pending);
+  }
+  out +=
+      "# HELP flashsale_stream_lag Order intents not yet delivered to any consumer.\n"
+      "# TYPE flashsale_stream_lag gauge\n";
+  for (const auto& [id, info] : gauges_) {
+    out += fmt::format("flashsale_stream_lag{{activity=\"{}\"}} {}\n", id, info.lag);
+  }
+  out +=
+      "# HELP flashsale_stream_dead_letters Intents in the activity's dead-letter stream.\n"
+      "# TYPE flashsale_stream_dead_letters gauge\n";
+  for (const auto& [id, info] : gauges_) {
+    out +=
+        fmt::format("flashsale_stream_dead_letters{{activity=\"{}\"}} {}\n", id, info.dead_letters);
+  }
+}
+
+OrderConsumer::OrderConsumer(ServiceContext& context, redis::OrderStream& stream,
+                             ConsumerOptions options, PipelineMetrics& metrics)
+    : context_(context), stream_(stream), options_(std::move(options)), metrics_(metrics) {}
+
+asio::awaitable<void> OrderConsumer::Pause(std::chrono::milliseconds duration) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, duration);
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+asio::awaitable<void> OrderConsumer::Run(const bool* stop) {
+  spdlog::info("order consumer {} started", options_.name);
+  auto backoff = options_.idle_poll;
+  while (!*stop) {
+    const int64_t handled = co_await Pass(stop);
+    if (handled > 0) {
+      backoff = options_.idle_poll;
+      continue;
+    }
+    co_await Pause(backoff);
+    // Nothing to do (or Redis down): back off a little, up to ten idle polls.
+    backoff = std::min(backoff * 2, options_.idle_poll * 10);
+  }
+  spdlog::info("order consumer {} stopped", options_.name);
+}
+
+asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
+  const SnapshotPtr snapshot = context_.snapshot();
+  const auto now = Clock::now();
+  const bool claim_due = now >= next_claim_;
+  const bool trim_due = now >= next_trim_;
+  if (claim_due) next_claim_ = now + options_.claim_every;
+  if (trim_due) next_trim_ = now + options_.trim_every;
+  int64_t handled = 0;
+  for (const auto& activity : snapshot->all()) {
+    if (*stop) break;
+    const std::string& id = activity.activity.id;
+    if (!groups_ready_[id]) {
+      auto created = co_await stream_.EnsureGroup(id);
+      if (!created.ok()) {
+        spdlog::warn("order stream of '{}': {}", id, created.error().message);
+        continue;
+      }
+      groups_ready_[id] = true;
+    }
+    auto entries = co_await stream_.ReadNew(id, options_.name, options_.batch);
+    if (!entries.ok()) {
+      // A stream deleted from under us (Redis lost its data): make the group again next pass.
+      if (entries.error().message.starts_with("NOGROUP")) groups_ready_[id] = false;
+      continue;
+    }
+    if (claim_due && static_cast<int64_t>(entries->size()) < options_.batch) {
+      auto claimed = co_await stream_.Claim(id, options_.name, options_.claim_idle.count(),
+                                            options_.batch - static_cast<int64_t>(entries->size()));
+      if (claimed.ok() && !claimed->empty()) {
+        metrics_.claimed.Add(claimed->size());
+        for (auto& entry : *claimed) entries->push_back(std::move(entry));
+      }
+    }
+    if (!entries->empty()) {
+      handled += static_cast<int64_t>(entries->size());
+      co_await Process(activity, std::move(*entries), stop);
+    }
+    if (trim_due) {
+      auto trimmed = co_await stream_.Trim(id);
+      if (!trimmed.ok()) spdlog::warn("trim '{}': {}", id, trimmed.error().message);
+      auto info = co_await stream_.Info(id);
+      if (info.ok()) metrics_.SetGauges(id, *info);
+    }
+  }
+  co_return handled;
+}
+
+asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activity,
+                                             std::vector<redis::StreamEntry> entries,
+                                             const bool* stop) {
+  const auto start = Clock::now();
+  const std::string& activity_id = activity.activity.id;
+  std::vector<store::OrderRecord> orders;
+  std::vector<std::string> ids;
+  for (const auto& entry : entries) {
+    auto order = ParseOrderIntent(entry, activity);
+    if (!order.ok()) {
+      // Counted like any failure: during a rolling upgrade a newer consumer may read it.
+      co_await Fail(activity_id, entry.id, order.error().message);
+      continue;
+    }
+    orders.push_back(std::move(*order));
+    ids.push_back(entry.id);
+  }
+  if (orders.empty()) co_return;
+
+  // Per order: written (acknowledge), refused by the record (dead-letter), or failed (leave
+  // pending; counted against the entry).
+  std::vector<std::optional<store::InsertOutcome>> outcomes(orders.size());
+  auto batch = co_await Insert(activity_id, orders, ids, stop);
+  if (!batch.ok() && batch.error().code == ErrorCode::kCancelled) co_return;  // stopping
+  if (batch.ok()) {
+    for (size_t i = 0; i < orders.size(); ++i) outcomes[i] = (*batch)[i];
+  } else {
+    // The batch failed for a reason of its own: find which entries, one at a time.
+    spdlog::warn("batch of {} for '{}' failed ({}); retrying one by one", orders.size(),
+                 activity_id, batch.error().message);
+    for (size_t i = 0; i < orders.size(); ++i) {
+      const std::vector<store::OrderRecord> one = {orders[i]};
+      auto single = co_await Insert(activity_id, one, std::span(&ids[i], 1), stop);
+      if (!single.ok() && single.error().code == ErrorCode::kCancelled) co_return;
+      if (single.ok()) {
+        outcomes[i] = (*single)[0];
+      } else {
+        co_await Fail(activity_id, ids[i], single.error().message);
+      }
+    }
+  }
+
+  std::vector<std::string> to_ack;
+  for (size_t i = 0; i < orders.size(); ++i) {
+    if (!outcomes[i]) continue;
+    switch (*outcomes[i]) {
+      case store::InsertOutcome::kInserted:
+        metrics_.persisted.Add();
+        to_ack.push_back(ids[i]);
+        break;
+      case store::InsertOutcome::kDuplicate:
+        metrics_.duplicates.Add();
+        to_ack.push_back(ids[i]);
+        break;
+      case store::InsertOutcome::kConflict:
+        // A second live order of a user in a limit-1 activity: a double sale the record
+        // refused (or a cancellation not recorded yet). Retried, then dead-lettered: seen,
+        // never silently dropped.
+        co_await Fail(activity_id, ids[i],
+                      fmt::format("user '{}' already has a live order in activity '{}' (per-user "
+                                  "limit 1): the record refused order {}",
+                                  orders[i].user_id, activity_id, orders[i].order_id));
+        break;
+    }
+  }
+
+  if (base::FailpointHit("kill-after-commit")) ::raise(SIGKILL);
+  auto acked = co_await stream_.Ack(activity_id, to_ack);
+  if (!acked.ok()) {
+    // Written but not acknowledged: they come back and are found duplicate. Nothing is lost.
+    spdlog::warn("XACK for '{}' failed: {}", activity_id, acked.error().message);
+  }
+  metrics_.batch_latency.Record(Clock::now() - start);
+}
+
+asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert(
+    std::string_view activity_id, const std::vector<store::OrderRecord>& orders,
+    std::span<const std::string> ids, const bool* stop) {
+  auto backoff = std::chrono::milliseconds(100);
+  auto held_since = Clock::now();
+  for (;;) {
+    const auto write = [orders, now_ms = context_.clock().NowMs()](store::Store& store) {
+      return store.InsertOrders(orders, now_ms);
+    };
+    auto outcomes = co_await context_.OnDb(write);
+    if (outcomes.ok() || outcomes.error().code != ErrorCode::kUnavailable) co_return outcomes;
+    // The database is down or slow: hold the batch and try again. Not the entries' fault, so
+    // it does not count against them.
+    metrics_.db_errors.Add();
+    spdlog::warn("persisting {} orders of '{}': {}; retrying in {} ms", orders.size(), activity_id,
+                 outcomes.error().message, backoff.count());
+    if (*stop) co_return MakeError(ErrorCode::kCancelled, "stopping");
+    co_await Pause(backoff);
+    backoff = std::min(backoff * 2, options_.backoff_max);
+    if (Clock::now() - held_since > options_.claim_idle / 2) {
+      // Still ours: keep other consumers from claiming what we hold.
+      if (auto touched = co_await stream_.Touch(activity_id, options_.name, ids); !touched) {
+        spdlog::warn("touch held entries of '{}': {}", activity_id, touched.error().message);
+      }
+      held_since = Clock::now();
+    }
+  }
+}
+
+asio::awaitable<void> OrderConsumer::Fail(std::string_view activity_id, const std::string& entry_id,
+                                          const std::string& error) {
+  metrics_.entry_failures.Add();
+  auto count = co_await stream_.RecordFailure(activity_id, entry_id);
+  const int64_t deliveries = count.ok() ? *count : 1;
+  if (deliveries < options_.max_deliveries) {
+    spdlog::warn("order intent {} of '{}' failed ({} of {}): {}", entry_id, activity_id, deliveries,
+                 options_.max_deliveries, error);
+    co_return;  // stays pending; claimed again after claim_idle
+  }
+  auto moved = co_await stream_.DeadLetter(activity_id, entry_id, error, deliveries,
+                                           context_.clock().NowMs());
+  if (moved.ok()) {
+    metrics_.dead_letters.Add();
+    spdlog::error("order intent {} of '{}' moved to the dead-letter stream: {}", entry_id,
+                  activity_id, error);
+  } else {
+    spdlog::error("dead-lettering {} of '{}' failed: {}", entry_id, activity_id,
+                  moved.error().message);
+  }
+}
+
+}  // namespace flashsale::service

@@ -1,0 +1,111 @@
+#pragma once
+// The order pipeline: turns every order intent in the activities' streams into exactly one row in
+// the system of record, whatever crashes in between (S3-5, S3-6).
+//
+// Design note. Each intent goes through the consumer group "persist":
+//   1. read a batch (XREADGROUP), or claim entries some dead consumer left pending (XAUTOCLAIM
+//      after claim_idle);
+//   2. write the batch in ONE database transaction with idempotent inserts (existence check by
+//      order id, then INSERT IGNORE / ON CONFLICT DO NOTHING);
+//   3. acknowledge (XACK) only after the commit.
+// A crash anywhere leaves the entries pending: after a crash before the commit they are written
+// by whoever claims them; after the commit but before XACK they are written again, found
+// duplicate, and acknowledged. So every intent ends in the database exactly once.
+//
+// Failures are told apart. The database being down or slow is no fault of the entries: the
+// batch is held and retried with backoff (its entries "touched" so nobody claims them), the
+// stream absorbs the backlog, and nothing is dead-lettered. A failure of one entry (unreadable,
+// or refused: another live order of the same user in a limit-1 activity, i.e. a double sale)
+// counts against that entry in Redis (so any consumer sees the count); the entry stays pending
+// and is claimed again after claim_idle; after max_deliveries it moves to the dead-letter stream
+// with its last error, acknowledged in the same script, and is counted in /metrics.
+//
+// Trimming removes only entries before the oldest one the group has not acknowledged, so never
+// an entry that is not yet in the database.
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/metrics.h"
+#include "redis/order_stream.h"
+#include "service/context.h"
+
+namespace flashsale::service {
+
+struct ConsumerOptions {
+  std::string name;  // unique among the consumers of one Redis (host, pid, index)
+  int64_t batch = 100;
+  std::chrono::milliseconds idle_poll{20};      // pause when no stream had anything
+  std::chrono::milliseconds claim_idle{30000};  // a pending entry this idle is claimed
+  std::chrono::milliseconds claim_every{1000};
+  std::chrono::milliseconds trim_every{5000};  // also refreshes the gauges
+  int64_t max_deliveries = 5;
+  std::chrono::milliseconds backoff_max{5000};  // database retries
+};
+
+// Shared by every consumer of a process; read by /metrics.
+struct PipelineMetrics {
+  base::Counter persisted;     // orders written
+  base::Counter duplicates;    // redeliveries found already written
+  base::Counter dead_letters;  // intents moved to dead-letter streams
+  base::Counter entry_failures;
+  base::Counter db_errors;  // database calls that failed (retried)
+  base::Counter claimed;    // entries taken over from other consumers
+  base::LatencyHistogram batch_latency;
+
+  // Per activity, refreshed by the consumers every trim_every.
+  void SetGauges(const std::string& activity_id, const redis::GroupInfo& info);
+  void AppendPrometheus(std::string& out) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, redis::GroupInfo> gauges_;
+};
+
+class OrderConsumer {
+ public:
+  // `context` (its Redis connection, database executor, registry) and `stream` belong to the
+  // consumer's own I/O thread.
+  OrderConsumer(ServiceContext& context, redis::OrderStream& stream, ConsumerOptions options,
+                PipelineMetrics& metrics);
+
+  // Until *stop: passes over every activity the registry knows.
+  boost::asio::awaitable<void> Run(const bool* stop);
+
+  // One pass: for each activity, read (and, when due, claim), persist, acknowledge; trims and
+  // refreshes gauges when due. The number of entries handled. For Run and for tests.
+  boost::asio::awaitable<int64_t> Pass(const bool* stop);
+
+ private:
+  boost::asio::awaitable<void> Process(const store::ActivityRecord& activity,
+                                       std::vector<redis::StreamEntry> entries, const bool* stop);
+  // The batch's outcomes; retries while the database is unavailable. Nothing when told to stop
+  // or on an error that is not unavailability (then the entries are tried one by one).
+  boost::asio::awaitable<base::Result<std::vector<store::InsertOutcome>>> Insert(
+      std::string_view activity_id, const std::vector<store::OrderRecord>& orders,
+      std::span<const std::string> ids, const bool* stop);
+  // Counts a failed delivery of one entry; at max_deliveries it is dead-lettered (with `error`),
+  // before that it stays pending and is claimed again after claim_idle.
+  boost::asio::awaitable<void> Fail(std::string_view activity_id, const std::string& entry_id,
+                                    const std::string& error);
+  boost::asio::awaitable<void> Pause(std::chrono::milliseconds duration);
+
+  ServiceContext& context_;
+  redis::OrderStream& stream_;
+  ConsumerOptions options_;
+  PipelineMetrics& metrics_;
+  std::map<std::string, bool> groups_ready_;
+  std::chrono::steady_clock::time_point next_claim_{};
+  std::chrono::steady_clock::time_point next_trim_{};
+};
+
+// An order intent's stream entry as a row; kInvalidArgument naming the bad field.
+base::Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
+                                                  const store::ActivityRecord& activity);
+
+}  // namespace flashsale::service

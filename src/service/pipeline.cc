@@ -1,0 +1,144 @@
+#include "service/pipeline.h"
+
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_future.hpp>
+#include <thread>
+
+#include "redis/scripts.h"
+#include "service/admin.h"
+
+namespace flashsale::service {
+
+namespace asio = boost::asio;
+
+class OrderPipeline::Runner {
+ public:
+  Runner(const PipelineDeps& deps, ConsumerOptions options)
+      : work_(asio::make_work_guard(io_)),
+        connection_(redis::Connection::Create(io_.get_executor(), deps.redis)),
+        runner_(connection_, redis::ScriptSet::Embedded()),
+        context_(*deps.settings, runner_, *deps.store, deps.db_executor, *deps.registry,
+                 *deps.clock),
+        stream_(runner_, deps.settings->key_namespace),
+        consumer_(context_, stream_, std::move(options), *deps.metrics),
+        poll_timer_(io_) {}
+
+  ~Runner() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  base::Status LoadRegistry() {
+    connection_->Start();
+    auto future = asio::co_spawn(
+        io_,
+        [this]() -> asio::awaitable<std::optional<base::Error>> {
+          auto status = co_await ReloadRegistry(context_);
+          if (status.ok()) co_return std::nullopt;
+          co_return std::move(status).error();
+        },
+        asio::use_future);
+    while (future.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+      io_.run_one_for(std::chrono::milliseconds(50));
+    }
+    auto error = future.get();
+    if (error) return *error;
+    return {};
+  }
+
+  void Run(bool poll_registry, std::chrono::milliseconds poll_every) {
+    connection_->Start();
+    asio::co_spawn(io_, consumer_.Run(&stop_), [this](std::exception_ptr) { done_ = true; });
+    if (poll_registry) {
+      asio::co_spawn(io_, PollRegistry(context_, poll_every, poll_timer_, &stop_), asio::detached);
+    }
+    io_.restart();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void Stop() {
+    asio::post(io_, [this] {
+      stop_ = true;
+      poll_timer_.cancel();
+    });
+  }
+
+  void Join(std::chrono::milliseconds grace) {
+    const auto until = std::chrono::steady_clock::now() + grace;
+    while (!done_ && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    asio::post(io_, [this] {
+      connection_->Stop();
+      work_.reset();
+    });
+    const auto hard = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!io_.stopped() && std::chrono::steady_clock::now() < hard) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  asio::io_context io_{1};  // first: destroyed last
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::shared_ptr<redis::Connection> connection_;
+  redis::ScriptRunner runner_;
+  ServiceContext context_;
+  redis::OrderStream stream_;
+  OrderConsumer consumer_;
+  asio::steady_timer poll_timer_;
+  bool stop_ = false;
+  std::atomic<bool> done_ = false;
+  std::thread thread_;
+};
+
+OrderPipeline::OrderPipeline(PipelineDeps deps, ConsumerOptions options, int consumers,
+                             bool poll_registry, std::chrono::milliseconds registry_poll)
+    : deps_(std::move(deps)),
+      options_(std::move(options)),
+      consumers_(consumers),
+      poll_registry_(poll_registry),
+      registry_poll_(registry_poll) {}
+
+OrderPipeline::~OrderPipeline() { Stop(); }
+
+std::string OrderPipeline::DefaultName() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return fmt::format("{}-{}", host, ::getpid());
+}
+
+base::Status OrderPipeline::Start() {
+  for (int i = 0; i < consumers_; ++i) {
+    ConsumerOptions options = options_;
+    options.name = fmt::format("{}-{}", options_.name, i);
+    runners_.push_back(std::make_unique<Runner>(deps_, std::move(options)));
+  }
+  if (poll_registry_ && !runners_.empty()) {
+    if (auto loaded = runners_[0]->LoadRegistry(); !loaded) {
+      runners_.clear();
+      return loaded;
+    }
+  }
+  for (size_t i = 0; i < runners_.size(); ++i) {
+    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_);
+  }
+  return {};
+}
+
+void OrderPipeline::Stop() {
+  for (auto& runner : runners_) runner->Stop();
+  for (auto& runner : runners_) runner->Join(std::chrono::seconds(10));
+  runners_.clear();
+}
+
+}  // namespace flashsale::service

@@ -1,0 +1,60 @@
+#pragma once
+// Runs order consumers (order_consumer.h), each on a thread of its own with its own Redis
+// connection, inside `flashsale serve` or as `flashsale worker`. Any number of them, in any number
+// of processes on any hosts, may run against one Redis and one database.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "redis/connection.h"
+#include "service/context.h"
+#include "service/order_consumer.h"
+#include "service/registry.h"
+#include "store/store.h"
+
+namespace flashsale::service {
+
+struct PipelineDeps {
+  redis::ConnectionOptions redis;
+  store::Store* store = nullptr;
+  boost::asio::any_io_executor db_executor;
+  ActivityRegistry* registry = nullptr;
+  const ServiceSettings* settings = nullptr;
+  const base::Clock* clock = nullptr;
+  PipelineMetrics* metrics = nullptr;
+};
+
+class OrderPipeline {
+ public:
+  // `options.name` is a prefix; consumer i is "<prefix>-<i>". With `poll_registry`, the first
+  // consumer's thread also keeps the registry fresh (a worker has no HTTP server to do it).
+  OrderPipeline(PipelineDeps deps, ConsumerOptions options, int consumers, bool poll_registry,
+                std::chrono::milliseconds registry_poll);
+  ~OrderPipeline();
+  OrderPipeline(const OrderPipeline&) = delete;
+  OrderPipeline& operator=(const OrderPipeline&) = delete;
+
+  // Loads the registry (when polling it) and starts the threads.
+  base::Status Start();
+  // Consumers finish the batch in hand (a batch waiting for the database is left pending for
+  // others to claim), then the threads end. Idempotent.
+  void Stop();
+
+  // "<host>-<pid>": unique per process on a host, so unique among a Redis's consumers.
+  static std::string DefaultName();
+
+ private:
+  class Runner;
+  PipelineDeps deps_;
+  ConsumerOptions options_;
+  int consumers_;
+  bool poll_registry_;
+  std::chrono::milliseconds registry_poll_;
+  std::vector<std::unique_ptr<Runner>> runners_;
+};
+
+}  // namespace flashsale::service
