@@ -31,7 +31,7 @@ constexpr unsigned kReadWriteTimeoutS = 30;
 // connection: a call blocked behind another writer fails cleanly instead.
 constexpr int kLockWaitTimeoutS = 10;
 constexpr int64_t kMigrationLockTimeoutS = 20;
-constexpr int kDeadlockAttempts = 1;      // runs of a call whose transaction deadlocks
+constexpr int kDeadlockAttempts = 3;      // runs of a call whose transaction deadlocks
 constexpr size_t kMaxIdBytes = 64;        // VARCHAR(64) ids
 constexpr size_t kMaxTextBytes = 65'535;  // TEXT
 
@@ -228,8 +228,9 @@ Result<std::string> PercentDecode(std::string_view text, std::string_view part) 
 // ---- URL ----
 
 std::string MySqlEndpoint::Describe() const {
-  if (!socket.empty())
+  if (!socket.empty()) {
     return fmt::format("mysql://{}@localhost/{}?socket={}", user, database, socket);
+  }
   const bool ipv6 = host.find(':') != std::string::npos;
   return fmt::format("mysql://{}@{}{}{}:{}/{}", user, ipv6 ? "[" : "", host, ipv6 ? "]" : "", port,
                      database);

@@ -5,9 +5,10 @@
 //
 // URL (user, password, database and socket are percent-decoded, so write '@' ':' '/' '?' '%' of a
 // password as %40 %3A %2F %3F %25):
-//   mysql://user[:password]@host[:port]/database                 TCP; port 3306 by default; an
-//                                                                IPv6 host in brackets
-//   mysql://user[:password]@[localhost]/database?socket=/path    the server's unix socket
+//   mysql://user[:password]@host[:port]/database               TCP; port 3306 by default; an
+//                                                              IPv6 host in brackets ([::1])
+//   mysql://user[:password]@localhost/database?socket=/path    the server's unix socket (the
+//                                                              host may also be left empty)
 // No other query parameter is accepted. There is no TLS: use a unix socket or a trusted network.
 //
 // Connection loss. The connection is not reconnected behind a call's back (MYSQL_OPT_RECONNECT is
@@ -20,8 +21,10 @@
 // is not retried. InsertOrders is idempotent by design (a redelivery reports kDuplicate), so its
 // caller may simply retry it; for the activity calls, read the activity back first.
 //
-// Deadlocks. A transaction the server rolled back as a deadlock victim (two writers of the same
-// orders can deadlock on InnoDB's unique-key locks) is run again, up to 3 runs in all.
+// Deadlocks. A transaction the server rolled back as a deadlock victim is run again, up to 3 runs
+// in all (nothing of a victim's transaction remains). Two writers of the same orders are kept from
+// the usual cause, the next-key locks InnoDB takes on a unique-key clash: InsertOrders reads
+// whether a committed order clashes before it inserts.
 //
 // Errors: a server that cannot be reached, a lost connection, a timeout, a third deadlock or a lock
 // wait over 10 s: kUnavailable (a message naming the server as Describe() does, never the
@@ -29,7 +32,8 @@
 // column's size): kInvalidArgument; anything else: kInternal with the server's message.
 //
 // Schema: the same logical schema as SqliteStore (schema_migrations, activities, activity_items,
-// orders), InnoDB, utf8mb4 with binary collation (ids compare byte for byte, as in SQLite).
+// orders), InnoDB, utf8mb4 with binary collation: ids compare byte for byte as in SQLite, except
+// that trailing spaces do not count (PAD SPACE; no valid id holds a space).
 // SQLite's partial unique index (one live order per user in a limit-1 activity) is a unique key
 // over two generated columns that are NULL unless the order is single-unit and not cancelled.
 

@@ -64,6 +64,9 @@ struct Backend {
   std::function<std::unique_ptr<Store>(const std::string& dir)> open;
 };
 
+// Test names and messages show the backend's name (not the bytes of the struct).
+void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
+
 std::vector<Backend> Backends() {
   return {{"sqlite",
            [](const std::string& dir) -> std::unique_ptr<Store> {
@@ -512,8 +515,8 @@ TEST(MariaDbStoreTest, ConcurrentInsertsOfOneBatchInsertEachOrderOnce) {
 
 // The same race when half the orders clash with a live order of their user (a double sale; the
 // other half are of activities without a per-user limit): both writers report those as conflicts.
-// InnoDB's unique-key locks can deadlock the two here; the store runs the victim's transaction
-// again.
+// (Were the clash found by the insert, InnoDB's locks on the unique key would deadlock the two
+// almost every time; the store finds a committed clash with a read first.)
 TEST(MariaDbStoreTest, ConcurrentInsertsAgreeOnConflicts) {
   MariaDbServer& server = SharedMariaDb();
   const std::string url = server.UniqueDatabase();

@@ -25,9 +25,17 @@ namespace {
 constexpr auto kStartTimeout = std::chrono::seconds(30);
 constexpr auto kInstallTimeout = std::chrono::seconds(120);
 constexpr auto kStopGrace = std::chrono::seconds(30);
-// Small buffers: the server starts in a fraction of a second and a test binary can run several.
-constexpr std::string_view kBufferPool = "--innodb-buffer-pool-size=32M";
-constexpr std::string_view kLogFile = "--innodb-log-file-size=16M";
+// Options of both mariadb-install-db's bootstrap server and mariadbd. Small buffers: the server
+// starts in a fraction of a second. A tmpdir of its own: a starting mariadbd deletes every "#sql*"
+// file in its tmpdir, and in a shared /tmp those include the temporary tables of the servers other
+// test processes are bootstrapping at that moment.
+std::vector<std::string> CommonArgs(const std::string& dir) {
+  std::vector<std::string> args = {"--tmpdir=" + dir + "/tmp", "--skip-name-resolve",
+                                   "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M"};
+  // mariadbd refuses to run as root unless told to; as anyone else it runs as that user.
+  if (::geteuid() == 0) args.emplace_back("--user=root");
+  return args;
+}
 
 uint16_t FreeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -58,12 +66,6 @@ std::string ReadTail(const std::string& path, size_t max_bytes = 4000) {
 void InitLibrary() {
   static std::once_flag once;
   std::call_once(once, [] { mysql_library_init(0, nullptr, nullptr); });
-}
-
-// mariadbd refuses to run as root unless told to; as anyone else it runs as that user.
-std::vector<std::string> UserArgs() {
-  if (::geteuid() == 0) return {"--user=root"};
-  return {};
 }
 
 // RFC 3986 userinfo: everything but unreserved characters percent-encoded.
@@ -121,6 +123,7 @@ MariaDbServer::MariaDbServer() {
   socket_path_ = dir_ + "/mysqld.sock";
   log_path_ = dir_ + "/mariadb.log";
   try {
+    std::filesystem::create_directory(dir_ + "/tmp");
     Initialise();
     // A port found free can be taken before mariadbd binds it (it then exits); try a few.
     bool ready = false;
@@ -160,14 +163,10 @@ std::string MariaDbServer::socket_url(std::string_view database) const {
 }
 
 void MariaDbServer::Initialise() {
-  // The system tables, a root without a password (reachable through the socket only, as the
-  // server's own user), no test database. The InnoDB sizes must match the server's.
-  std::vector<std::string> args = {
-      "mariadb-install-db",     "--no-defaults",
-      "--datadir=" + data_dir_, "--auth-root-authentication-method=normal",
-      "--skip-test-db",         "--skip-name-resolve",
-      std::string(kBufferPool), std::string(kLogFile)};
-  for (auto& arg : UserArgs()) args.push_back(std::move(arg));
+  // The system tables, a root without a password, no test database.
+  std::vector<std::string> args = {"mariadb-install-db", "--no-defaults", "--datadir=" + data_dir_,
+                                   "--auth-root-authentication-method=normal", "--skip-test-db"};
+  for (auto& arg : CommonArgs(dir_)) args.push_back(std::move(arg));
   const std::string log = dir_ + "/install.log";
   auto process = base::Subprocess::Spawn(args, log);
   if (!process.ok()) {
@@ -196,11 +195,8 @@ void MariaDbServer::Spawn() {
                                    "--port=" + std::to_string(port_),
                                    "--bind-address=127.0.0.1",
                                    "--pid-file=" + dir_ + "/mariadbd.pid",
-                                   "--log-error=" + log_path_,
-                                   "--skip-name-resolve",
-                                   std::string(kBufferPool),
-                                   std::string(kLogFile)};
-  for (auto& arg : UserArgs()) args.push_back(std::move(arg));
+                                   "--log-error=" + log_path_};
+  for (auto& arg : CommonArgs(dir_)) args.push_back(std::move(arg));
   // stdout and stderr go to the error log too: what stops mariadbd before it opens its log (a bad
   // option) is then in LogTail().
   auto process = base::Subprocess::Spawn(args, log_path_);

@@ -1,0 +1,315 @@
+// The order pipeline in-process, on a real redis-server and a real SQLite file: every intent
+// becomes exactly one row, redeliveries are found duplicate, a consumer that died after the
+// commit loses nothing, entries that keep failing reach the dead-letter stream, a database that
+// is unavailable for a while holds the batch instead of dead-lettering it, and trimming keeps
+// everything not yet persisted.
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "base/clock.h"
+#include "redis/seckill.h"
+#include "service/admin.h"
+#include "service/order_consumer.h"
+#include "service/queries.h"
+#include "store/sqlite_store.h"
+#include "support/redis_helpers.h"
+#include "support/redis_server.h"
+
+namespace flashsale::service {
+namespace {
+
+namespace asio = boost::asio;
+using testing::IoThread;
+using testing::RedisServer;
+using namespace std::chrono_literals;
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { redis_ = new RedisServer(); }
+  static void TearDownTestSuite() {
+    delete redis_;
+    redis_ = nullptr;
+  }
+
+  void SetUp() override {
+    std::string templ =
+        (std::filesystem::temp_directory_path() / "flashsale-pipeline-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+    auto store = store::SqliteStore::Open(dir_ + "/flashsale.db");
+    ASSERT_TRUE(store.ok());
+    store_ = std::move(*store);
+    ASSERT_TRUE(store_->Migrate().ok());
+    settings_.key_namespace = testing::UniqueNamespace();
+    settings_.secret = "secret";
+    settings_.db_timeout = 20s;
+    connection_ = testing::Connect(io_, redis_->unix_url());
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+    context_ = std::make_unique<ServiceContext>(settings_, *runner_, *store_, db_.get_executor(),
+                                                registry_, clock_);
+  }
+
+  void TearDown() override {
+    testing::Stop(io_, connection_);
+    db_.join();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // An open activity in the database, the registry and Redis.
+  void CreateActivity(const std::string& id, int64_t stock, int64_t limit = 1) {
+    core::SeckillActivity activity;
+    activity.id = id;
+    activity.start_ms = 0;
+    activity.end_ms = 4'000'000'000'000;
+    activity.per_user_limit = limit;
+    activity.stock = stock;
+    auto created = io_.Run(CreateActivityAsync(activity));
+    ASSERT_TRUE(created.ok()) << created.error().ToString();
+  }
+  asio::awaitable<base::Result<ActivityState>> CreateActivityAsync(core::SeckillActivity activity) {
+    co_return co_await service::CreateActivity(*context_, activity);
+  }
+
+  // Reserves units for users u0..u(n-1); returns the order ids.
+  std::vector<std::string> Reserve(const std::string& activity, int n, int64_t quantity = 1) {
+    std::vector<std::string> orders;
+    for (int i = 0; i < n; ++i) {
+      const std::string order = activity + "-o" + std::to_string(i);
+      const std::string user = "u" + std::to_string(i);
+      redis::ReserveRequest request{
+          .order_id = order, .user_id = user, .quantity = quantity, .now_ms = 1000 + i};
+      auto r = io_.Run(context_->seckill().AsyncReserve(activity, request, asio::use_awaitable));
+      EXPECT_TRUE(r.ok() && r->outcome == core::Outcome::kReserved);
+      orders.push_back(order);
+    }
+    return orders;
+  }
+
+  ConsumerOptions Options(std::string name) {
+    ConsumerOptions options;
+    options.name = std::move(name);
+    options.batch = 50;
+    options.claim_idle = 200ms;
+    options.claim_every = 0ms;
+    options.trim_every = 0ms;
+    options.max_deliveries = 3;
+    options.backoff_max = 200ms;
+    return options;
+  }
+
+  // Passes until a pass handles nothing (bounded).
+  int64_t Drain(OrderConsumer& consumer, int max_passes = 100) {
+    int64_t total = 0;
+    for (int i = 0; i < max_passes; ++i) {
+      const int64_t handled = io_.Run(consumer.Pass(&stop_));
+      total += handled;
+      if (handled == 0) break;
+    }
+    return total;
+  }
+
+  std::set<std::string> OrderIdsInDb(const std::string& activity) {
+    std::set<std::string> ids;
+    sqlite3* db = nullptr;
+    sqlite3_open_v2((dir_ + "/flashsale.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db, "SELECT order_id FROM orders WHERE activity_id = ?", -1, &stmt, nullptr);
+    sqlite3_bind_text(stmt, 1, activity.c_str(), -1, SQLITE_TRANSIENT);
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      ids.insert(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)));
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return ids;
+  }
+
+  redis::SeckillKeys Keys(const std::string& activity) {
+    return {settings_.key_namespace, activity};
+  }
+
+  static RedisServer* redis_;
+  std::string dir_;
+  std::unique_ptr<store::SqliteStore> store_;
+  ServiceSettings settings_;
+  base::ManualClock clock_{1'800'000'000'000};
+  asio::thread_pool db_{1};
+  ActivityRegistry registry_;
+  IoThread io_;
+  std::shared_ptr<redis::Connection> connection_;
+  std::unique_ptr<redis::ScriptRunner> runner_;
+  std::unique_ptr<ServiceContext> context_;
+  PipelineMetrics metrics_;
+  bool stop_ = false;
+};
+RedisServer* PipelineTest::redis_ = nullptr;
+
+TEST_F(PipelineTest, EveryIntentBecomesExactlyOneRow) {
+  CreateActivity("sale", 300);
+  const auto orders = Reserve("sale", 250);
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  EXPECT_EQ(Drain(consumer), 250);
+  EXPECT_EQ(OrderIdsInDb("sale"), std::set<std::string>(orders.begin(), orders.end()));
+  EXPECT_EQ(metrics_.persisted.value(), 250u);
+  auto info = io_.Run(context_->order_stream().Info("sale"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->pending, 0);
+  EXPECT_EQ(info->lag, 0);
+  // Rows carry the intent: user, quantity, time, the stream entry.
+  auto row = store_->GetOrder(orders[7]);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->user_id, "u7");
+  EXPECT_EQ(row->created_ms, 1007);
+  EXPECT_TRUE(row->single_unit);
+  EXPECT_FALSE(row->stream_id.empty());
+}
+
+TEST_F(PipelineTest, ConsumerDeadAfterCommitLosesNothingAndDoublesNothing) {
+  CreateActivity("crash", 100);
+  const auto orders = Reserve("crash", 60);
+  // A consumer reads the entries, commits them to the database, and dies before XACK.
+  ASSERT_TRUE(io_.Run(context_->order_stream().EnsureGroup("crash")).ok());
+  auto taken = io_.Run(context_->order_stream().ReadNew("crash", "dead-consumer", 100));
+  ASSERT_TRUE(taken.ok());
+  ASSERT_EQ(taken->size(), 60u);
+  const store::ActivityRecord* record = context_->snapshot()->Find("crash");
+  ASSERT_NE(record, nullptr);
+  std::vector<store::OrderRecord> rows;
+  for (const auto& entry : *taken) rows.push_back(*ParseOrderIntent(entry, *record));
+  rows.resize(40);  // it had committed only part of its work
+  ASSERT_TRUE(store_->InsertOrders(rows, 5).ok());
+
+  // A live consumer claims them once they are idle long enough.
+  std::this_thread::sleep_for(250ms);
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("alive"), metrics_);
+  EXPECT_EQ(Drain(consumer), 60);
+  EXPECT_EQ(OrderIdsInDb("crash"), std::set<std::string>(orders.begin(), orders.end()));
+  EXPECT_EQ(metrics_.duplicates.value(), 40u);
+  EXPECT_EQ(metrics_.persisted.value(), 20u);
+  EXPECT_EQ(metrics_.claimed.value(), 60u);
+  EXPECT_EQ(io_.Run(context_->order_stream().Info("crash"))->pending, 0);
+}
+
+TEST_F(PipelineTest, APoisonEntryReachesTheDeadLetterStreamAfterMaxDeliveries) {
+  CreateActivity("poison", 10);
+  Reserve("poison", 3);
+  // An intent no consumer can read (quantity is not a number).
+  redis_->Command({"XADD", Keys("poison").stream(), "*", "order_id", "bad-1", "user_id", "eve",
+                   "quantity", "lots", "items", "", "ts", "1"});
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  for (int round = 0; round < 10 && metrics_.dead_letters.value() == 0; ++round) {
+    Drain(consumer);
+    std::this_thread::sleep_for(250ms);  // claim_idle passes: the entry is delivered again
+  }
+  EXPECT_EQ(metrics_.dead_letters.value(), 1u);
+  EXPECT_EQ(metrics_.entry_failures.value(), 3u);  // max_deliveries
+  EXPECT_EQ(OrderIdsInDb("poison").size(), 3u);
+  auto dead = io_.Run(ListDeadLetters(*context_, "poison", 10));
+  ASSERT_TRUE(dead.ok());
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ((*dead)[0].Field("order_id"), "bad-1");
+  EXPECT_EQ((*dead)[0].Field("deliveries"), "3");
+  EXPECT_NE((*dead)[0].Field("error").find("quantity"), std::string_view::npos);
+  EXPECT_EQ(io_.Run(context_->order_stream().Info("poison"))->pending, 0);
+
+  // Retrying puts it back on the stream; it fails again and comes back to the dead letters.
+  auto retried = io_.Run(RetryDeadLetter(*context_, "poison", (*dead)[0].id));
+  ASSERT_TRUE(retried.ok()) << retried.error().ToString();
+  EXPECT_EQ(io_.Run(ListDeadLetters(*context_, "poison", 10))->size(), 0u);
+  EXPECT_EQ(io_.Run(RetryDeadLetter(*context_, "poison", (*dead)[0].id)).error().code,
+            base::ErrorCode::kNotFound);
+}
+
+TEST_F(PipelineTest, ASecondLiveOrderOfALimitOneUserIsRefusedAndSeen) {
+  CreateActivity("twice", 10);
+  Reserve("twice", 1);  // u0's order
+  // An intent for the same user with another order id: a double sale the record must refuse.
+  redis_->Command({"XADD", Keys("twice").stream(), "*", "order_id", "second", "user_id", "u0",
+                   "quantity", "1", "items", "", "ts", "2"});
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  for (int round = 0; round < 10 && metrics_.dead_letters.value() == 0; ++round) {
+    Drain(consumer);
+    std::this_thread::sleep_for(250ms);
+  }
+  EXPECT_EQ(OrderIdsInDb("twice"), (std::set<std::string>{"twice-o0"}));
+  auto dead = io_.Run(ListDeadLetters(*context_, "twice", 10));
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_NE((*dead)[0].Field("error").find("already has a live order"), std::string_view::npos);
+}
+
+TEST_F(PipelineTest, AnUnavailableDatabaseHoldsTheBatchAndDrainsLater) {
+  CreateActivity("busy", 50);
+  const auto orders = Reserve("busy", 30);
+  // Another process holds the database's write lock: writes fail (busy) until it lets go.
+  sqlite3* locker = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/flashsale.db").c_str(), &locker), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(locker, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::thread release([&] {
+    std::this_thread::sleep_for(6s);  // longer than the store's 5 s busy timeout
+    sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr);
+  });
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  EXPECT_EQ(Drain(consumer), 30);
+  release.join();
+  sqlite3_close(locker);
+  EXPECT_GE(metrics_.db_errors.value(), 1u);
+  EXPECT_EQ(metrics_.dead_letters.value(), 0u);
+  EXPECT_EQ(metrics_.entry_failures.value(), 0u);
+  EXPECT_EQ(OrderIdsInDb("busy"), std::set<std::string>(orders.begin(), orders.end()));
+}
+
+TEST_F(PipelineTest, TrimmingKeepsWhatIsNotPersisted) {
+  CreateActivity("trim", 500);
+  Reserve("trim", 300);
+  // Another consumer holds the first 100 without acknowledging them.
+  ASSERT_TRUE(io_.Run(context_->order_stream().EnsureGroup("trim")).ok());
+  auto held = io_.Run(context_->order_stream().ReadNew("trim", "slow", 100));
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->size(), 100u);
+  ConsumerOptions options = Options("fast");
+  options.claim_idle = 1h;  // nobody claims the slow consumer's entries in this test
+  OrderConsumer consumer(*context_, context_->order_stream(), options, metrics_);
+  EXPECT_EQ(Drain(consumer), 200);
+  auto trimmed = io_.Run(context_->order_stream().Trim("trim"));
+  ASSERT_TRUE(trimmed.ok());
+  EXPECT_EQ(*trimmed, 0) << "entries before the oldest pending one are all still pending";
+  // Every held entry is still in the stream.
+  for (const auto& entry : *held) {
+    EXPECT_EQ(redis_->Command({"XRANGE", Keys("trim").stream(), entry.id, entry.id})->elements, 1u);
+  }
+  // Once they are acknowledged, the persisted prefix can go.
+  std::vector<std::string> ids;
+  for (const auto& entry : *held) ids.push_back(entry.id);
+  ASSERT_TRUE(io_.Run(context_->order_stream().Ack("trim", ids)).ok());
+  trimmed = io_.Run(context_->order_stream().Trim("trim"));
+  ASSERT_TRUE(trimmed.ok());
+  EXPECT_GT(*trimmed, 0);
+  EXPECT_LT(redis_->Integer({"XLEN", Keys("trim").stream()}), 300);
+}
+
+TEST_F(PipelineTest, TheBuyerFindsTheOrderBeforeAndAfterItIsPersisted) {
+  CreateActivity("find", 5);
+  Reserve("find", 2);
+  auto before = io_.Run(GetUserOrders(*context_, "u1"));
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(before->size(), 1u);
+  EXPECT_EQ((*before)[0].order.order_id, "find-o1");
+  EXPECT_FALSE((*before)[0].persisted);
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  Drain(consumer);
+  auto after = io_.Run(GetUserOrders(*context_, "u1"));
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_TRUE((*after)[0].persisted);
+  EXPECT_EQ((*after)[0].state, "reserved");
+}
+
+}  // namespace
+}  // namespace flashsale::service
