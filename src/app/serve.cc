@@ -16,6 +16,7 @@
 #include <iostream>
 #include <thread>
 
+#include "app/admin_client.h"
 #include "base/clock.h"
 #include "base/crypto.h"
 #include "base/ids.h"
@@ -361,6 +362,30 @@ int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secre
   const int64_t expires_ms = base::SystemClock::Instance().NowMs() + ttl_s * 1000;
   std::cout << core::TokenSigner(secret).Issue(user_id, expires_ms) << "\n";
   return 0;
+}
+
+int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
+                   const std::string& base_url, const std::string& admin_token_given,
+                   const std::string& data_dir) {
+  std::string admin_token = admin_token_given;
+  if (admin_token.empty()) {
+    std::ifstream in(data_dir + "/admin-token");
+    std::getline(in, admin_token);
+  }
+  if (admin_token.empty()) {
+    std::cerr << "no admin token: give --admin-token, or the --data-dir of the running serve\n";
+    return 2;
+  }
+  const std::string base = "/api/v1/admin/activities/" + activity_id + "/dead-letters";
+  auto answer = retry_id.empty()
+                    ? CallAdmin(base_url, "GET", base, admin_token)
+                    : CallAdmin(base_url, "POST", base + "/" + retry_id + "/retry", admin_token);
+  if (!answer.ok()) {
+    std::cerr << answer.error().message << "\n";
+    return 1;
+  }
+  std::cout << answer->body << "\n";
+  return answer->status == 200 ? 0 : 1;
 }
 
 }  // namespace flashsale::app

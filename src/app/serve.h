@@ -20,6 +20,12 @@ int RunWorker(const ServeConfig& config);
 int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secret,
              const std::string& data_dir);
 
+// `flashsale dead-letters`: lists the activity's dead letters, or retries one, through the admin
+// API at `base_url`. The admin token is the one given or <data_dir>/admin-token.
+int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
+                   const std::string& base_url, const std::string& admin_token,
+                   const std::string& data_dir);
+
 // The secret in `path`, generated (32 random bytes, hex, file mode 0600) if the file is missing.
 base::Result<std::string> ReadOrCreateSecret(const std::string& path);
 
