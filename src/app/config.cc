@@ -137,7 +137,8 @@ const std::vector<Setting>& Settings() {
       {.name = "db-url",
        .field = &ServeConfig::db_url,
        .placeholder = "URL",
-       .help = "Database of record; empty means sqlite:<data-dir>/flashsale.db"},
+       .help = "Database of record, sqlite:/path.db or mysql://user[:password]@host[:port]/db "
+               "(?socket=/path); empty means sqlite:<data-dir>/flashsale.db"},
       {.name = "key-namespace",
        .field = &ServeConfig::key_namespace,
        .placeholder = "NAME",

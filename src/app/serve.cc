@@ -26,6 +26,7 @@
 #include "server/http_server.h"
 #include "service/admin.h"
 #include "service/pipeline.h"
+#include "store/mysql_store.h"
 #include "store/sqlite_store.h"
 
 namespace flashsale::app {
@@ -61,8 +62,14 @@ Result<std::unique_ptr<store::Store>> OpenStore(const ServeConfig& config) {
     if (!store) return std::move(store).error();
     return std::unique_ptr<store::Store>(std::move(*store));
   }
+  if (url.starts_with("mysql://")) {
+    auto store = store::MySqlStore::Open(url);
+    if (!store) return std::move(store).error();
+    return std::unique_ptr<store::Store>(std::move(*store));
+  }
   return MakeError(ErrorCode::kInvalidArgument,
-                   "setting 'db-url': '{}' is not supported; use sqlite:/path/to.db", url);
+                   "setting 'db-url' must be sqlite:/path/to.db or "
+                   "mysql://user[:password]@host[:port]/database");
 }
 
 // Creates the demo activity (open now for 30 days, limit 1) unless it exists, on a short-lived

@@ -12,7 +12,8 @@
 // - The child starts with stdin on /dev/null, stdout and stderr appended to the log file, every
 //   other descriptor closed (unless listed in `inherit_fds`), no blocked signals and no ignored
 //   ones (a parent that ignores SIGPIPE or blocks SIGTERM must not pass that on).
-// - The child stays in the parent's process group: a Ctrl-C in a terminal reaches it too.
+// - The child runs in a process group of its own: a Ctrl-C in a terminal reaches only the
+//   parent, which stops its children in order.
 // - Not thread-safe: one thread at a time per handle. Spawn may be called from any thread; the
 //   child runs only async-signal-safe calls between fork and exec.
 

@@ -273,9 +273,11 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
       return store.InsertOrders(orders, now_ms);
     };
     auto outcomes = co_await context_.OnDb(write);
-    if (outcomes.ok() || outcomes.error().code != ErrorCode::kUnavailable) co_return outcomes;
-    // The database is down or slow: hold the batch and try again. Not the entries' fault, so
-    // it does not count against them.
+    const bool retry = !outcomes.ok() && (outcomes.error().code == ErrorCode::kUnavailable ||
+                                          outcomes.error().code == ErrorCode::kUnknownOutcome);
+    if (!retry) co_return outcomes;
+    // The database is down or slow, or a commit's fate is unknown: hold the batch and try
+    // again (InsertOrders is idempotent). Not the entries' fault: it does not count against them.
     metrics_.db_errors.Add();
     spdlog::warn("persisting {} orders of '{}': {}; retrying in {} ms", orders.size(), activity_id,
                  outcomes.error().message, backoff.count());
