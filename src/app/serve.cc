@@ -54,22 +54,36 @@ HostPort ParseListen(const std::string& listen) {
   return out;
 }
 
+// The database of record, opened and migrated to the newest schema.
 Result<std::unique_ptr<store::Store>> OpenStore(const ServeConfig& config) {
   std::string url = config.db_url;
   if (url.empty()) url = "sqlite:" + config.data_dir + "/flashsale.db";
+  Result<std::unique_ptr<store::Store>> opened =
+      MakeError(ErrorCode::kInvalidArgument,
+                "setting 'db-url' must be sqlite:/path/to.db or "
+                "mysql://user[:password]@host[:port]/database");
   if (url.starts_with("sqlite:")) {
     auto store = store::SqliteStore::Open(url.substr(7));
-    if (!store) return std::move(store).error();
-    return std::unique_ptr<store::Store>(std::move(*store));
-  }
-  if (url.starts_with("mysql://")) {
+    opened = store ? Result<std::unique_ptr<store::Store>>(std::move(*store))
+                   : Result<std::unique_ptr<store::Store>>(std::move(store).error());
+  } else if (url.starts_with("mysql://")) {
     auto store = store::MySqlStore::Open(url);
-    if (!store) return std::move(store).error();
-    return std::unique_ptr<store::Store>(std::move(*store));
+    opened = store ? Result<std::unique_ptr<store::Store>>(std::move(*store))
+                   : Result<std::unique_ptr<store::Store>>(std::move(store).error());
   }
-  return MakeError(ErrorCode::kInvalidArgument,
-                   "setting 'db-url' must be sqlite:/path/to.db or "
-                   "mysql://user[:password]@host[:port]/database");
+  if (!opened) return opened;
+  if (auto migrated = (*opened)->Migrate(); !migrated) return migrated.error();
+  return opened;
+}
+
+Result<redis::ConnectionOptions> RedisOptionsFor(const ServeConfig& config,
+                                                 const std::string& url) {
+  auto endpoint = redis::ParseUrl(url);
+  if (!endpoint) return std::move(endpoint).error();
+  redis::ConnectionOptions options;
+  options.endpoint = *endpoint;
+  options.command_timeout = std::chrono::milliseconds(config.redis_timeout_ms);
+  return options;
 }
 
 // Creates the demo activity (open now for 30 days, limit 1) unless it exists, on a short-lived
@@ -192,15 +206,10 @@ int RunServe(const ServeConfig& config) {
     embedded = std::move(*started);
     redis_url = embedded->url();
   }
-  auto endpoint = redis::ParseUrl(redis_url);
-  if (!endpoint) return fail(endpoint.error());
-  redis::ConnectionOptions redis_options;
-  redis_options.endpoint = *endpoint;
-  redis_options.command_timeout = std::chrono::milliseconds(config.redis_timeout_ms);
-
+  auto redis_options = RedisOptionsFor(config, redis_url);
+  if (!redis_options) return fail(redis_options.error());
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
-  if (auto migrated = (*store)->Migrate(); !migrated) return fail(migrated.error());
 
   service::ServiceSettings settings;
   settings.key_namespace = config.key_namespace;
@@ -208,7 +217,7 @@ int RunServe(const ServeConfig& config) {
   settings.idempotency_ttl_ms = config.idempotency_ttl_s * 1000;
 
   if (config.demo) {
-    if (auto demo = CreateDemo(config, redis_options, **store, settings); !demo) {
+    if (auto demo = CreateDemo(config, *redis_options, **store, settings); !demo) {
       return fail(demo.error());
     }
   }
@@ -232,7 +241,7 @@ int RunServe(const ServeConfig& config) {
   service::ActivityRegistry registry;
   server::Metrics metrics;
   server::ServerDeps deps;
-  deps.redis = redis_options;
+  deps.redis = *redis_options;
   deps.store = store->get();
   deps.db_executor = db_pool.get_executor();
   deps.registry = &registry;
@@ -254,7 +263,7 @@ int RunServe(const ServeConfig& config) {
   }
   // The order consumers share the server's registry (its first I/O thread keeps it fresh).
   service::OrderPipeline pipeline(
-      PipelineDepsFor(redis_options, **store, db_pool, registry, settings, pipeline_metrics),
+      PipelineDepsFor(*redis_options, **store, db_pool, registry, settings, pipeline_metrics),
       ConsumerOptionsFor(config), static_cast<int>(config.consumers),
       /*poll_registry=*/false, options.registry_poll);
   if (auto started = pipeline.Start(); !started) {
@@ -267,7 +276,8 @@ int RunServe(const ServeConfig& config) {
       listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host,
       server.port());
   std::cout << fmt::format("flashsale serving on {}  ({} threads; redis {}; db {}; {} identity)\n",
-                           base_url, options.threads, endpoint->Describe(), (*store)->Describe(),
+                           base_url, options.threads, redis_options->endpoint.Describe(),
+                           (*store)->Describe(),
                            gateway ? "gateway (X-User-Id)" : "token (Bearer)");
   if (config.demo) {
     std::cout << fmt::format(
@@ -310,14 +320,10 @@ int RunWorker(const ServeConfig& config) {
       config.redis_url.empty()
           ? "unix://" + std::filesystem::absolute(config.data_dir).string() + "/redis.sock"
           : config.redis_url;
-  auto endpoint = redis::ParseUrl(redis_url);
-  if (!endpoint) return fail(endpoint.error());
-  redis::ConnectionOptions redis_options;
-  redis_options.endpoint = *endpoint;
-  redis_options.command_timeout = std::chrono::milliseconds(config.redis_timeout_ms);
+  auto redis_options = RedisOptionsFor(config, redis_url);
+  if (!redis_options) return fail(redis_options.error());
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
-  if (auto migrated = (*store)->Migrate(); !migrated) return fail(migrated.error());
 
   service::ServiceSettings settings;
   settings.key_namespace = config.key_namespace;
@@ -325,7 +331,7 @@ int RunWorker(const ServeConfig& config) {
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;
   service::OrderPipeline pipeline(
-      PipelineDepsFor(redis_options, **store, db_pool, registry, settings, pipeline_metrics),
+      PipelineDepsFor(*redis_options, **store, db_pool, registry, settings, pipeline_metrics),
       ConsumerOptionsFor(config), static_cast<int>(config.consumers), /*poll_registry=*/true,
       std::chrono::milliseconds(config.registry_poll_ms));
   if (auto started = pipeline.Start(); !started) {
@@ -333,7 +339,8 @@ int RunWorker(const ServeConfig& config) {
     return fail(started.error());
   }
   std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}\n",
-                           config.consumers, endpoint->Describe(), (*store)->Describe());
+                           config.consumers, redis_options->endpoint.Describe(),
+                           (*store)->Describe());
   std::cout.flush();
   asio::io_context signals_io;
   asio::signal_set signals(signals_io, SIGINT, SIGTERM);

@@ -40,3 +40,20 @@ TEST(JsonWriterTest, EscapesStrings) {
 
 }  // namespace
 }  // namespace flashsale::base
+
+#include "base/strings.h"
+
+namespace flashsale::base {
+namespace {
+
+TEST(StringsTest, WordsRoundTrip) {
+  const std::vector<std::string> words = {"C1", "C2", "C3"};
+  EXPECT_EQ(JoinWords(words), "C1 C2 C3");
+  EXPECT_EQ(SplitWords("C1 C2 C3"), words);
+  EXPECT_EQ(SplitWords(" C1  C2 C3 "), words);
+  EXPECT_TRUE(SplitWords("").empty());
+  EXPECT_EQ(JoinWords({}), "");
+}
+
+}  // namespace
+}  // namespace flashsale::base

@@ -3,32 +3,12 @@
 #include <fmt/format.h>
 
 #include "base/crypto.h"
+#include "base/json_writer.h"
 
 namespace flashsale::core {
 namespace {
 
 constexpr std::string_view kSensitiveMark = "\x01sensitive:";
-
-void AppendJsonString(std::string& out, std::string_view value) {
-  out.push_back('"');
-  for (char c : value) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-}
 
 }  // namespace
 
@@ -43,9 +23,9 @@ std::string CacheKeys::CanonicalJson(const std::map<std::string, std::string>& p
   std::string json = "{";
   for (const auto& [key, value] : params) {
     if (json.size() > 1) json.push_back(',');
-    AppendJsonString(json, key);
+    base::JsonWriter::AppendEscaped(json, key);
     json.push_back(':');
-    AppendJsonString(json, value);
+    base::JsonWriter::AppendEscaped(json, value);
   }
   json.push_back('}');
   return json;

@@ -18,7 +18,7 @@ TEST(CacheKeyTest, FollowsTheS06Layout) {
 
 TEST(CacheKeyTest, CanonicalJsonIsOrderIndependentAndEscaped) {
   EXPECT_EQ(CacheKeys::CanonicalJson({{"b", "2"}, {"a", "1"}}), R"({"a":"1","b":"2"})");
-  EXPECT_EQ(CacheKeys::CanonicalJson({{"q", "say \"hi\"\n"}}), R"({"q":"say \"hi\"\u000a"})");
+  EXPECT_EQ(CacheKeys::CanonicalJson({{"q", "say \"hi\"\n"}}), R"({"q":"say \"hi\"\n"})");
 }
 
 TEST(CacheKeyTest, UserIdsNeverAppearInClearOrAsAPlainHash) {

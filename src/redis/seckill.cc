@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "base/ids.h"
+#include "base/strings.h"
 
 namespace flashsale::redis {
 
@@ -351,12 +352,7 @@ std::optional<RecordedOrder> ParseOrderRecord(std::string_view order_id, std::st
   if (!number(parts[2], order.quantity) || !number(parts[3], order.created_ms)) {
     return std::nullopt;
   }
-  for (size_t pos = 0; pos < parts[4].size();) {
-    const size_t space = parts[4].find(' ', pos);
-    const size_t end = space == std::string_view::npos ? parts[4].size() : space;
-    if (end > pos) order.items.emplace_back(parts[4].substr(pos, end - pos));
-    pos = end + 1;
-  }
+  order.items = base::SplitWords(parts[4]);
   return order;
 }
 

@@ -12,6 +12,7 @@
 
 #include "base/failpoint.h"
 #include "base/ids.h"
+#include "base/strings.h"
 
 namespace flashsale::service {
 
@@ -52,12 +53,7 @@ Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
   if (!ParseInt(entry.Field("ts"), order.created_ms)) {
     return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: ts '{}'", entry.Field("ts"));
   }
-  const std::string_view items = entry.Field("items");
-  for (size_t pos = 0; pos < items.size();) {
-    const size_t space = std::min(items.find(' ', pos), items.size());
-    if (space > pos) order.items.emplace_back(items.substr(pos, space - pos));
-    pos = space + 1;
-  }
+  order.items = base::SplitWords(entry.Field("items"));
   order.single_unit = activity.activity.per_user_limit == 1;
   return order;
 }
