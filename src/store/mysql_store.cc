@@ -11,9 +11,13 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <span>
 #include <type_traits>
+#include <unordered_set>
 #include <variant>
 
 namespace flashsale::store {
@@ -514,6 +518,9 @@ class Statement {
 
   // Runs the statement with these parameters; a result set is read in full into rows().
   base::Status Execute(std::initializer_list<Param> params) {
+    return Execute(std::span<const Param>(params.begin(), params.size()));
+  }
+  base::Status Execute(std::span<const Param> params) {
     rows_.clear();
     affected_rows_ = 0;
     warnings_ = 0;
@@ -525,7 +532,7 @@ class Statement {
                        params.size(), mysql_stmt_param_count(stmt_));
     }
     // Copies: MYSQL_BIND wants non-const buffers, and they must outlive mysql_stmt_execute.
-    std::vector<Param> values(params);
+    std::vector<Param> values(params.begin(), params.end());
     std::vector<MYSQL_BIND> binds(values.size());
     std::vector<unsigned long> lengths(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
@@ -692,6 +699,7 @@ class Transaction {
 namespace {
 
 using mysql_internal::Connection;
+using mysql_internal::Param;
 using mysql_internal::Row;
 using mysql_internal::Statement;
 using mysql_internal::Transaction;
@@ -846,6 +854,234 @@ base::Status CheckOnlyDuplicatesIgnored(Connection& conn, const Statement& inser
                      row[2]);
   }
   return {};
+}
+
+// ---- InsertOrders ----
+//
+// A batch is written in a handful of round trips whatever its size (InsertBatched): one query for
+// the ids that exist, one for the committed live orders of the batch's users, and one multi-row
+// INSERT IGNORE per chunk; the outcomes are decided in memory, exactly as the checks of the
+// row-by-row way would decide them one order after another (an order sees the ones before it in
+// its batch, as a statement sees its own transaction's writes). That agreement holds as long as
+// no other writer commits a clashing order meanwhile and every value fits its column: then every
+// row is inserted, with no warning. Anything else (a concurrent writer's order ignored as a
+// duplicate, a value the server refused with a warning) and the transaction is rolled back whole
+// and the batch is written the row-by-row way (InsertOneByOne), which tells those cases apart.
+
+constexpr size_t kMaxIdsPerQuery = 1000;
+constexpr size_t kMaxRowsPerInsert = 1000;
+constexpr size_t kMaxBytesPerInsert = 4 << 20;  // well under the server's max_allowed_packet
+
+constexpr std::string_view kInsertColumns =
+    "INSERT IGNORE INTO orders (order_id, activity_id, user_id, quantity, items, state, "
+    "single_unit, created_ms, persisted_ms, stream_id) VALUES ";
+constexpr std::string_view kInsertRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+// The columns' collation (utf8mb4_bin) is PAD SPACE: trailing spaces do not count when ids are
+// compared. In-memory sets of ids compare them the same way.
+std::string_view Unpadded(std::string_view id) {
+  while (!id.empty() && id.back() == ' ') id.remove_suffix(1);
+  return id;
+}
+
+bool IsLive(const OrderRecord& order) {
+  return order.single_unit && order.state != OrderState::kCancelled;
+}
+
+// "prefix (?, ?, ...)" with `count` placeholders, then `suffix`.
+std::string WithPlaceholders(std::string_view prefix, size_t count, std::string_view suffix) {
+  std::string sql(prefix);
+  sql += '(';
+  for (size_t i = 0; i < count; ++i) sql += i == 0 ? "?" : ", ?";
+  sql += ')';
+  sql += suffix;
+  return sql;
+}
+
+// Statements of one call that differ only in their number of placeholders: all full chunks share
+// one, prepared once.
+class StatementsBySize {
+ public:
+  StatementsBySize(Connection& conn, std::string_view what) : conn_(conn), what_(what) {}
+  template <typename MakeSql>
+  Statement& Get(size_t size, const MakeSql& make_sql) {
+    auto& statement = statements_[size];
+    if (!statement) statement = std::make_unique<Statement>(conn_, make_sql(size), what_);
+    return *statement;
+  }
+
+ private:
+  Connection& conn_;
+  std::string_view what_;
+  std::map<size_t, std::unique_ptr<Statement>> statements_;
+};
+
+// The outcomes, or nothing when the batch did not go in cleanly (the caller rolls back and goes
+// row by row). Runs inside the caller's transaction.
+Result<std::optional<std::vector<InsertOutcome>>> InsertBatched(Connection& conn,
+                                                                std::span<const OrderRecord> orders,
+                                                                int64_t now_ms) {
+  // 1. Which ids exist (committed; READ COMMITTED).
+  std::unordered_set<std::string> existing;
+  {
+    StatementsBySize queries(conn, "check orders");
+    const auto sql = [](size_t n) {
+      return WithPlaceholders("SELECT order_id FROM orders WHERE order_id IN ", n, "");
+    };
+    std::vector<Param> params;
+    for (size_t start = 0; start < orders.size(); start += kMaxIdsPerQuery) {
+      const size_t end = std::min(orders.size(), start + kMaxIdsPerQuery);
+      params.clear();
+      for (size_t i = start; i < end; ++i) params.emplace_back(orders[i].order_id);
+      Statement& query = queries.Get(params.size(), sql);
+      if (auto run = query.Execute(params); !run) return run.error();
+      for (const Row& row : query.rows()) existing.emplace(Unpadded(row.Text(0)));
+    }
+  }
+
+  // 2. Which users of the batch already have a committed live order in the activity (a batch
+  // is one activity's, in practice: one query per activity and chunk).
+  std::set<std::pair<std::string, std::string>> live;  // (activity, user), unpadded
+  {
+    std::map<std::string_view, std::vector<std::string_view>> users_by_activity;
+    for (const OrderRecord& order : orders) {
+      if (IsLive(order) && !existing.contains(std::string(Unpadded(order.order_id)))) {
+        users_by_activity[order.activity_id].push_back(order.user_id);
+      }
+    }
+    StatementsBySize queries(conn, "check live orders");
+    const auto sql = [](size_t n) {
+      return WithPlaceholders(
+          "SELECT live_user_id FROM orders WHERE live_activity_id = ? AND live_user_id IN ", n, "");
+    };
+    std::vector<Param> params;
+    for (const auto& [activity, users] : users_by_activity) {
+      for (size_t start = 0; start < users.size(); start += kMaxIdsPerQuery) {
+        const size_t end = std::min(users.size(), start + kMaxIdsPerQuery);
+        params.assign({activity});
+        for (size_t i = start; i < end; ++i) params.emplace_back(users[i]);
+        Statement& query = queries.Get(end - start, sql);
+        if (auto run = query.Execute(params); !run) return run.error();
+        for (const Row& row : query.rows()) {
+          live.emplace(Unpadded(activity), Unpadded(row.Text(0)));
+        }
+      }
+    }
+  }
+
+  // 3. The outcomes, order by order, as the row-by-row checks would find them.
+  std::vector<InsertOutcome> outcomes;
+  outcomes.reserve(orders.size());
+  std::vector<size_t> to_insert;
+  std::unordered_set<std::string_view> planned_ids;
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const OrderRecord& order = orders[i];
+    const std::string_view id = Unpadded(order.order_id);
+    if (planned_ids.contains(id) || existing.contains(std::string(id))) {
+      outcomes.push_back(InsertOutcome::kDuplicate);
+      continue;
+    }
+    if (IsLive(order)) {
+      // Also an earlier order of this batch: the one live key per user and activity.
+      auto [_, fresh] = live.emplace(Unpadded(order.activity_id), Unpadded(order.user_id));
+      if (!fresh) {
+        outcomes.push_back(InsertOutcome::kConflict);
+        continue;
+      }
+    }
+    planned_ids.insert(id);
+    to_insert.push_back(i);
+    outcomes.push_back(InsertOutcome::kInserted);
+  }
+
+  // 4. The inserts, in chunks; every row must go in without a warning.
+  std::vector<std::string> items(to_insert.size());
+  for (size_t k = 0; k < to_insert.size(); ++k) items[k] = JoinItems(orders[to_insert[k]].items);
+  StatementsBySize inserts(conn, "insert orders");
+  const auto sql = [](size_t rows) {
+    std::string text(kInsertColumns);
+    for (size_t r = 0; r < rows; ++r) {
+      if (r > 0) text += ", ";
+      text += kInsertRow;
+    }
+    return text;
+  };
+  std::vector<Param> params;
+  for (size_t start = 0; start < to_insert.size();) {
+    size_t end = start;
+    size_t bytes = 0;
+    params.clear();
+    while (end < to_insert.size() && end - start < kMaxRowsPerInsert &&
+           (end == start || bytes < kMaxBytesPerInsert)) {
+      const OrderRecord& order = orders[to_insert[end]];
+      bytes += order.order_id.size() + order.activity_id.size() + order.user_id.size() +
+               items[end].size() + order.stream_id.size() + 64;
+      params.insert(params.end(), {order.order_id, order.activity_id, order.user_id, order.quantity,
+                                   items[end], ToString(order.state), int64_t{order.single_unit},
+                                   order.created_ms, now_ms, order.stream_id});
+      ++end;
+    }
+    Statement& insert = inserts.Get(end - start, sql);
+    if (auto run = insert.Execute(params); !run) return run.error();
+    if (insert.warnings() != 0 || insert.affected_rows() != end - start) {
+      return std::optional<std::vector<InsertOutcome>>();
+    }
+    start = end;
+  }
+  return std::optional<std::vector<InsertOutcome>>(std::move(outcomes));
+}
+
+// The row-by-row way: per order, an existence check by id, a check for a committed live order of
+// the user, the insert, and when it was ignored, the existence check again. Runs inside the
+// caller's transaction.
+Result<std::vector<InsertOutcome>> InsertOneByOne(Connection& conn,
+                                                  std::span<const OrderRecord> orders,
+                                                  int64_t now_ms) {
+  Statement exists(conn, "SELECT 1 FROM orders WHERE order_id = ?", "check order");
+  Statement live(conn, "SELECT 1 FROM orders WHERE live_activity_id = ? AND live_user_id = ?",
+                 "check live order");
+  Statement insert(conn, std::string(kInsertColumns) + std::string(kInsertRow), "insert order");
+  std::vector<InsertOutcome> outcomes;
+  outcomes.reserve(orders.size());
+  for (const OrderRecord& order : orders) {
+    if (auto run = exists.Execute({order.order_id}); !run) return run.error();
+    if (!exists.rows().empty()) {
+      outcomes.push_back(InsertOutcome::kDuplicate);
+      continue;
+    }
+    // A committed live order of this user is a conflict without trying the insert: a clash
+    // found by the insert takes a next-key lock on the unique key, and two writers holding such
+    // locks deadlock as soon as either inserts into the gap before it (where every order
+    // without a live key goes when the clash is with the smallest key).
+    if (IsLive(order)) {
+      if (auto run = live.Execute({order.activity_id, order.user_id}); !run) return run.error();
+      if (!live.rows().empty()) {
+        outcomes.push_back(InsertOutcome::kConflict);
+        continue;
+      }
+    }
+    const std::string items = JoinItems(order.items);
+    if (auto run = insert.Execute({order.order_id, order.activity_id, order.user_id, order.quantity,
+                                   items, ToString(order.state), int64_t{order.single_unit},
+                                   order.created_ms, now_ms, order.stream_id});
+        !run) {
+      return run.error();
+    }
+    if (auto only = CheckOnlyDuplicatesIgnored(conn, insert, order.order_id); !only) {
+      return only.error();
+    }
+    if (insert.affected_rows() == 1) {
+      outcomes.push_back(InsertOutcome::kInserted);
+      continue;
+    }
+    // Ignored. Either another writer committed this very order after the checks above (its
+    // insert held ours until then; READ COMMITTED lets this second check see it), or the
+    // one-live-order-per-user key refused a different order of the same user, committed since.
+    if (auto run = exists.Execute({order.order_id}); !run) return run.error();
+    outcomes.push_back(exists.rows().empty() ? InsertOutcome::kConflict
+                                             : InsertOutcome::kDuplicate);
+  }
+  return outcomes;
 }
 
 }  // namespace
@@ -1095,57 +1331,23 @@ Result<std::vector<InsertOutcome>> MySqlStore::InsertOrders(std::span<const Orde
   }
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> Result<std::vector<InsertOutcome>> {
+    {
+      Transaction tx(conn);
+      if (!tx.status()) return tx.status().error();
+      auto batched = InsertBatched(conn, orders, now_ms);
+      if (!batched) return std::move(batched).error();
+      if (*batched) {
+        if (auto commit = tx.Commit(); !commit) return commit.error();
+        return std::move(**batched);
+      }
+      // Not clean: rolled back whole, locks and all (a failed rollback must not be followed by
+      // START TRANSACTION, which would commit what it failed to undo), and done row by row.
+      if (auto rolled = conn.Exec("ROLLBACK", "rollback"); !rolled) return rolled.error();
+    }
     Transaction tx(conn);
     if (!tx.status()) return tx.status().error();
-    Statement exists(conn, "SELECT 1 FROM orders WHERE order_id = ?", "check order");
-    Statement live(conn, "SELECT 1 FROM orders WHERE live_activity_id = ? AND live_user_id = ?",
-                   "check live order");
-    Statement insert(conn,
-                     "INSERT IGNORE INTO orders (order_id, activity_id, user_id, quantity, items, "
-                     "state, single_unit, created_ms, persisted_ms, stream_id) VALUES (?, ?, ?, "
-                     "?, ?, ?, ?, ?, ?, ?)",
-                     "insert order");
-    std::vector<InsertOutcome> outcomes;
-    outcomes.reserve(orders.size());
-    for (const OrderRecord& order : orders) {
-      if (auto run = exists.Execute({order.order_id}); !run) return run.error();
-      if (!exists.rows().empty()) {
-        outcomes.push_back(InsertOutcome::kDuplicate);
-        continue;
-      }
-      // A committed live order of this user is a conflict without trying the insert: a clash
-      // found by the insert takes a next-key lock on the unique key, and two writers holding such
-      // locks deadlock as soon as either inserts into the gap before it (where every order
-      // without a live key goes when the clash is with the smallest key).
-      if (order.single_unit && order.state != OrderState::kCancelled) {
-        if (auto run = live.Execute({order.activity_id, order.user_id}); !run) return run.error();
-        if (!live.rows().empty()) {
-          outcomes.push_back(InsertOutcome::kConflict);
-          continue;
-        }
-      }
-      const std::string items = JoinItems(order.items);
-      if (auto run =
-              insert.Execute({order.order_id, order.activity_id, order.user_id, order.quantity,
-                              items, ToString(order.state), int64_t{order.single_unit},
-                              order.created_ms, now_ms, order.stream_id});
-          !run) {
-        return run.error();
-      }
-      if (auto only = CheckOnlyDuplicatesIgnored(conn, insert, order.order_id); !only) {
-        return only.error();
-      }
-      if (insert.affected_rows() == 1) {
-        outcomes.push_back(InsertOutcome::kInserted);
-        continue;
-      }
-      // Ignored. Either another writer committed this very order after the checks above (its
-      // insert held ours until then; READ COMMITTED lets this second check see it), or the
-      // one-live-order-per-user key refused a different order of the same user, committed since.
-      if (auto run = exists.Execute({order.order_id}); !run) return run.error();
-      outcomes.push_back(exists.rows().empty() ? InsertOutcome::kConflict
-                                               : InsertOutcome::kDuplicate);
-    }
+    auto outcomes = InsertOneByOne(conn, orders, now_ms);
+    if (!outcomes) return outcomes;
     if (auto commit = tx.Commit(); !commit) return commit.error();
     return outcomes;
   });
