@@ -1,4 +1,3 @@
-#include "store/mysql_store.h"
 
 #include <errmsg.h>
 #include <mysql.h>
@@ -19,6 +18,8 @@
 #include <type_traits>
 #include <unordered_set>
 #include <variant>
+
+#include "base/strings.h"
 
 namespace flashsale::store {
 
@@ -776,39 +777,14 @@ constexpr std::string_view kSelectOrder =
     "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
     "persisted_ms, stream_id FROM orders";
 
-std::string JoinItems(const std::vector<std::string>& items) {
-  std::string joined;
-  for (const auto& item : items) {
-    if (!joined.empty()) joined.push_back(' ');
-    joined += item;
-  }
-  return joined;
-}
-
-std::vector<std::string> SplitItems(std::string_view text) {
-  std::vector<std::string> items;
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t space = std::min(text.find(' ', pos), text.size());
-    if (space > pos) items.emplace_back(text.substr(pos, space - pos));
-    pos = space + 1;
-  }
-  return items;
-}
-
-OrderState StateFrom(std::string_view text) {
-  if (text == "paid") return OrderState::kPaid;
-  if (text == "cancelled") return OrderState::kCancelled;
-  return OrderState::kReserved;
-}
-
 OrderRecord ReadOrder(const Row& row) {
   OrderRecord order;
   order.order_id = row.Text(0);
   order.activity_id = row.Text(1);
   order.user_id = row.Text(2);
   order.quantity = row.Int(3);
-  order.items = SplitItems(row.Text(4));
-  order.state = StateFrom(row.Text(5));
+  order.items = base::SplitWords(row.Text(4));
+  order.state = OrderStateFrom(row.Text(5));
   order.single_unit = row.Int(6) != 0;
   order.created_ms = row.Int(7);
   order.persisted_ms = row.Int(8);
@@ -996,7 +972,8 @@ Result<std::optional<std::vector<InsertOutcome>>> InsertBatched(Connection& conn
 
   // 4. The inserts, in chunks; every row must go in without a warning.
   std::vector<std::string> items(to_insert.size());
-  for (size_t k = 0; k < to_insert.size(); ++k) items[k] = JoinItems(orders[to_insert[k]].items);
+  for (size_t k = 0; k < to_insert.size(); ++k)
+    items[k] = base::JoinWords(orders[to_insert[k]].items);
   StatementsBySize inserts(conn, "insert orders");
   const auto sql = [](size_t rows) {
     std::string text(kInsertColumns);
@@ -1060,7 +1037,7 @@ Result<std::vector<InsertOutcome>> InsertOneByOne(Connection& conn,
         continue;
       }
     }
-    const std::string items = JoinItems(order.items);
+    const std::string items = base::JoinWords(order.items);
     if (auto run = insert.Execute({order.order_id, order.activity_id, order.user_id, order.quantity,
                                    items, ToString(order.state), int64_t{order.single_unit},
                                    order.created_ms, now_ms, order.stream_id});

@@ -1,9 +1,10 @@
-#include "store/sqlite_store.h"
 
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
 #include <array>
+
+#include "base/strings.h"
 
 namespace flashsale::store {
 
@@ -221,39 +222,14 @@ constexpr std::string_view kSelectOrder =
     "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
     "persisted_ms, stream_id FROM orders";
 
-std::string JoinItems(const std::vector<std::string>& items) {
-  std::string joined;
-  for (const auto& item : items) {
-    if (!joined.empty()) joined.push_back(' ');
-    joined += item;
-  }
-  return joined;
-}
-
-std::vector<std::string> SplitItems(std::string_view text) {
-  std::vector<std::string> items;
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t space = std::min(text.find(' ', pos), text.size());
-    if (space > pos) items.emplace_back(text.substr(pos, space - pos));
-    pos = space + 1;
-  }
-  return items;
-}
-
-OrderState StateFrom(std::string_view text) {
-  if (text == "paid") return OrderState::kPaid;
-  if (text == "cancelled") return OrderState::kCancelled;
-  return OrderState::kReserved;
-}
-
 OrderRecord ReadOrder(const Stmt& row) {
   OrderRecord order;
   order.order_id = row.Text(0);
   order.activity_id = row.Text(1);
   order.user_id = row.Text(2);
   order.quantity = row.Int(3);
-  order.items = SplitItems(row.Text(4));
-  order.state = StateFrom(row.Text(5));
+  order.items = base::SplitWords(row.Text(4));
+  order.state = OrderStateFrom(row.Text(5));
   order.single_unit = row.Int(6) != 0;
   order.created_ms = row.Int(7);
   order.persisted_ms = row.Int(8);
@@ -262,18 +238,6 @@ OrderRecord ReadOrder(const Stmt& row) {
 }
 
 }  // namespace
-
-std::string_view ToString(OrderState state) {
-  switch (state) {
-    case OrderState::kReserved:
-      return "reserved";
-    case OrderState::kPaid:
-      return "paid";
-    case OrderState::kCancelled:
-      return "cancelled";
-  }
-  return "reserved";
-}
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
@@ -512,7 +476,7 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
         .Bind(order.activity_id)
         .Bind(order.user_id)
         .Bind(order.quantity)
-        .Bind(JoinItems(order.items))
+        .Bind(base::JoinWords(order.items))
         .Bind(ToString(order.state))
         .Bind(int64_t{order.single_unit})
         .Bind(order.created_ms)

@@ -40,7 +40,8 @@ struct ActivityUpdate {
 };
 
 enum class OrderState { kReserved, kPaid, kCancelled };
-std::string_view ToString(OrderState state);  // "reserved" | "paid" | "cancelled"
+std::string_view ToString(OrderState state);       // "reserved" | "paid" | "cancelled"
+OrderState OrderStateFrom(std::string_view text);  // the inverse; unknown text is kReserved
 
 // One order as the record holds it; written from an order intent of the activity's stream.
 struct OrderRecord {
