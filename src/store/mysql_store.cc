@@ -1,3 +1,4 @@
+#include "store/mysql_store.h"
 
 #include <errmsg.h>
 #include <mysql.h>

@@ -1,3 +1,4 @@
+#include "store/sqlite_store.h"
 
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
