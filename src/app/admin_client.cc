@@ -55,7 +55,7 @@ base::Result<HttpAnswer> CallAdmin(std::string_view base_url, std::string_view m
     return MakeError(ErrorCode::kUnavailable, "{} {} at {}: {}", method, target, base_url,
                      error.message());
   }
-  return HttpAnswer{response.result_int(), response.body()};
+  return HttpAnswer{static_cast<int>(response.result_int()), response.body()};
 }
 
 }  // namespace flashsale::app

@@ -110,8 +110,15 @@ asio::awaitable<Result<int64_t>> OrderStream::Ack(std::string_view activity_id,
   std::vector<std::string_view> args = {"XACK", keys.stream(), kGroup};
   args.insert(args.end(), ids.begin(), ids.end());
   const Command ack(args);
+  // Failure counts of entries that made it after all go too (one more command per batch).
+  args[0] = "HDEL";
+  args[1] = keys.failures();
+  args.erase(args.begin() + 2);
+  const Command forget(args);
   auto reply = co_await Send(runner_.connection(), ack);
+  auto forgotten = co_await Send(runner_.connection(), forget);
   if (!reply.ok()) co_return std::move(reply).error();
+  if (!forgotten.ok()) co_return std::move(forgotten).error();
   co_return reply->is_integer() ? reply->integer() : int64_t{0};
 }
 

@@ -916,9 +916,11 @@ Result<std::optional<std::vector<InsertOutcome>>> InsertBatched(Connection& conn
     }
   }
 
-  // 2. Which users of the batch already have a committed live order in the activity (a batch
-  // is one activity's, in practice: one query per activity and chunk).
-  std::set<std::pair<std::string, std::string>> live;  // (activity, user), unpadded
+  // 2. Which users of the batch already have a committed live order in the activity, and which
+  // order that is (a batch is one activity's, in practice: one query per activity and chunk).
+  // The live order may be the very order of the batch, written by another consumer between the
+  // two reads: that is a duplicate, not a conflict.
+  std::map<std::pair<std::string, std::string>, std::string> live;  // (activity, user) -> order
   {
     std::map<std::string_view, std::vector<std::string_view>> users_by_activity;
     for (const OrderRecord& order : orders) {
@@ -929,7 +931,9 @@ Result<std::optional<std::vector<InsertOutcome>>> InsertBatched(Connection& conn
     StatementsBySize queries(conn, "check live orders");
     const auto sql = [](size_t n) {
       return WithPlaceholders(
-          "SELECT live_user_id FROM orders WHERE live_activity_id = ? AND live_user_id IN ", n, "");
+          "SELECT live_user_id, order_id FROM orders WHERE live_activity_id = ? AND "
+          "live_user_id IN ",
+          n, "");
     };
     std::vector<Param> params;
     for (const auto& [activity, users] : users_by_activity) {
@@ -940,7 +944,9 @@ Result<std::optional<std::vector<InsertOutcome>>> InsertBatched(Connection& conn
         Statement& query = queries.Get(end - start, sql);
         if (auto run = query.Execute(params); !run) return run.error();
         for (const Row& row : query.rows()) {
-          live.emplace(Unpadded(activity), Unpadded(row.Text(0)));
+          live.emplace(
+              std::pair(std::string(Unpadded(activity)), std::string(Unpadded(row.Text(0)))),
+              std::string(Unpadded(row.Text(1))));
         }
       }
     }
@@ -960,9 +966,11 @@ Result<std::optional<std::vector<InsertOutcome>>> InsertBatched(Connection& conn
     }
     if (IsLive(order)) {
       // Also an earlier order of this batch: the one live key per user and activity.
-      auto [_, fresh] = live.emplace(Unpadded(order.activity_id), Unpadded(order.user_id));
+      auto [it, fresh] = live.emplace(
+          std::pair(std::string(Unpadded(order.activity_id)), std::string(Unpadded(order.user_id))),
+          std::string(id));
       if (!fresh) {
-        outcomes.push_back(InsertOutcome::kConflict);
+        outcomes.push_back(it->second == id ? InsertOutcome::kDuplicate : InsertOutcome::kConflict);
         continue;
       }
     }
@@ -1016,7 +1024,8 @@ Result<std::vector<InsertOutcome>> InsertOneByOne(Connection& conn,
                                                   std::span<const OrderRecord> orders,
                                                   int64_t now_ms) {
   Statement exists(conn, "SELECT 1 FROM orders WHERE order_id = ?", "check order");
-  Statement live(conn, "SELECT 1 FROM orders WHERE live_activity_id = ? AND live_user_id = ?",
+  Statement live(conn,
+                 "SELECT order_id FROM orders WHERE live_activity_id = ? AND live_user_id = ?",
                  "check live order");
   Statement insert(conn, std::string(kInsertColumns) + std::string(kInsertRow), "insert order");
   std::vector<InsertOutcome> outcomes;
@@ -1034,7 +1043,9 @@ Result<std::vector<InsertOutcome>> InsertOneByOne(Connection& conn,
     if (IsLive(order)) {
       if (auto run = live.Execute({order.activity_id, order.user_id}); !run) return run.error();
       if (!live.rows().empty()) {
-        outcomes.push_back(InsertOutcome::kConflict);
+        // This very order, committed by another writer since the existence check: a duplicate.
+        const bool same = Unpadded(live.rows()[0].Text(0)) == Unpadded(order.order_id);
+        outcomes.push_back(same ? InsertOutcome::kDuplicate : InsertOutcome::kConflict);
         continue;
       }
     }
