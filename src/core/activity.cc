@@ -13,6 +13,38 @@ std::string_view ToString(StockKind kind) {
   return kind == StockKind::kCounted ? "counted" : "items";
 }
 
+std::string_view ToString(Admission admission) {
+  switch (admission) {
+    case Admission::kDirect:
+      return "direct";
+    case Admission::kQueue:
+      return "queue";
+    case Admission::kFifo:
+      return "fifo";
+  }
+  return "direct";
+}
+
+std::optional<Admission> AdmissionFrom(std::string_view text) {
+  for (auto admission : {Admission::kDirect, Admission::kQueue, Admission::kFifo}) {
+    if (ToString(admission) == text) return admission;
+  }
+  return std::nullopt;
+}
+
+int64_t Lottery::TotalStock() const {
+  int64_t total = 0;
+  for (const auto& prize : prizes) total += prize.stock;
+  return total;
+}
+
+const Prize* Lottery::Find(std::string_view prize_id) const {
+  for (const auto& prize : prizes) {
+    if (prize.id == prize_id) return &prize;
+  }
+  return nullptr;
+}
+
 WindowPosition SeckillActivity::PositionAt(int64_t now_ms) const {
   if (now_ms < start_ms) return WindowPosition::kBefore;
   if (now_ms >= end_ms) return WindowPosition::kAfter;
@@ -26,6 +58,66 @@ int64_t SeckillActivity::InitialUnits() const {
 bool IsValidActivityId(std::string_view id) {
   return base::IsValidId(id) && id.find_first_of(":@.") == std::string_view::npos;
 }
+
+namespace {
+
+base::Status ValidateLottery(const SeckillActivity& a) {
+  const Lottery& lottery = *a.lottery;
+  if (a.kind != StockKind::kCounted) {
+    return MakeError(ErrorCode::kInvalidArgument, "lottery '{}': prizes are counted stock", a.id);
+  }
+  if (lottery.prizes.empty() || static_cast<int64_t>(lottery.prizes.size()) > kMaxPrizes) {
+    return MakeError(ErrorCode::kInvalidArgument, "lottery '{}': needs 1 to {} prizes", a.id,
+                     kMaxPrizes);
+  }
+  if (lottery.no_prize_weight < 0 || lottery.no_prize_weight > kMaxWeight) {
+    return MakeError(ErrorCode::kInvalidArgument, "lottery '{}': no_prize_weight must be 0 to {}",
+                     a.id, kMaxWeight);
+  }
+  if (lottery.queue_capacity < 1 || lottery.queue_capacity > kMaxQueueCapacity) {
+    return MakeError(ErrorCode::kInvalidArgument, "lottery '{}': queue_capacity must be 1 to {}",
+                     a.id, kMaxQueueCapacity);
+  }
+  std::unordered_set<std::string_view> seen;
+  int64_t total_weight = lottery.no_prize_weight;
+  for (const auto& prize : lottery.prizes) {
+    if (!base::IsValidId(prize.id) || prize.id.find(' ') != std::string::npos) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "lottery '{}': prize id '{}' must be 1-64 characters of [A-Za-z0-9_.:@-]",
+                       a.id, prize.id);
+    }
+    if (!seen.insert(prize.id).second) {
+      return MakeError(ErrorCode::kInvalidArgument, "lottery '{}': prize id '{}' appears twice",
+                       a.id, prize.id);
+    }
+    if (prize.name.empty() || prize.name.size() > 100) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "lottery '{}': prize '{}' needs a name of 1 to 100 bytes", a.id, prize.id);
+    }
+    if (prize.weight < 1 || prize.weight > kMaxWeight) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "lottery '{}': prize '{}' weight {} must be 1 to {}", a.id, prize.id,
+                       prize.weight, kMaxWeight);
+    }
+    if (prize.stock < 0 || prize.stock > kMaxUnits) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "lottery '{}': prize '{}' stock {} must be 0 to {}", a.id, prize.id,
+                       prize.stock, kMaxUnits);
+    }
+    total_weight += prize.weight;
+  }
+  if (total_weight > kMaxPrizes * kMaxWeight) {
+    return MakeError(ErrorCode::kInvalidArgument, "lottery '{}': weights are too large", a.id);
+  }
+  if (a.stock != lottery.TotalStock()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "lottery '{}': stock {} must be the prizes' total {}", a.id, a.stock,
+                     lottery.TotalStock());
+  }
+  return {};
+}
+
+}  // namespace
 
 base::Status Validate(const SeckillActivity& a) {
   if (!IsValidActivityId(a.id)) {
@@ -54,6 +146,9 @@ base::Status Validate(const SeckillActivity& a) {
   if (a.per_user_limit < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': per-user limit {} must be >= 1",
                      a.id, a.per_user_limit);
+  }
+  if (a.lottery) {
+    if (auto valid = ValidateLottery(a); !valid) return valid;
   }
   if (a.kind == StockKind::kCounted) {
     if (a.stock < 0 || a.stock > kMaxUnits) {

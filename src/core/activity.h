@@ -3,6 +3,7 @@
 // the Redis layer turns it into script arguments, the store layer into rows.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,35 @@ struct RateLimit {
   bool enabled() const { return per_second > 0; }
 };
 
+// A lottery's prize: `weight` is its share of the draws, `stock` how many can be won.
+struct Prize {
+  std::string id;    // 1-64 characters of [A-Za-z0-9_.:@-], unique in the lottery
+  std::string name;  // for people; 1-100 bytes
+  int64_t weight = 1;
+  int64_t stock = 0;
+};
+
+// How draws reach the draw script.
+enum class Admission {
+  kDirect,  // the request runs the script itself (the default)
+  kQueue,   // the request joins the activity's queue and gets a ticket; consumers draw (S3-3)
+  kFifo,    // kQueue with one consumer at a time, under a lock: strict first come, first served
+};
+std::string_view ToString(Admission admission);  // "direct" | "queue" | "fifo"
+std::optional<Admission> AdmissionFrom(std::string_view text);
+
+// What makes an activity a lottery (抽奖) instead of a sale. A draw picks among the prizes and
+// "no prize" by weight; see src/redis/lua/lottery_draw.lua for the fall-through rule.
+struct Lottery {
+  std::vector<Prize> prizes;
+  int64_t no_prize_weight = 0;
+  Admission admission = Admission::kDirect;
+  int64_t queue_capacity = 100'000;  // queued draws waiting; beyond it 503 with Retry-After
+
+  int64_t TotalStock() const;
+  const Prize* Find(std::string_view prize_id) const;
+};
+
 struct SeckillActivity {
   std::string id;
   std::string title;     // for people; 0-200 bytes, not interpreted
@@ -39,6 +69,11 @@ struct SeckillActivity {
   std::vector<std::string> items;  // kItemised: the distinct item ids
   RateLimit user_rate;             // per user of this activity; off by default
   RateLimit address_rate;          // per client address; off by default
+  // Set: a lottery. Its stock is counted (kCounted) and `stock` is the prizes' total; the
+  // per-user limit counts draws.
+  std::optional<Lottery> lottery;
+
+  bool is_lottery() const { return lottery.has_value(); }
 
   // Where `now_ms` falls in [start_ms, end_ms).
   WindowPosition PositionAt(int64_t now_ms) const;
@@ -59,6 +94,11 @@ inline constexpr int64_t kMaxQuantityPerPurchase = 100;
 inline constexpr int64_t kMaxTimeMs = 253'402'300'799'999;  // 9999-12-31T23:59:59.999Z
 inline constexpr int64_t kMaxUnits = 1'000'000'000'000;     // stock of one activity
 inline constexpr double kMinRatePerSecond = 0.001;          // a slower limit is no limit
+// Lottery bounds: the total weight stays far below 2^52, the range of a draw's random numbers,
+// so the modulo bias of a pick is under 2^-22.
+inline constexpr int64_t kMaxPrizes = 64;
+inline constexpr int64_t kMaxWeight = 1'000'000'000;
+inline constexpr int64_t kMaxQueueCapacity = 10'000'000;
 
 base::Status ValidatePurchase(std::string_view user_id, int64_t quantity);
 

@@ -4,6 +4,8 @@ namespace flashsale::core {
 
 std::string_view StatusWord(Outcome outcome) {
   switch (outcome) {
+    case Outcome::kNoPrize:
+      return "no_prize";
     case Outcome::kReserved:
       return "reserved";
     case Outcome::kLimitReached:
@@ -28,9 +30,19 @@ std::string_view StatusWord(Outcome outcome) {
   return "unknown";
 }
 
+std::string_view DrawStatusWord(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kReserved:
+      return "won";
+    case Outcome::kLimitReached:
+      return "limit_reached";
+    default:
+      return StatusWord(outcome);
+  }
+}
+
 std::optional<Outcome> OutcomeFromCode(int64_t code) {
-  if (code < static_cast<int>(Outcome::kOverloaded) ||
-      code > static_cast<int>(Outcome::kReserved)) {
+  if (code < static_cast<int>(Outcome::kOverloaded) || code > static_cast<int>(Outcome::kNoPrize)) {
     return std::nullopt;
   }
   return static_cast<Outcome>(code);

@@ -9,9 +9,10 @@
 namespace flashsale::core {
 
 enum class Outcome : int {
-  kReserved = 1,          // a unit was taken and the order intent recorded
+  kNoPrize = 2,           // a draw that won nothing (it counts against the user's draws)
+  kReserved = 1,          // a unit was taken and the order intent recorded (a draw: won)
   kLimitReached = 0,      // the user already bought their per-user limit ("already_purchased")
-  kSoldOut = -1,          // not enough stock left for the quantity asked
+  kSoldOut = -1,          // not enough stock left for the quantity asked (a draw: every prize gone)
   kNotStarted = -2,       // before the activity's window
   kEnded = -3,            // after the activity's window
   kUnknownActivity = -4,  // no such activity (or not loaded into Redis yet)
@@ -21,8 +22,10 @@ enum class Outcome : int {
   kOverloaded = -8,       // answered by the service, never by a script
 };
 
-// "reserved", "already_purchased", "sold_out", ...
+// "reserved", "already_purchased", "sold_out", ...; for draws, "won", "no_prize" and
+// "limit_reached" where a sale says "reserved" and "already_purchased".
 std::string_view StatusWord(Outcome outcome);
+std::string_view DrawStatusWord(Outcome outcome);
 
 // The Outcome for a code a script returned, or nothing for a code we do not know.
 std::optional<Outcome> OutcomeFromCode(int64_t code);

@@ -63,6 +63,7 @@ SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activi
     : prefix_(fmt::format("{}:seckill:{{{}}}:", key_namespace, activity_id)) {
   meta_ = prefix_ + "meta";
   stock_ = prefix_ + "stock";
+  prizes_ = prefix_ + "prizes";
   items_ = prefix_ + "items";
   buyers_ = prefix_ + "buyers";
   orders_ = prefix_ + "orders";
@@ -84,7 +85,9 @@ SeckillScripts::SeckillScripts(ScriptRunner& runner, std::string key_namespace)
     : runner_(runner),
       namespace_(std::move(key_namespace)),
       setup_(runner.scripts().Get("seckill_setup")),
+      lottery_setup_(runner.scripts().Get("lottery_setup")),
       reserve_(runner.scripts().Get("seckill_reserve")),
+      draw_(runner.scripts().Get("lottery_draw")),
       release_(runner.scripts().Get("seckill_release")),
       add_stock_(runner.scripts().Get("seckill_add_stock")),
       status_(runner.scripts().Get("seckill_status")),
@@ -101,20 +104,39 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode
     return Reject(runner_, std::move(handler), valid.error());
   }
   const SeckillKeys keys(namespace_, activity.id);
-  ScriptCall call(setup_);
-  call.Key("meta", keys.meta())
-      .Key("stock", keys.stock())
-      .Key("items", keys.items())
-      .Arg("start_ms", activity.start_ms)
-      .Arg("end_ms", activity.end_ms)
-      .Arg("per_user_limit", activity.per_user_limit)
-      .Arg("state", activity.open ? "open" : "closed")
-      .Arg("kind", core::ToString(activity.kind))
-      .Arg("units", activity.InitialUnits())
-      .Arg("load", mode == SetupMode::kLoadIfMissing ? 1 : 0)
-      .Rest("items", activity.items);
+  const Script& script = activity.is_lottery() ? lottery_setup_ : setup_;
+  ScriptCall call(script);
+  if (activity.is_lottery()) {
+    std::vector<std::string> prizes;
+    for (const auto& prize : activity.lottery->prizes) {
+      prizes.push_back(prize.id);
+      prizes.push_back(std::to_string(prize.weight));
+      prizes.push_back(std::to_string(prize.stock));
+    }
+    call.Key("meta", keys.meta())
+        .Key("prizes", keys.prizes())
+        .Arg("start_ms", activity.start_ms)
+        .Arg("end_ms", activity.end_ms)
+        .Arg("per_user_limit", activity.per_user_limit)
+        .Arg("state", activity.open ? "open" : "closed")
+        .Arg("no_prize_weight", activity.lottery->no_prize_weight)
+        .Arg("load", mode == SetupMode::kLoadIfMissing ? 1 : 0)
+        .Rest("prizes", prizes);
+  } else {
+    call.Key("meta", keys.meta())
+        .Key("stock", keys.stock())
+        .Key("items", keys.items())
+        .Arg("start_ms", activity.start_ms)
+        .Arg("end_ms", activity.end_ms)
+        .Arg("per_user_limit", activity.per_user_limit)
+        .Arg("state", activity.open ? "open" : "closed")
+        .Arg("kind", core::ToString(activity.kind))
+        .Arg("units", activity.InitialUnits())
+        .Arg("load", mode == SetupMode::kLoadIfMissing ? 1 : 0)
+        .Rest("items", activity.items);
+  }
   Run<SetupResult>(runner_, call, std::move(handler),
-                   [&script = setup_](ReplyView reply) -> Result<SetupResult> {
+                   [&script](ReplyView reply) -> Result<SetupResult> {
                      auto code = Code(script, reply, 2);
                      if (!code) return std::move(code).error();
                      auto version = IntAt(script, reply, 1);
@@ -184,6 +206,72 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
         for (size_t i = 5; i < reply.size(); ++i) reservation.items.emplace_back(reply[i].str());
         return reservation;
       });
+}
+
+void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request,
+                          Handler<DrawResult> handler) {
+  if (!core::IsValidActivityId(activity_id)) {
+    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
+  }
+  if (auto valid = core::ValidatePurchase(request.user_id, 1); !valid) {
+    return Reject(runner_, std::move(handler), valid.error());
+  }
+  if (!base::IsValidId(request.order_id)) {
+    return Reject(
+        runner_, std::move(handler),
+        MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id));
+  }
+  if (request.pick >= kDrawRandomBound || request.fallback >= kDrawRandomBound) {
+    return Reject(runner_, std::move(handler),
+                  MakeError(ErrorCode::kInvalidArgument, "draw random numbers must be < 2^52"));
+  }
+  if (!request.idempotency_token.empty() &&
+      (!base::IsValidId(request.idempotency_token) || request.idempotency_ttl_ms <= 0)) {
+    return Reject(runner_, std::move(handler),
+                  MakeError(ErrorCode::kInvalidArgument,
+                            "idempotency token must be an id and its ttl positive"));
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  const bool idempotent = !request.idempotency_token.empty();
+  const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
+  ScriptCall call(draw_);
+  call.Key("meta", keys.meta())
+      .Key("prizes", keys.prizes())
+      .Key("buyers", keys.buyers())
+      .Key("orders", keys.orders())
+      .Key("stream", keys.stream())
+      .Key("user_orders", keys.user_orders())
+      .Key("idem", idem_key)
+      .Arg("order_id", request.order_id)
+      .Arg("user_id", request.user_id)
+      .Arg("now_ms", request.now_ms)
+      .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0)
+      .Arg("pick", static_cast<int64_t>(request.pick))
+      .Arg("fallback", static_cast<int64_t>(request.fallback));
+  Run<DrawResult>(runner_, call, std::move(handler),
+                  [&script = draw_](ReplyView reply) -> Result<DrawResult> {
+                    auto code = Code(script, reply, 6);
+                    if (!code) return std::move(code).error();
+                    auto outcome = core::OutcomeFromCode(*code);
+                    if (!outcome) {
+                      return MakeError(ErrorCode::kProtocol, "script {} returned unknown code {}",
+                                       script.name, *code);
+                    }
+                    DrawResult draw;
+                    draw.outcome = *outcome;
+                    auto replayed = IntAt(script, reply, 1);
+                    auto remaining = IntAt(script, reply, 2);
+                    auto draws = IntAt(script, reply, 3);
+                    if (!replayed) return std::move(replayed).error();
+                    if (!remaining) return std::move(remaining).error();
+                    if (!draws) return std::move(draws).error();
+                    draw.replayed = *replayed == 1;
+                    draw.remaining = *remaining;
+                    draw.draws = *draws;
+                    draw.order_id = reply[4].str();
+                    draw.prize_id = reply[5].str();
+                    return draw;
+                  });
 }
 
 void SeckillScripts::Release(std::string_view activity_id, std::string_view order_id,
@@ -270,7 +358,8 @@ void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus
       .Key("items", keys.items())
       .Key("buyers", keys.buyers())
       .Key("orders", keys.orders())
-      .Key("stream", keys.stream());
+      .Key("stream", keys.stream())
+      .Key("prizes", keys.prizes());
   Run<ActivityStatus>(
       runner_, call, std::move(handler),
       [&script = status_](ReplyView reply) -> Result<ActivityStatus> {
@@ -343,7 +432,7 @@ std::optional<RecordedOrder> ParseOrderRecord(std::string_view order_id, std::st
   parts.push_back(record.substr(start));
   RecordedOrder order;
   order.order_id = order_id;
-  if (parts[0] != "R" && parts[0] != "X") return std::nullopt;
+  if (parts[0] != "R" && parts[0] != "X") return std::nullopt;  // N: a draw that won nothing
   order.released = parts[0] == "X";
   auto number = [](std::string_view text, int64_t& out) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);

@@ -1,15 +1,17 @@
 #pragma once
-// Typed bindings of the seckill scripts (src/redis/lua/seckill_*.lua) and the key layout of one
-// activity. The binding is the only code that knows a script's KEYS and ARGV; callers pass named
-// fields and get typed results.
+// Typed bindings of the activity scripts (src/redis/lua/seckill_*.lua for sales, lottery_*.lua
+// for lotteries) and the key layout of one activity. The binding is the only code that knows a
+// script's KEYS and ARGV; callers pass named fields and get typed results.
 //
 // Key layout (DESIGN.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
 // activity in one Redis Cluster slot, so a script may touch all of its keys.
 //   meta    hash    state, window, per-user limit, kind, total/reserved/released, version
 //   stock   string  remaining units (counted stock)
+//   prizes  hash    prize id -> units left (a lottery)
 //   items   list    remaining item ids (itemised stock)
-//   buyers  hash    user id -> units held
-//   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released)
+//   buyers  hash    user id -> units held (a lottery: draws made)
+//   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released; a lottery
+//                   win has its prize id as the item, N marks a draw that won nothing)
 //   user_orders hash user id -> "order_id order_id ..." (the user's orders, for reading back)
 //   stream  stream  the order intents: the outbox the order pipeline persists (group "persist")
 //   dead    stream  order intents that kept failing, with the reason (dead letters)
@@ -40,6 +42,7 @@ class SeckillKeys {
 
   const std::string& meta() const { return meta_; }
   const std::string& stock() const { return stock_; }
+  const std::string& prizes() const { return prizes_; }
   const std::string& items() const { return items_; }
   const std::string& buyers() const { return buyers_; }
   const std::string& orders() const { return orders_; }
@@ -52,7 +55,8 @@ class SeckillKeys {
 
  private:
   std::string prefix_;
-  std::string meta_, stock_, items_, buyers_, orders_, stream_, user_orders_, dead_, failures_;
+  std::string meta_, stock_, prizes_, items_, buyers_, orders_, stream_, user_orders_, dead_,
+      failures_;
 };
 
 struct SetupResult {
@@ -75,6 +79,30 @@ struct ReserveRequest {
   // for idempotency_ttl_ms and every retry with the token gets it back, with its order id.
   std::string_view idempotency_token;
   int64_t idempotency_ttl_ms = 0;
+};
+
+struct DrawRequest {
+  std::string_view order_id;  // unique per draw; a retry with the same id is a replay
+  std::string_view user_id;
+  int64_t now_ms = 0;
+  // Uniform random integers in [0, 2^52) from the caller's CSPRNG: the first chooses by weight
+  // among "no prize" and every prize, the second among the prizes left when the first chose one
+  // that is out (lottery_draw.lua).
+  uint64_t pick = 0;
+  uint64_t fallback = 0;
+  // As for ReserveRequest; a queued draw passes its ticket's token here.
+  std::string_view idempotency_token;
+  int64_t idempotency_ttl_ms = 0;
+};
+inline constexpr uint64_t kDrawRandomBound = uint64_t{1} << 52;
+
+struct DrawResult {
+  core::Outcome outcome = core::Outcome::kUnknownActivity;  // kReserved: won
+  bool replayed = false;
+  int64_t remaining = 0;  // prize units left, all prizes
+  int64_t draws = 0;      // the user's draws so far (this one included)
+  std::string order_id;   // the draw's id (an earlier call's, when replayed)
+  std::string prize_id;   // kReserved: the prize won
 };
 
 struct Reservation {
@@ -136,6 +164,8 @@ class SeckillScripts {
   void Setup(const core::SeckillActivity& activity, SetupMode mode, Handler<SetupResult> handler);
   void Reserve(std::string_view activity_id, const ReserveRequest& request,
                Handler<Reservation> handler);
+  // A lottery draw (the activity must be a lottery; a sale answers kUnknownActivity).
+  void Draw(std::string_view activity_id, const DrawRequest& request, Handler<DrawResult> handler);
   void Release(std::string_view activity_id, std::string_view order_id,
                Handler<ReleaseResult> handler);
   void AddStock(std::string_view activity_id, int64_t units, std::span<const std::string> items,
@@ -160,6 +190,11 @@ class SeckillScripts {
     return Initiate<Reservation>(token, [this, activity_id, request](auto h) {
       Reserve(activity_id, request, std::move(h));
     });
+  }
+  template <typename Token>
+  auto AsyncDraw(std::string_view activity_id, const DrawRequest& request, Token&& token) {
+    return Initiate<DrawResult>(
+        token, [this, activity_id, request](auto h) { Draw(activity_id, request, std::move(h)); });
   }
   template <typename Token>
   auto AsyncRelease(std::string_view activity_id, std::string_view order_id, Token&& token) {
@@ -200,7 +235,9 @@ class SeckillScripts {
   ScriptRunner& runner_;
   std::string namespace_;
   const Script& setup_;
+  const Script& lottery_setup_;
   const Script& reserve_;
+  const Script& draw_;
   const Script& release_;
   const Script& add_stock_;
   const Script& status_;

@@ -126,7 +126,21 @@ CREATE TABLE IF NOT EXISTS orders (
 )sql",
 };
 
-constexpr std::array<std::span<const std::string_view>, 2> kMigrations = {kMigration1, kMigration2};
+// Lotteries: the definition (JSON, store.h EncodeLottery) and one win per user and draw (draw_key
+// is NULL for a sale's order, and NULLs never clash). Each statement checks the catalogue first,
+// so a migration stopped half-way can run again.
+constexpr std::string_view kMigration3[] = {
+    "ALTER TABLE activities ADD COLUMN IF NOT EXISTS lottery TEXT NOT NULL DEFAULT ''",
+    R"sql(
+ALTER TABLE orders
+  ADD COLUMN IF NOT EXISTS draw_no BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS draw_key BIGINT AS (IF(draw_no > 0, draw_no, NULL)) STORED,
+  ADD UNIQUE KEY IF NOT EXISTS orders_one_per_draw (activity_id, user_id, draw_key)
+)sql",
+};
+
+constexpr std::array<std::span<const std::string_view>, 3> kMigrations = {kMigration1, kMigration2,
+                                                                          kMigration3};
 
 // One name per database on the server: LEFT(SHA1(..)) keeps it within GET_LOCK's 64 characters.
 constexpr std::string_view kMigrationLock =
@@ -714,7 +728,8 @@ void InitLibrary() {
 
 constexpr std::string_view kSelectActivity =
     "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
-    "user_burst, address_rate, address_burst, version, created_ms, updated_ms FROM activities";
+    "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery FROM "
+    "activities";
 
 ActivityRecord ReadActivity(const Row& row) {
   ActivityRecord record;
@@ -733,6 +748,7 @@ ActivityRecord ReadActivity(const Row& row) {
   record.version = row.Int(12);
   record.created_ms = row.Int(13);
   record.updated_ms = row.Int(14);
+  SetLotteryFromColumn(a, row.Text(15));
   return record;
 }
 
@@ -776,7 +792,7 @@ base::Status InsertItems(Connection& conn, std::string_view activity_id,
 
 constexpr std::string_view kSelectOrder =
     "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
-    "persisted_ms, stream_id FROM orders";
+    "persisted_ms, stream_id, draw_no FROM orders";
 
 OrderRecord ReadOrder(const Row& row) {
   OrderRecord order;
@@ -790,6 +806,7 @@ OrderRecord ReadOrder(const Row& row) {
   order.created_ms = row.Int(7);
   order.persisted_ms = row.Int(8);
   order.stream_id = row.Text(9);
+  order.draw_no = row.Int(10);
   return order;
 }
 
@@ -851,8 +868,8 @@ constexpr size_t kMaxBytesPerInsert = 4 << 20;  // well under the server's max_a
 
 constexpr std::string_view kInsertColumns =
     "INSERT IGNORE INTO orders (order_id, activity_id, user_id, quantity, items, state, "
-    "single_unit, created_ms, persisted_ms, stream_id) VALUES ";
-constexpr std::string_view kInsertRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "single_unit, created_ms, persisted_ms, stream_id, draw_no) VALUES ";
+constexpr std::string_view kInsertRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 // The columns' collation (utf8mb4_bin) is PAD SPACE: trailing spaces do not count when ids are
 // compared. In-memory sets of ids compare them the same way.
@@ -1004,7 +1021,7 @@ Result<std::optional<std::vector<InsertOutcome>>> InsertBatched(Connection& conn
                items[end].size() + order.stream_id.size() + 64;
       params.insert(params.end(), {order.order_id, order.activity_id, order.user_id, order.quantity,
                                    items[end], ToString(order.state), int64_t{order.single_unit},
-                                   order.created_ms, now_ms, order.stream_id});
+                                   order.created_ms, now_ms, order.stream_id, order.draw_no});
       ++end;
     }
     Statement& insert = inserts.Get(end - start, sql);
@@ -1052,7 +1069,7 @@ Result<std::vector<InsertOutcome>> InsertOneByOne(Connection& conn,
     const std::string items = base::JoinWords(order.items);
     if (auto run = insert.Execute({order.order_id, order.activity_id, order.user_id, order.quantity,
                                    items, ToString(order.state), int64_t{order.single_unit},
-                                   order.created_ms, now_ms, order.stream_id});
+                                   order.created_ms, now_ms, order.stream_id, order.draw_no});
         !run) {
       return run.error();
     }
@@ -1216,13 +1233,14 @@ Result<ActivityRecord> MySqlStore::CreateActivity(const core::SeckillActivity& a
     Statement insert(conn,
                      "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, "
                      "open, total_units, user_rate, user_burst, address_rate, address_burst, "
-                     "version, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                     "?, 1, ?, ?)",
+                     "version, created_ms, updated_ms, lottery) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                     "?, ?, ?, 1, ?, ?, ?)",
                      "create activity");
+    const std::string lottery = EncodeLottery(a.lottery);
     auto run = insert.Execute({a.id, a.title, core::ToString(a.kind), a.start_ms, a.end_ms,
                                a.per_user_limit, int64_t{a.open}, a.InitialUnits(),
                                a.user_rate.per_second, a.user_rate.burst, a.address_rate.per_second,
-                               a.address_rate.burst, now_ms, now_ms});
+                               a.address_rate.burst, now_ms, now_ms, lottery});
     if (!run) {
       if (run.error().code == ErrorCode::kAlreadyExists) {
         return MakeError(ErrorCode::kAlreadyExists, "activity '{}' exists already", a.id);

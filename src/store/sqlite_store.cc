@@ -19,7 +19,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 2> kMigrations = {
+constexpr std::array<std::string_view, 3> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -62,6 +62,13 @@ CREATE UNIQUE INDEX orders_one_live_per_user ON orders (activity_id, user_id)
   WHERE single_unit = 1 AND state <> 'cancelled';
 CREATE INDEX orders_by_user ON orders (user_id, created_ms);
 CREATE INDEX orders_by_activity ON orders (activity_id, state);
+)sql",
+    // Lotteries: the definition (JSON, store.h EncodeLottery) and one win per user and draw.
+    R"sql(
+ALTER TABLE activities ADD COLUMN lottery TEXT NOT NULL DEFAULT '';
+ALTER TABLE orders ADD COLUMN draw_no INTEGER NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX orders_one_per_draw ON orders (activity_id, user_id, draw_no)
+  WHERE draw_no > 0;
 )sql",
 };
 
@@ -181,7 +188,8 @@ class Transaction {
 
 constexpr std::string_view kSelectActivity =
     "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
-    "user_burst, address_rate, address_burst, version, created_ms, updated_ms FROM activities";
+    "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery FROM "
+    "activities";
 
 ActivityRecord ReadActivity(const Stmt& row) {
   ActivityRecord record;
@@ -200,6 +208,7 @@ ActivityRecord ReadActivity(const Stmt& row) {
   record.version = row.Int(12);
   record.created_ms = row.Int(13);
   record.updated_ms = row.Int(14);
+  SetLotteryFromColumn(a, row.Text(15));
   return record;
 }
 
@@ -221,7 +230,7 @@ base::Status InsertItems(sqlite3* db, std::string_view activity_id,
 
 constexpr std::string_view kSelectOrder =
     "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
-    "persisted_ms, stream_id FROM orders";
+    "persisted_ms, stream_id, draw_no FROM orders";
 
 OrderRecord ReadOrder(const Stmt& row) {
   OrderRecord order;
@@ -235,6 +244,7 @@ OrderRecord ReadOrder(const Stmt& row) {
   order.created_ms = row.Int(7);
   order.persisted_ms = row.Int(8);
   order.stream_id = row.Text(9);
+  order.draw_no = row.Int(10);
   return order;
 }
 
@@ -355,7 +365,8 @@ Result<ActivityRecord> SqliteStore::CreateActivity(const core::SeckillActivity& 
   Stmt insert(db_,
               "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, open, "
               "total_units, user_rate, user_burst, address_rate, address_burst, version, "
-              "created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)");
+              "created_ms, updated_ms, lottery) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, "
+              "?, ?)");
   insert.Bind(a.id)
       .Bind(a.title)
       .Bind(core::ToString(a.kind))
@@ -369,7 +380,8 @@ Result<ActivityRecord> SqliteStore::CreateActivity(const core::SeckillActivity& 
       .Bind(a.address_rate.per_second)
       .Bind(a.address_rate.burst)
       .Bind(now_ms)
-      .Bind(now_ms);
+      .Bind(now_ms)
+      .Bind(EncodeLottery(a.lottery));
   if (auto run = insert.Run("create activity"); !run) {
     if (run.error().code == ErrorCode::kAlreadyExists) {
       return MakeError(ErrorCode::kAlreadyExists, "activity '{}' exists already", a.id);
@@ -460,8 +472,8 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
   Stmt exists(db_, "SELECT 1 FROM orders WHERE order_id = ?");
   Stmt insert(db_,
               "INSERT INTO orders (order_id, activity_id, user_id, quantity, items, state, "
-              "single_unit, created_ms, persisted_ms, stream_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-              "?, ?) ON CONFLICT DO NOTHING");
+              "single_unit, created_ms, persisted_ms, stream_id, draw_no) VALUES (?, ?, ?, ?, ?, "
+              "?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING");
   std::vector<InsertOutcome> outcomes;
   outcomes.reserve(orders.size());
   for (const OrderRecord& order : orders) {
@@ -482,9 +494,11 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
         .Bind(int64_t{order.single_unit})
         .Bind(order.created_ms)
         .Bind(now_ms)
-        .Bind(order.stream_id);
+        .Bind(order.stream_id)
+        .Bind(order.draw_no);
     if (auto run = insert.Run("insert order"); !run) return run.error();
-    // Not inserted although no order has this id: the one-live-order-per-user key refused it.
+    // Not inserted although no order has this id: the one-live-order-per-user key (or the
+    // one-win-per-draw key) refused it.
     outcomes.push_back(sqlite3_changes(db_) == 1 ? InsertOutcome::kInserted
                                                  : InsertOutcome::kConflict);
   }

@@ -44,6 +44,14 @@ std::string_view ToString(OrderState state);       // "reserved" | "paid" | "can
 OrderState OrderStateFrom(std::string_view text);  // the inverse; unknown text is kReserved
 
 // One order as the record holds it; written from an order intent of the activity's stream.
+// A lottery definition as the record keeps it (a JSON text column); empty text for a sale.
+std::string EncodeLottery(const std::optional<core::Lottery>& lottery);
+// The inverse; kInvalidArgument for text that is not a lottery this code wrote.
+base::Result<std::optional<core::Lottery>> DecodeLottery(std::string_view text);
+// Sets the lottery of a row just read from its column; a column that does not decode leaves the
+// activity closed, and says so in the log, rather than selling a lottery's stock as a sale.
+void SetLotteryFromColumn(core::SeckillActivity& activity, std::string_view text);
+
 struct OrderRecord {
   std::string order_id;
   std::string activity_id;
@@ -54,6 +62,9 @@ struct OrderRecord {
   // The activity's per-user limit is 1: the record then holds at most one live (not cancelled)
   // order per user and activity, a unique key that catches a double sale (S3-5).
   bool single_unit = false;
+  // A lottery win: the user's draw number (1, 2, ...), unique per activity and user, so a win
+  // recorded twice under two order ids is refused as a conflict. 0 for a sale.
+  int64_t draw_no = 0;
   int64_t created_ms = 0;    // when Redis reserved it
   int64_t persisted_ms = 0;  // when it reached the record (set by InsertOrders)
   std::string stream_id;     // the intent's entry id in the activity's stream

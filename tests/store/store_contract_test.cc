@@ -287,6 +287,59 @@ TEST_P(StoreContractTest, InsertOrdersIsIdempotentAndCatchesADoubleSale) {
   EXPECT_EQ(store_->CountOrders("other")->orders, 0);
 }
 
+TEST_P(StoreContractTest, ALotteryKeepsItsPrizeTable) {
+  auto a = Counted("spring-draw");
+  a.per_user_limit = 3;
+  a.lottery =
+      core::Lottery{.prizes = {{"gold", "A gold coin", 1, 2}, {"mug", "A mug \"tea\"", 9, 5}},
+                    .no_prize_weight = 90,
+                    .admission = core::Admission::kFifo,
+                    .queue_capacity = 500};
+  a.stock = 7;
+  auto created = store_->CreateActivity(a, 1);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  for (const auto& record : {*created, *store_->GetActivity("spring-draw", false)}) {
+    ASSERT_TRUE(record.activity.is_lottery());
+    const core::Lottery& lottery = *record.activity.lottery;
+    ASSERT_EQ(lottery.prizes.size(), 2u);
+    EXPECT_EQ(lottery.prizes[1].id, "mug");
+    EXPECT_EQ(lottery.prizes[1].name, "A mug \"tea\"");
+    EXPECT_EQ(lottery.prizes[1].weight, 9);
+    EXPECT_EQ(lottery.prizes[0].stock, 2);
+    EXPECT_EQ(lottery.no_prize_weight, 90);
+    EXPECT_EQ(lottery.admission, core::Admission::kFifo);
+    EXPECT_EQ(lottery.queue_capacity, 500);
+    EXPECT_EQ(record.total_units, 7);
+  }
+  ASSERT_TRUE(store_->CreateActivity(Counted("sale"), 1).ok());
+  EXPECT_FALSE(store_->GetActivity("sale", false)->activity.is_lottery());
+}
+
+TEST_P(StoreContractTest, OneWinPerUserAndDraw) {
+  auto win = [](std::string id, std::string user, int64_t draw) {
+    OrderRecord order = Order(std::move(id), std::move(user), false);
+    order.items = {"gold"};
+    order.draw_no = draw;
+    return order;
+  };
+  std::vector<OrderRecord> batch = {win("w1", "alice", 1), win("w2", "alice", 2),
+                                    win("w3", "bob", 1)};
+  auto first = store_->InsertOrders(batch, 1);
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_EQ(*first, std::vector<InsertOutcome>(3, InsertOutcome::kInserted));
+  // The same draw under another order id (a win recorded twice): refused, not a second prize.
+  std::vector<OrderRecord> again = {win("w4", "alice", 2), win("w1", "alice", 1),
+                                    win("w5", "alice", 3)};
+  auto second = store_->InsertOrders(again, 2);
+  ASSERT_TRUE(second.ok()) << second.error().ToString();
+  EXPECT_EQ(*second,
+            (std::vector<InsertOutcome>{InsertOutcome::kConflict, InsertOutcome::kDuplicate,
+                                        InsertOutcome::kInserted}));
+  EXPECT_EQ(store_->GetOrder("w5")->draw_no, 3);
+  EXPECT_EQ(store_->GetOrder("w5")->items, std::vector<std::string>{"gold"});
+  EXPECT_EQ(store_->CountOrders("act")->units, 4);
+}
+
 TEST_P(StoreContractTest, ACancelledOrderFreesTheUsersSlot) {
   auto cancelled = Order("c1", "dave");
   cancelled.state = OrderState::kCancelled;

@@ -5,6 +5,9 @@
 -- Returns {1, remaining, version} | {-4} unknown activity
 local kind = redis.call('HGET', KEYS[1], 'kind')
 if not kind then return {-4} end
+if kind == 'lottery' then
+  return redis.error_reply('ERR flashsale: a lottery\'s prize stock is set when it is created')
+end
 local units = tonumber(ARGV[1])
 if not units or units < 1 or units % 1 ~= 0 then
   return redis.error_reply('ERR flashsale: units must be an integer >= 1')

@@ -14,6 +14,9 @@ end
 if state ~= 'R' then return {0} end
 qty = tonumber(qty)
 local kind = redis.call('HGET', KEYS[1], 'kind')
+if kind == 'lottery' then
+  return redis.error_reply('ERR flashsale: a lottery win is not released by this script')
+end
 
 redis.call('HSET', KEYS[5], ARGV[1], 'X' .. string.sub(rec, 2))
 if kind == 'items' then

@@ -1,6 +1,6 @@
 #!lua flags=no-writes
--- One consistent snapshot of an activity's counters, for admin status, reconciliation and tests.
--- KEYS: meta stock items buyers orders stream
+-- One consistent snapshot of an activity's counters (a sale or a lottery), for admin status, reconciliation and tests.
+-- KEYS: meta stock items buyers orders stream prizes
 -- ARGV:
 -- Returns {-4} unknown activity, or {1, state, kind, start_ms, end_ms, per_user_limit, total,
 -- reserved, released, version, remaining, stream_length, orders, buyers}
@@ -9,6 +9,9 @@ local m = redis.call('HMGET', KEYS[1], 'state', 'kind', 'start_ms', 'end_ms', 'l
 if not m[1] then return {-4} end
 local remaining
 if m[2] == 'counted' then remaining = tonumber(redis.call('GET', KEYS[2]) or '0')
+elseif m[2] == 'lottery' then
+  remaining = 0
+  for _, left in ipairs(redis.call('HVALS', KEYS[7])) do remaining = remaining + tonumber(left) end
 else remaining = redis.call('LLEN', KEYS[3]) end
 return {1, m[1], m[2], tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6]),
   tonumber(m[7]), tonumber(m[8]), tonumber(m[9]), remaining, redis.call('XLEN', KEYS[6]),
