@@ -106,8 +106,8 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode
   const SeckillKeys keys(namespace_, activity.id);
   const Script& script = activity.is_lottery() ? lottery_setup_ : setup_;
   ScriptCall call(script);
+  std::vector<std::string> prizes;  // the call refers to these until it is sent
   if (activity.is_lottery()) {
-    std::vector<std::string> prizes;
     for (const auto& prize : activity.lottery->prizes) {
       prizes.push_back(prize.id);
       prizes.push_back(std::to_string(prize.weight));

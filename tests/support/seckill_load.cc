@@ -62,28 +62,50 @@ asio::awaitable<void> Caller(Shared& shared, redis::SeckillScripts& scripts, uin
     AttemptRecord& record = shared.report->attempts[static_cast<size_t>(index)];
     record.order_id = ids.Next();
     record.user_id = "u" + std::to_string(random.Uniform(static_cast<uint64_t>(options.users)));
+    const uint64_t pick = random.Uniform(redis::kDrawRandomBound);
+    const uint64_t fallback = random.Uniform(redis::kDrawRandomBound);
     const auto give_up = std::chrono::steady_clock::now() + options.retry_for;
     while (!record.resolved && std::chrono::steady_clock::now() < give_up) {
       ++record.calls;
-      redis::ReserveRequest request{.order_id = record.order_id,
-                                    .user_id = record.user_id,
-                                    .quantity = options.quantity,
-                                    .now_ms = options.now_ms};
-      auto result =
-          co_await scripts.AsyncReserve(options.activity_id, request, asio::use_awaitable);
-      if (result.ok()) {
-        record.resolved = true;
-        record.outcome = result->outcome;
-        record.replayed = result->replayed;
-        record.items = std::move(result->items);
-        break;
+      base::Status failed;
+      if (options.draw) {
+        const redis::DrawRequest request{.order_id = record.order_id,
+                                         .user_id = record.user_id,
+                                         .now_ms = options.now_ms,
+                                         .pick = pick,
+                                         .fallback = fallback};
+        auto result = co_await scripts.AsyncDraw(options.activity_id, request, asio::use_awaitable);
+        if (result.ok()) {
+          record.resolved = true;
+          record.outcome = result->outcome;
+          record.replayed = result->replayed;
+          record.draws = result->draws;
+          if (!result->prize_id.empty()) record.items = {result->prize_id};
+          break;
+        }
+        failed = std::move(result).error();
+      } else {
+        const redis::ReserveRequest request{.order_id = record.order_id,
+                                            .user_id = record.user_id,
+                                            .quantity = options.quantity,
+                                            .now_ms = options.now_ms};
+        auto result =
+            co_await scripts.AsyncReserve(options.activity_id, request, asio::use_awaitable);
+        if (result.ok()) {
+          record.resolved = true;
+          record.outcome = result->outcome;
+          record.replayed = result->replayed;
+          record.items = std::move(result->items);
+          break;
+        }
+        failed = std::move(result).error();
       }
       {
         std::lock_guard lock(shared.mutex);
         ++shared.report->failed_calls;
-        ++shared.report->error_codes[result.error().code];
+        ++shared.report->error_codes[failed.error().code];
         if (shared.report->sample_errors.size() < 20) {
-          shared.report->sample_errors.push_back(result.error().ToString());
+          shared.report->sample_errors.push_back(failed.error().ToString());
         }
       }
       // Not resolved: the same order id again after a short pause. Safe whatever the error

@@ -1,8 +1,9 @@
 #pragma once
-// Drives many concurrent reserve calls at one activity, from several I/O threads (one pipelined
-// connection each) with many coroutine callers per connection, and records every attempt's final
-// outcome. A call that fails is retried with the SAME order id (the reserve script is idempotent
-// on it) until it has a definite outcome, so the report can be checked exactly against Redis.
+// Drives many concurrent reserve (or lottery draw) calls at one activity, from several I/O threads
+// (one pipelined connection each) with many coroutine callers per connection, and records every
+// attempt's final outcome. A call that fails is retried with the SAME order id (the reserve script
+// is idempotent on it) until it has a definite outcome, so the report can be checked exactly
+// against Redis.
 
 #include <chrono>
 #include <cstdint>
@@ -26,6 +27,7 @@ struct SeckillLoadOptions {
   int64_t users = 20000;  // user ids u0 .. u<users-1>, picked at random
   int64_t quantity = 1;
   int64_t now_ms = 0;
+  bool draw = false;  // lottery draws (the activity is a lottery) instead of reservations
   uint64_t seed = 1;
   std::chrono::milliseconds call_timeout{2000};
   // How long one attempt may keep retrying before it is reported unresolved.
@@ -42,8 +44,9 @@ struct AttemptRecord {
   bool resolved = false;
   core::Outcome outcome = core::Outcome::kUnknownActivity;
   bool replayed = false;
-  int calls = 0;  // 1 + retries
-  std::vector<std::string> items;
+  int calls = 0;                   // 1 + retries
+  std::vector<std::string> items;  // a draw: the prize won
+  int64_t draws = 0;               // a draw: the user's draws after it
 };
 
 struct SeckillLoadReport {
