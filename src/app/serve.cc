@@ -86,8 +86,10 @@ Result<redis::ConnectionOptions> RedisOptionsFor(const ServeConfig& config,
   return options;
 }
 
-// Creates the demo activity (open now for 30 days, limit 1) unless it exists, on a short-lived
-// connection of its own, before the server loads its registry.
+// Creates the demo activities unless they exist, on a short-lived connection of their own, before
+// the server loads its registry: the sale `demo` (open now for 30 days, limit 1) and the lottery
+// `demo-lottery` (three prizes of different weights and stocks, a "no prize" weight, one draw per
+// user).
 base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOptions& redis_options,
                         store::Store& store, const service::ServiceSettings& settings) {
   asio::io_context io;
@@ -109,10 +111,24 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
         demo.end_ms = now + int64_t{30} * 24 * 3600 * 1000;
         demo.per_user_limit = 1;
         demo.stock = config.demo_stock;
-        auto state = co_await service::CreateActivity(context, demo);
+        core::SeckillActivity lottery = demo;
+        lottery.id = "demo-lottery";
+        lottery.title = "Demo lottery";
+        lottery.lottery = core::Lottery{.prizes = {{"grand", "Grand prize: a phone", 1, 1},
+                                                   {"mug", "A flashsale mug", 5, 10},
+                                                   {"coupon", "A 10% coupon", 24, 100}},
+                                        .no_prize_weight = 70};
+        lottery.stock = lottery.lottery->TotalStock();
+        std::optional<base::Error> failed;
+        for (const core::SeckillActivity* activity : {&demo, &lottery}) {
+          auto state = co_await service::CreateActivity(context, *activity);
+          if (!state.ok() && state.error().code != ErrorCode::kAlreadyExists) {
+            failed = std::move(state).error();
+            break;
+          }
+        }
         connection->Stop();
-        if (state.ok() || state.error().code == ErrorCode::kAlreadyExists) co_return std::nullopt;
-        co_return std::move(state).error();
+        co_return failed;
       },
       asio::use_future);
   io.run();
@@ -281,10 +297,12 @@ int RunServe(const ServeConfig& config) {
                            gateway ? "gateway (X-User-Id)" : "token (Bearer)");
   if (config.demo) {
     std::cout << fmt::format(
-        "demo: activity 'demo' is open with {} units, one per user\n"
+        "demo: activity 'demo' is open with {} units, one per user; lottery 'demo-lottery' "
+        "with 111 prizes, one draw per user\n"
         "  open  {}/\n"
-        "  try   curl -s -X POST -H 'X-User-Id: alice' {}/api/v1/activities/demo/purchase\n",
-        config.demo_stock, base_url, base_url);
+        "  try   curl -s -X POST -H 'X-User-Id: alice' {}/api/v1/activities/demo/purchase\n"
+        "        curl -s -X POST -H 'X-User-Id: alice' {}/api/v1/activities/demo-lottery/draw\n",
+        config.demo_stock, base_url, base_url, base_url);
   }
   std::cout << fmt::format("admin token: {}\n", config.admin_token.empty()
                                                     ? "in " + config.data_dir + "/admin-token"

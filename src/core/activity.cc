@@ -32,6 +32,10 @@ std::optional<Admission> AdmissionFrom(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view KindName(const SeckillActivity& activity) {
+  return activity.is_lottery() ? "lottery" : ToString(activity.kind);
+}
+
 int64_t Lottery::TotalStock() const {
   int64_t total = 0;
   for (const auto& prize : prizes) total += prize.stock;

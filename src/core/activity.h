@@ -81,6 +81,9 @@ struct SeckillActivity {
   int64_t InitialUnits() const;
 };
 
+// "counted" | "items" | "lottery": what the API calls the activity's kind.
+std::string_view KindName(const SeckillActivity& activity);
+
 // Activity ids become part of Redis keys and URLs: 1-64 characters of [A-Za-z0-9_-].
 bool IsValidActivityId(std::string_view id);
 

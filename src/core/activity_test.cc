@@ -79,16 +79,52 @@ TEST(ActivityTest, ValidatesPurchases) {
 }
 
 TEST(OutcomeTest, CodesRoundTrip) {
-  for (int code = -8; code <= 1; ++code) {
+  for (int code = -8; code <= 2; ++code) {
     auto outcome = OutcomeFromCode(code);
     ASSERT_TRUE(outcome.has_value()) << code;
     EXPECT_EQ(static_cast<int>(*outcome), code);
     EXPECT_NE(StatusWord(*outcome), "unknown");
   }
-  EXPECT_FALSE(OutcomeFromCode(2).has_value());
+  EXPECT_FALSE(OutcomeFromCode(3).has_value());
   EXPECT_FALSE(OutcomeFromCode(-9).has_value());
   EXPECT_EQ(StatusWord(Outcome::kLimitReached), "already_purchased");
   EXPECT_EQ(StatusWord(Outcome::kSoldOut), "sold_out");
+  EXPECT_EQ(DrawStatusWord(Outcome::kReserved), "won");
+  EXPECT_EQ(DrawStatusWord(Outcome::kNoPrize), "no_prize");
+  EXPECT_EQ(DrawStatusWord(Outcome::kLimitReached), "limit_reached");
+  EXPECT_EQ(DrawStatusWord(Outcome::kSoldOut), "sold_out");
+}
+
+SeckillActivity ValidLottery() {
+  SeckillActivity a = Valid();
+  a.lottery =
+      Lottery{.prizes = {{"gold", "Gold", 1, 2}, {"mug", "Mug", 9, 8}}, .no_prize_weight = 90};
+  a.stock = 10;
+  return a;
+}
+
+TEST(LotteryTest, ValidatesPrizeTables) {
+  EXPECT_TRUE(Validate(ValidLottery()).ok());
+  EXPECT_EQ(KindName(ValidLottery()), "lottery");
+  EXPECT_EQ(ValidLottery().InitialUnits(), 10);
+  auto mutate = [](auto change) {
+    SeckillActivity a = ValidLottery();
+    change(a);
+    return Validate(a).ok();
+  };
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.stock = 11; }));  // not the prizes' total
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes.clear(); }));
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[1].id = "gold"; }));
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[0].id = "a b"; }));
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[0].weight = 0; }));
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[0].weight = kMaxWeight + 1; }));
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[0].name = ""; }));
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->no_prize_weight = -1; }));
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->queue_capacity = 0; }));
+  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.kind = StockKind::kItemised; }));
+  EXPECT_TRUE(mutate([](SeckillActivity& a) { a.lottery->no_prize_weight = 0; }));
+  EXPECT_EQ(AdmissionFrom("fifo"), Admission::kFifo);
+  EXPECT_FALSE(AdmissionFrom("lifo").has_value());
 }
 
 }  // namespace

@@ -61,22 +61,23 @@ OrderStream::OrderStream(ScriptRunner& runner, std::string key_namespace)
       dead_letter_(runner.scripts().Get("order_dead_letter")),
       retry_dead_(runner.scripts().Get("order_retry_dead")) {}
 
-asio::awaitable<base::Status> OrderStream::EnsureGroup(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
-  const Command create = Build({"XGROUP", "CREATE", keys.stream(), kGroup, "0", "MKSTREAM"});
-  auto reply = co_await Send(runner_.connection(), create);
+asio::awaitable<base::Status> EnsureStreamGroup(Connection& connection, std::string_view key,
+                                                std::string_view group) {
+  const Command create = Build({"XGROUP", "CREATE", key, group, "0", "MKSTREAM"});
+  auto reply = co_await Send(connection, create);
   if (reply.ok() || reply.error().message.starts_with("BUSYGROUP")) co_return base::Status();
   co_return std::move(reply).error();
 }
 
-asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ReadNew(std::string_view activity_id,
-                                                                       std::string_view consumer,
-                                                                       int64_t count) {
-  const SeckillKeys keys(namespace_, activity_id);
+asio::awaitable<Result<std::vector<StreamEntry>>> ReadGroupNew(Connection& connection,
+                                                               std::string_view key,
+                                                               std::string_view group,
+                                                               std::string_view consumer,
+                                                               int64_t count) {
   const IntArg n(count);
   const Command read =
-      Build({"XREADGROUP", "GROUP", kGroup, consumer, "COUNT", n, "STREAMS", keys.stream(), ">"});
-  auto reply = co_await Send(runner_.connection(), read);
+      Build({"XREADGROUP", "GROUP", group, consumer, "COUNT", n, "STREAMS", key, ">"});
+  auto reply = co_await Send(connection, read);
   if (!reply.ok()) co_return std::move(reply).error();
   if (reply->is_nil()) co_return std::vector<StreamEntry>{};
   if (!reply->is_array() || reply->size() != 1 || (*reply)[0].size() != 2) {
@@ -85,22 +86,42 @@ asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ReadNew(std::stri
   co_return ParseEntries((*reply)[0][1]);
 }
 
-asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::Claim(std::string_view activity_id,
-                                                                     std::string_view consumer,
-                                                                     int64_t min_idle_ms,
-                                                                     int64_t count) {
-  const SeckillKeys keys(namespace_, activity_id);
+asio::awaitable<Result<std::vector<StreamEntry>>> AutoClaim(Connection& connection,
+                                                            std::string_view key,
+                                                            std::string_view group,
+                                                            std::string_view consumer,
+                                                            int64_t min_idle_ms, int64_t count) {
   const IntArg idle(min_idle_ms);
   const IntArg n(count);
-  const Command claim =
-      Build({"XAUTOCLAIM", keys.stream(), kGroup, consumer, idle, "0-0", "COUNT", n});
-  auto reply = co_await Send(runner_.connection(), claim);
+  const Command claim = Build({"XAUTOCLAIM", key, group, consumer, idle, "0-0", "COUNT", n});
+  auto reply = co_await Send(connection, claim);
   if (!reply.ok()) co_return std::move(reply).error();
   // [next cursor, entries, ids of deleted entries (removed from the pending list by Redis)]
   if (!reply->is_array() || reply->size() < 2) {
     co_return MakeError(ErrorCode::kProtocol, "XAUTOCLAIM: unexpected {}", reply->Describe());
   }
   co_return ParseEntries((*reply)[1]);
+}
+
+asio::awaitable<base::Status> OrderStream::EnsureGroup(std::string_view activity_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  co_return co_await EnsureStreamGroup(runner_.connection(), keys.stream(), kGroup);
+}
+
+asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ReadNew(std::string_view activity_id,
+                                                                       std::string_view consumer,
+                                                                       int64_t count) {
+  const SeckillKeys keys(namespace_, activity_id);
+  co_return co_await ReadGroupNew(runner_.connection(), keys.stream(), kGroup, consumer, count);
+}
+
+asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::Claim(std::string_view activity_id,
+                                                                     std::string_view consumer,
+                                                                     int64_t min_idle_ms,
+                                                                     int64_t count) {
+  const SeckillKeys keys(namespace_, activity_id);
+  co_return co_await AutoClaim(runner_.connection(), keys.stream(), kGroup, consumer, min_idle_ms,
+                               count);
 }
 
 asio::awaitable<Result<int64_t>> OrderStream::Ack(std::string_view activity_id,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "redis/connection.h"
 #include "redis/scripts.h"
 
 namespace flashsale::redis {
@@ -24,6 +25,21 @@ struct StreamEntry {
   std::vector<std::pair<std::string, std::string>> fields;
   std::string_view Field(std::string_view name) const;  // empty if absent
 };
+
+// Consumer-group primitives on any stream key, shared by the order streams and the lotteries'
+// admission queues. None blocks the connection (no BLOCK).
+// Creates the group (reading from the stream's start, creating the stream) unless it exists.
+boost::asio::awaitable<base::Status> EnsureStreamGroup(Connection& connection, std::string_view key,
+                                                       std::string_view group);
+// XREADGROUP ... >: up to `count` entries never delivered to the group.
+boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> ReadGroupNew(
+    Connection& connection, std::string_view key, std::string_view group, std::string_view consumer,
+    int64_t count);
+// XAUTOCLAIM from the start: up to `count` entries pending for at least `min_idle_ms`, now
+// delivered to `consumer`.
+boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> AutoClaim(
+    Connection& connection, std::string_view key, std::string_view group, std::string_view consumer,
+    int64_t min_idle_ms, int64_t count);
 
 struct GroupInfo {
   int64_t length = 0;        // entries in the stream (after trimming)

@@ -71,6 +71,9 @@ SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activi
   user_orders_ = prefix_ + "user_orders";
   dead_ = prefix_ + "dead";
   failures_ = prefix_ + "failures";
+  queue_ = prefix_ + "queue";
+  queue_lock_ = prefix_ + "queue_lock";
+  queue_fence_ = prefix_ + "queue_fence";
 }
 
 std::string SeckillKeys::Idempotency(std::string_view token) const {
@@ -242,12 +245,14 @@ void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& reque
       .Key("stream", keys.stream())
       .Key("user_orders", keys.user_orders())
       .Key("idem", idem_key)
+      .Key("fence", keys.queue_fence())
       .Arg("order_id", request.order_id)
       .Arg("user_id", request.user_id)
       .Arg("now_ms", request.now_ms)
       .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0)
       .Arg("pick", static_cast<int64_t>(request.pick))
-      .Arg("fallback", static_cast<int64_t>(request.fallback));
+      .Arg("fallback", static_cast<int64_t>(request.fallback))
+      .Arg("fence", request.fence);
   Run<DrawResult>(runner_, call, std::move(handler),
                   [&script = draw_](ReplyView reply) -> Result<DrawResult> {
                     auto code = Code(script, reply, 6);

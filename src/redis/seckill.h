@@ -16,7 +16,10 @@
 //   stream  stream  the order intents: the outbox the order pipeline persists (group "persist")
 //   dead    stream  order intents that kept failing, with the reason (dead letters)
 //   failures hash   stream entry id -> failed deliveries so far
-//   idem:<token>    string  the first outcome for an idempotency key (token = HMAC of user+key)
+//   idem:<token>    string  the first outcome for an idempotency key (token = HMAC of user+key);
+//                   a queued draw's ticket is idem:<ticket id>
+//   queue   stream  a lottery's admission queue: tickets waiting for a draw (group "draw")
+//   queue_lock, queue_fence  the lock of a strict (fifo) queue's one consumer, its fencing counter
 //   rl:<kind>:<token> string  a GCRA limiter's theoretical arrival time (token = HMAC of the
 //                   user or client address)
 // Tokens are computed by the caller with the server secret: no user id appears in a key name.
@@ -50,6 +53,10 @@ class SeckillKeys {
   const std::string& user_orders() const { return user_orders_; }
   const std::string& dead() const { return dead_; }          // dead-letter stream
   const std::string& failures() const { return failures_; }  // entry id -> failed deliveries
+  const std::string& queue() const { return queue_; }
+  const std::string& queue_lock() const { return queue_lock_; }
+  const std::string& queue_fence() const { return queue_fence_; }
+  std::string Ticket(std::string_view ticket_id) const { return Idempotency(ticket_id); }
   std::string Idempotency(std::string_view token) const;
   std::string RateLimit(std::string_view kind, std::string_view token) const;
 
@@ -57,6 +64,7 @@ class SeckillKeys {
   std::string prefix_;
   std::string meta_, stock_, prizes_, items_, buyers_, orders_, stream_, user_orders_, dead_,
       failures_;
+  std::string queue_, queue_lock_, queue_fence_;
 };
 
 struct SetupResult {
@@ -90,9 +98,12 @@ struct DrawRequest {
   // that is out (lottery_draw.lua).
   uint64_t pick = 0;
   uint64_t fallback = 0;
-  // As for ReserveRequest; a queued draw passes its ticket's token here.
+  // As for ReserveRequest; a queued draw passes its ticket id here.
   std::string_view idempotency_token;
   int64_t idempotency_ttl_ms = 0;
+  // A strict queue's consumer: its fencing token from the queue lock; the draw is refused
+  // (a kRemote error whose message starts with "FENCED") if a newer holder exists. 0: no check.
+  int64_t fence = 0;
 };
 inline constexpr uint64_t kDrawRandomBound = uint64_t{1} << 52;
 

@@ -2,6 +2,7 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
+#include <charconv>
 #include <set>
 
 #include "base/ids.h"
@@ -115,7 +116,71 @@ class Fields {
     if (field_->has_value()) (out) = **field_;     \
   } while (false)
 
+// A lottery's fields: "prizes": [{"id", "name", "weight", "stock"}, ...], "no_prize_weight",
+// "admission" ("direct" | "queue" | "fifo"), "queue_capacity".
+Result<core::Lottery> ParseLottery(const Fields& fields) {
+  core::Lottery lottery;
+  const json::value* prizes = fields.Find("prizes");
+  if (prizes == nullptr || !prizes->is_array() || prizes->as_array().empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "field 'prizes' must be a non-empty array of {{\"id\", \"name\", "
+                     "\"weight\", \"stock\"}}");
+  }
+  for (const json::value& entry : prizes->as_array()) {
+    if (!entry.is_object()) {
+      return MakeError(ErrorCode::kInvalidArgument, "each of 'prizes' must be an object");
+    }
+    Fields prize_fields(entry.as_object(), "prizes[].");
+    if (auto only = prize_fields.Only({"id", "name", "weight", "stock"}); !only) {
+      return only.error();
+    }
+    core::Prize prize;
+    FLASHSALE_FIELD(prize.id, prize_fields.String("id"));
+    FLASHSALE_FIELD(prize.name, prize_fields.String("name"));
+    FLASHSALE_FIELD(prize.weight, prize_fields.Int("weight"));
+    FLASHSALE_FIELD(prize.stock, prize_fields.Int("stock"));
+    if (prize.name.empty()) prize.name = prize.id;
+    lottery.prizes.push_back(std::move(prize));
+  }
+  FLASHSALE_FIELD(lottery.no_prize_weight, fields.Int("no_prize_weight"));
+  FLASHSALE_FIELD(lottery.queue_capacity, fields.Int("queue_capacity"));
+  std::string admission = "direct";
+  FLASHSALE_FIELD(admission, fields.String("admission"));
+  auto parsed = core::AdmissionFrom(admission);
+  if (!parsed) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "field 'admission' must be \"direct\", \"queue\" or \"fifo\"");
+  }
+  lottery.admission = *parsed;
+  return lottery;
+}
+
 }  // namespace
+
+Result<int64_t> ParseTicketQuery(std::string_view query) {
+  constexpr int64_t kMaxWaitMs = 25'000;
+  if (query.empty()) return int64_t{0};
+  constexpr std::string_view kWait = "wait_ms=";
+  int64_t wait_ms = -1;
+  if (query.starts_with(kWait)) {
+    const std::string_view digits = query.substr(kWait.size());
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (ec == std::errc() && end == digits.data() + digits.size()) wait_ms = value;
+  }
+  if (wait_ms < 0 || wait_ms > kMaxWaitMs) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the query must be empty or wait_ms=N with N from 0 to {}", kMaxWaitMs);
+  }
+  return wait_ms;
+}
+
+base::Status ParseDrawBody(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return {};
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  return Fields(*object, "").Only({});
+}
 
 Result<int64_t> ParsePurchaseBody(std::string_view body) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return int64_t{1};
@@ -137,7 +202,8 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
   if (!object) return std::move(object).error();
   Fields fields(*object, "");
   if (auto only = fields.Only({"id", "title", "kind", "start_ms", "end_ms", "per_user_limit",
-                               "open", "stock", "items", "user_rate", "address_rate"});
+                               "open", "stock", "items", "user_rate", "address_rate", "prizes",
+                               "no_prize_weight", "admission", "queue_capacity"});
       !only) {
     return only.error();
   }
@@ -147,8 +213,25 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
   FLASHSALE_FIELD(a.title, fields.String("title"));
   std::string kind = "counted";
   FLASHSALE_FIELD(kind, fields.String("kind"));
-  if (kind != "counted" && kind != "items") {
-    return MakeError(ErrorCode::kInvalidArgument, "field 'kind' must be \"counted\" or \"items\"");
+  if (kind != "counted" && kind != "items" && kind != "lottery") {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "field 'kind' must be \"counted\", \"items\" or \"lottery\"");
+  }
+  const bool lottery = kind == "lottery";
+  for (auto name : {"prizes", "no_prize_weight", "admission", "queue_capacity"}) {
+    if (!lottery && fields.Find(name) != nullptr) {
+      return MakeError(ErrorCode::kInvalidArgument, "field '{}' is for kind \"lottery\"", name);
+    }
+  }
+  if (lottery) {
+    if (fields.Find("stock") != nullptr || fields.Find("items") != nullptr) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "kind \"lottery\" takes its stock from 'prizes', not 'stock' or 'items'");
+    }
+    auto parsed = ParseLottery(fields);
+    if (!parsed) return std::move(parsed).error();
+    a.lottery = std::move(*parsed);
+    a.stock = a.lottery->TotalStock();
   }
   a.kind = kind == "items" ? core::StockKind::kItemised : core::StockKind::kCounted;
   a.start_ms = now_ms;

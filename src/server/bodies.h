@@ -17,11 +17,22 @@ namespace flashsale::server {
 // POST .../purchase: empty, or {"quantity": n}. The quantity (1 by default).
 base::Result<int64_t> ParsePurchaseBody(std::string_view body);
 
+// GET .../tickets/{ticket}: empty, or "wait_ms=N" (0 to 25000): how long to hold the request
+// open waiting for the draw (a long poll).
+base::Result<int64_t> ParseTicketQuery(std::string_view query);
+
+// POST .../draw: empty or {}.
+base::Status ParseDrawBody(std::string_view body);
+
 // POST /api/v1/admin/activities:
 //   {"id": "phone", "title": "...", "kind": "counted"|"items", "start_ms": t, "end_ms": t,
 //    "per_user_limit": n, "open": true, "stock": n, "items": ["C1", ...],
 //    "user_rate": {"per_second": r, "burst": b}, "address_rate": {...}}
-// Defaults: kind counted, start now, end one hour after the start, limit 1, open.
+// or, for a lottery, "kind": "lottery" with "prizes": [{"id", "name", "weight", "stock"}, ...],
+// "no_prize_weight": w, "admission": "direct"|"queue"|"fifo", "queue_capacity": n (the
+// per-user limit then counts draws).
+// Defaults: kind counted, start now, end one hour after the start, limit 1, open; a lottery:
+// no_prize_weight 0, admission direct.
 base::Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t now_ms);
 
 // PATCH /api/v1/admin/activities/{id}: any of title, start_ms, end_ms, per_user_limit, open,

@@ -3,6 +3,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cmath>
 
+#include "base/ids.h"
 #include "base/json_writer.h"
 #include "core/activity.h"
 #include "server/bodies.h"
@@ -46,15 +47,16 @@ void WriteState(JsonWriter& w, const service::ActivityState& state) {
   const auto& record = state.record;
   w.BeginObject().Key("activity").BeginObject();
   w.Key("id").String(record.activity.id).Key("title").String(record.activity.title);
-  w.Key("kind").String(core::ToString(record.activity.kind));
+  w.Key("kind").String(core::KindName(record.activity));
   w.Key("start_ms").Int(record.activity.start_ms).Key("end_ms").Int(record.activity.end_ms);
   w.Key("per_user_limit").Int(record.activity.per_user_limit);
   w.Key("open").Bool(record.activity.open).Key("total_units").Int(record.total_units);
   WriteRate(w, "user_rate", record.activity.user_rate);
   WriteRate(w, "address_rate", record.activity.address_rate);
   w.Key("version").Int(record.version).Key("created_ms").Int(record.created_ms);
-  w.Key("updated_ms").Int(record.updated_ms).EndObject();
-  w.Key("redis");
+  w.Key("updated_ms").Int(record.updated_ms);
+  service::WriteLotteryFields(w, record.activity);
+  w.EndObject().Key("redis");
   if (!state.redis) {
     w.Null();
   } else {
@@ -151,6 +153,75 @@ Reply ErrorToReply(const base::Error& error) {
   return ErrorReply(http::status::internal_server_error, Word::kError, error.message);
 }
 
+namespace {
+
+// A purchase's or a draw's outcome as the hot-path contract's reply (DESIGN.md).
+Reply OutcomeReply(Call& call, const service::PurchaseResult& result, bool draw) {
+  if (result.local != service::LocalReason::kNone) {
+    call.worker.metrics.LocalRefusal(result.local);
+  }
+  JsonWriter w;
+  w.BeginObject().Key("code").Int(static_cast<int>(result.outcome));
+  w.Key("status").String(draw ? core::DrawStatusWord(result.outcome)
+                              : core::StatusWord(result.outcome));
+  w.Key("activity_id").String(call.params[0]);
+  http::status status = http::status::ok;
+  int64_t retry_after_s = -1;
+  switch (result.outcome) {
+    case core::Outcome::kReserved:
+      w.Key("order_id").String(result.order_id);
+      if (draw) {
+        const std::string& prize_id = result.items.empty() ? std::string() : result.items[0];
+        const service::SnapshotPtr snapshot = call.worker.service.snapshot();
+        const store::ActivityRecord* record = snapshot->Find(call.params[0]);
+        const core::Prize* prize = record != nullptr && record->activity.is_lottery()
+                                       ? record->activity.lottery->Find(prize_id)
+                                       : nullptr;
+        w.Key("prize").BeginObject().Key("id").String(prize_id);
+        w.Key("name").String(prize != nullptr ? std::string_view(prize->name) : prize_id);
+        w.EndObject().Key("draws").Int(result.bought);
+      } else {
+        w.Key("quantity").Int(result.quantity).Key("items").Strings(result.items);
+      }
+      w.Key("remaining").Int(result.remaining).Key("replayed").Bool(result.replayed);
+      break;
+    case core::Outcome::kNoPrize:
+      w.Key("order_id").String(result.order_id).Key("draws").Int(result.bought);
+      w.Key("replayed").Bool(result.replayed);
+      break;
+    case core::Outcome::kLimitReached:
+      w.Key(draw ? "draws" : "bought").Int(result.bought);
+      break;
+    case core::Outcome::kUnknownActivity:
+      status = http::status::not_found;
+      break;
+    case core::Outcome::kConflict:
+      status = http::status::conflict;
+      break;
+    case core::Outcome::kRateLimited:
+      status = http::status::too_many_requests;
+      retry_after_s = std::max<int64_t>(1, (result.retry_after_ms + 999) / 1000);
+      w.Key("retry_after_ms").Int(result.retry_after_ms);
+      break;
+    case core::Outcome::kOverloaded:
+      status = http::status::service_unavailable;
+      retry_after_s = std::max<int64_t>(1, (result.retry_after_ms + 999) / 1000);
+      break;
+    default:
+      break;
+  }
+  if (result.replayed && result.outcome != core::Outcome::kReserved &&
+      result.outcome != core::Outcome::kNoPrize) {
+    w.Key("replayed").Bool(true).Key("order_id").String(result.order_id);
+  }
+  w.EndObject();
+  Reply reply = Json(status, draw ? DrawWordFor(result.outcome) : WordFor(result.outcome), w);
+  reply.retry_after_s = retry_after_s;
+  return reply;
+}
+
+}  // namespace
+
 asio::awaitable<Reply> HandlePurchase(Call& call) {
   auto quantity = ParsePurchaseBody(call.request.body());
   if (!quantity) co_return ErrorToReply(quantity.error());
@@ -164,50 +235,52 @@ asio::awaitable<Reply> HandlePurchase(Call& call) {
   };
   auto result = co_await service::Purchase(call.worker.service, request);
   if (!result) co_return ErrorToReply(result.error());
-  if (result->local != service::LocalReason::kNone) {
-    call.worker.metrics.LocalRefusal(result->local);
-  }
+  co_return OutcomeReply(call, *result, false);
+}
 
-  JsonWriter w;
-  w.BeginObject().Key("code").Int(static_cast<int>(result->outcome));
-  w.Key("status").String(core::StatusWord(result->outcome));
-  w.Key("activity_id").String(call.params[0]);
-  http::status status = http::status::ok;
-  int64_t retry_after_s = -1;
-  switch (result->outcome) {
-    case core::Outcome::kReserved:
-      w.Key("order_id").String(result->order_id).Key("quantity").Int(result->quantity);
-      w.Key("items").Strings(result->items).Key("remaining").Int(result->remaining);
-      w.Key("replayed").Bool(result->replayed);
-      break;
-    case core::Outcome::kLimitReached:
-      w.Key("bought").Int(result->bought);
-      break;
-    case core::Outcome::kUnknownActivity:
-      status = http::status::not_found;
-      break;
-    case core::Outcome::kConflict:
-      status = http::status::conflict;
-      break;
-    case core::Outcome::kRateLimited:
-      status = http::status::too_many_requests;
-      retry_after_s = std::max<int64_t>(1, (result->retry_after_ms + 999) / 1000);
-      w.Key("retry_after_ms").Int(result->retry_after_ms);
-      break;
-    case core::Outcome::kOverloaded:
-      status = http::status::service_unavailable;
-      retry_after_s = 1;
-      break;
-    default:
-      break;
+asio::awaitable<Reply> HandleDraw(Call& call) {
+  // A draw takes no body; an empty object is accepted, anything else is a mistake worth saying.
+  if (auto body = ParseDrawBody(call.request.body()); !body) co_return ErrorToReply(body.error());
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  service::PurchaseRequest request{
+      .activity_id = call.params[0],
+      .user_id = call.user_id,
+      .idempotency_key = Header(call.request, "Idempotency-Key"),
+      .client_address = call.client_address,
+  };
+  auto result = co_await service::Draw(call.worker.service, request);
+  if (!result) co_return ErrorToReply(result.error());
+  if (!result->ticket.empty()) {
+    JsonWriter w;
+    w.BeginObject().Key("status").String("queued").Key("activity_id").String(call.params[0]);
+    w.Key("ticket").String(result->ticket);
+    w.Key("ticket_url")
+        .String(fmt::format("/api/v1/activities/{}/tickets/{}", call.params[0], result->ticket));
+    w.EndObject();
+    co_return Json(http::status::accepted, Word::kQueued, w);
   }
-  if (result->replayed && result->outcome != core::Outcome::kReserved) {
-    w.Key("replayed").Bool(true).Key("order_id").String(result->order_id);
+  co_return OutcomeReply(call, *result, true);
+}
+
+asio::awaitable<Reply> HandleTicket(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto wait_ms = ParseTicketQuery(call.query);
+  if (!wait_ms) co_return ErrorToReply(wait_ms.error());
+  const std::string_view ticket_id = call.params[1];
+  if (!base::IsValidId(ticket_id)) {
+    co_return ErrorReply(http::status::bad_request, Word::kBadRequest,
+                         "ticket ids are 1-64 characters of [A-Za-z0-9_.:@-]");
   }
-  w.EndObject();
-  Reply reply = Json(status, WordFor(result->outcome), w);
-  reply.retry_after_s = retry_after_s;
-  co_return reply;
+  auto ticket = co_await service::GetTicket(call.worker.service, call.params[0], ticket_id,
+                                            call.user_id, std::chrono::milliseconds(*wait_ms));
+  if (!ticket) co_return ErrorToReply(ticket.error());
+  if (!ticket->has_value()) {
+    JsonWriter w;
+    w.BeginObject().Key("status").String("pending").Key("activity_id").String(call.params[0]);
+    w.Key("ticket").String(ticket_id).EndObject();
+    co_return Json(http::status::accepted, Word::kPending, w);
+  }
+  co_return OutcomeReply(call, **ticket, true);
 }
 
 asio::awaitable<Reply> HandleActivityInfo(Call& call) {

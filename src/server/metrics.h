@@ -18,6 +18,8 @@ namespace flashsale::server {
 
 enum class RouteId : uint8_t {
   kPurchase,
+  kDraw,
+  kTicket,
   kActivity,
   kOrders,
   kAdmin,

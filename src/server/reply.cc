@@ -18,6 +18,11 @@ constexpr std::array<std::string_view, static_cast<size_t>(Word::kCount)> kWords
     "conflict",
     "rate_limited",
     "overloaded",
+    "won",
+    "no_prize",
+    "limit_reached",
+    "queued",
+    "pending",
     "ok",
     "created",
     "bad_request",
@@ -35,8 +40,21 @@ constexpr std::array<std::string_view, static_cast<size_t>(Word::kCount)> kWords
 
 std::string_view WordName(Word word) { return kWords[static_cast<size_t>(word)]; }
 
+Word DrawWordFor(core::Outcome outcome) {
+  switch (outcome) {
+    case core::Outcome::kReserved:
+      return Word::kWon;
+    case core::Outcome::kLimitReached:
+      return Word::kLimitReached;
+    default:
+      return WordFor(outcome);
+  }
+}
+
 Word WordFor(core::Outcome outcome) {
   switch (outcome) {
+    case core::Outcome::kNoPrize:
+      return Word::kNoPrize;
     case core::Outcome::kReserved:
       return Word::kReserved;
     case core::Outcome::kLimitReached:

@@ -28,6 +28,11 @@ enum class Word : uint8_t {
   kConflict,
   kRateLimited,
   kOverloaded,
+  kWon,
+  kNoPrize,
+  kLimitReached,
+  kQueued,   // a draw joined the admission queue (202, with a ticket)
+  kPending,  // a ticket not decided yet
   kOk,
   kCreated,
   kBadRequest,
@@ -45,6 +50,7 @@ enum class Word : uint8_t {
 
 std::string_view WordName(Word word);
 Word WordFor(core::Outcome outcome);
+Word DrawWordFor(core::Outcome outcome);  // "won", "no_prize", "limit_reached", else as WordFor
 
 struct Reply {
   http::status status = http::status::ok;

@@ -13,6 +13,9 @@ constexpr Route kRoutes[] = {
     // The hot path (DESIGN.md, "Hot-path contract").
     {verb::post, "/api/v1/activities/{id}/purchase", RouteId::kPurchase, Access::kUser,
      HandlePurchase},
+    {verb::post, "/api/v1/activities/{id}/draw", RouteId::kDraw, Access::kUser, HandleDraw},
+    {verb::get, "/api/v1/activities/{id}/tickets/{ticket}", RouteId::kTicket, Access::kUser,
+     HandleTicket},
     // Public reads.
     {verb::get, "/api/v1/activities", RouteId::kActivity, Access::kPublic, HandleActivityList},
     {verb::get, "/api/v1/activities/{id}", RouteId::kActivity, Access::kPublic, HandleActivityInfo},

@@ -131,6 +131,12 @@ asio::awaitable<Result<ActivityState>> UpdateActivity(ServiceContext& context,
 asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context,
                                                 std::string_view activity_id, int64_t units,
                                                 std::span<const std::string> items) {
+  const SnapshotPtr snapshot = context.snapshot();
+  if (const auto* known = snapshot->Find(activity_id); known && known->activity.is_lottery()) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "'{}' is a lottery: its prize stock is set when it is created",
+                        activity_id);
+  }
   const auto record = [id = std::string(activity_id), units,
                        items = std::vector<std::string>(items.begin(), items.end()),
                        now_ms = context.clock().NowMs()](store::Store& store) {

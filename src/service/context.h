@@ -17,6 +17,7 @@
 #include "base/ids.h"
 #include "base/random.h"
 #include "core/cache_key.h"
+#include "redis/draw_queue.h"
 #include "redis/order_stream.h"
 #include "redis/rate_limiter.h"
 #include "redis/seckill.h"
@@ -43,14 +44,17 @@ class ServiceContext {
 
   const ServiceSettings& settings() const { return settings_; }
   redis::Connection& redis() { return runner_.connection(); }
+  redis::ScriptRunner& runner() { return runner_; }
   redis::SeckillScripts& seckill() { return seckill_; }
   redis::RateLimiter& limiter() { return limiter_; }
   redis::OrderStream& order_stream() { return order_stream_; }
+  redis::DrawQueue& draw_queue() { return draw_queue_; }
   store::Store& store() { return store_; }
   const boost::asio::any_io_executor& db_executor() const { return db_executor_; }
   ActivityRegistry& registry() { return registry_; }
   const base::Clock& clock() const { return clock_; }
   base::OrderIdGenerator& ids() { return ids_; }
+  base::Random& random() { return random_; }  // the CSPRNG: lottery draws, ids
   const core::CacheKeys& cache_keys() const { return cache_keys_; }
 
   // Runs a store call on the database executor; kUnavailable if it takes over db_timeout. Pass a
@@ -80,6 +84,7 @@ class ServiceContext {
   redis::SeckillScripts seckill_;
   redis::RateLimiter limiter_;
   redis::OrderStream order_stream_;
+  redis::DrawQueue draw_queue_;
   store::Store& store_;
   boost::asio::any_io_executor db_executor_;
   ActivityRegistry& registry_;

@@ -54,6 +54,16 @@ Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
     return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: ts '{}'", entry.Field("ts"));
   }
   order.items = base::SplitWords(entry.Field("items"));
+  if (activity.activity.is_lottery()) {
+    // A win: one prize, under the user's draw number (the record's one-win-per-draw key).
+    if (!ParseInt(entry.Field("draw"), order.draw_no) || order.draw_no < 1 ||
+        order.items.size() != 1 || order.quantity != 1) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "unreadable win: draw '{}', prize '{}', quantity {}", entry.Field("draw"),
+                       entry.Field("items"), order.quantity);
+    }
+    return order;
+  }
   order.single_unit = activity.activity.per_user_limit == 1;
   return order;
 }
@@ -90,6 +100,20 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
       db_errors.value(), claimed.value());
   base::AppendPrometheusHistogram(out, "flashsale_order_batch_duration_seconds", "",
                                   batch_latency.Read());
+  out += fmt::format(
+      "# HELP flashsale_queue_draws_total Queued lottery draws decided by queue consumers.\n"
+      "# TYPE flashsale_queue_draws_total counter\n"
+      "flashsale_queue_draws_total {}\n"
+      "# HELP flashsale_queue_claimed_total Queued draws taken over from consumers presumed dead.\n"
+      "# TYPE flashsale_queue_claimed_total counter\n"
+      "flashsale_queue_claimed_total {}\n"
+      "# HELP flashsale_queue_fenced_total Draws refused because the fifo lock had moved on.\n"
+      "# TYPE flashsale_queue_fenced_total counter\n"
+      "flashsale_queue_fenced_total {}\n"
+      "# HELP flashsale_queue_malformed_total Queue entries without a valid ticket, removed.\n"
+      "# TYPE flashsale_queue_malformed_total counter\n"
+      "flashsale_queue_malformed_total {}\n",
+      queue.decided.value(), queue.claimed.value(), queue.fenced.value(), queue.malformed.value());
   std::lock_guard lock(mutex_);
   out +=
       "# HELP flashsale_stream_pending Order intents delivered to a consumer, not yet in the "

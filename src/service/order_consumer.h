@@ -34,6 +34,7 @@
 #include "base/metrics.h"
 #include "redis/order_stream.h"
 #include "service/context.h"
+#include "service/draw_queue_consumer.h"
 
 namespace flashsale::service {
 
@@ -57,6 +58,7 @@ struct PipelineMetrics {
   base::Counter db_errors;  // database calls that failed (retried)
   base::Counter claimed;    // entries taken over from other consumers
   base::LatencyHistogram batch_latency;
+  QueueMetrics queue;  // the lotteries' admission queues (same consumers, same threads)
 
   // Per activity, refreshed by the consumers every trim_every.
   void SetGauges(const std::string& activity_id, const redis::GroupInfo& info);

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <thread>
 
@@ -27,7 +29,8 @@ class OrderPipeline::Runner {
         context_(*deps.settings, runner_, *deps.store, deps.db_executor, *deps.registry,
                  *deps.clock),
         stream_(runner_, deps.settings->key_namespace),
-        consumer_(context_, stream_, std::move(options), *deps.metrics),
+        consumer_(context_, stream_, options, *deps.metrics),
+        queue_consumer_(context_, QueueOptions(options), deps.metrics->queue),
         poll_timer_(io_) {}
 
   ~Runner() {
@@ -56,6 +59,7 @@ class OrderPipeline::Runner {
   void Run(bool poll_registry, std::chrono::milliseconds poll_every) {
     connection_->Start();
     asio::co_spawn(io_, consumer_.Run(&stop_), [this](std::exception_ptr) { done_ = true; });
+    asio::co_spawn(io_, RunQueues(), [this](std::exception_ptr) { queue_done_ = true; });
     if (poll_registry) {
       asio::co_spawn(io_, PollRegistry(context_, poll_every, poll_timer_, &stop_), asio::detached);
     }
@@ -72,7 +76,7 @@ class OrderPipeline::Runner {
 
   void Join(std::chrono::milliseconds grace) {
     const auto until = std::chrono::steady_clock::now() + grace;
-    while (!done_ && std::chrono::steady_clock::now() < until) {
+    while ((!done_ || !queue_done_) && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     asio::post(io_, [this] {
@@ -88,6 +92,31 @@ class OrderPipeline::Runner {
   }
 
  private:
+  static QueueConsumerOptions QueueOptions(const ConsumerOptions& options) {
+    QueueConsumerOptions queue;
+    queue.name = options.name;
+    queue.batch = options.batch;
+    queue.claim_idle = options.claim_idle;
+    return queue;
+  }
+
+  // The admission queues' consumer, beside the order consumer on the same thread and connection.
+  asio::awaitable<void> RunQueues() {
+    asio::steady_timer pause(co_await asio::this_coro::executor);
+    auto backoff = kQueueIdle;
+    while (!stop_) {
+      if (co_await queue_consumer_.Pass(&stop_) > 0) {
+        backoff = kQueueIdle;
+        continue;
+      }
+      pause.expires_after(backoff);
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+      backoff = std::min(backoff * 2, kQueueIdle * 10);
+    }
+    co_await queue_consumer_.ReleaseLocks();
+  }
+
+  static constexpr std::chrono::milliseconds kQueueIdle{10};
   asio::io_context io_{1};  // first: destroyed last
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::shared_ptr<redis::Connection> connection_;
@@ -95,9 +124,11 @@ class OrderPipeline::Runner {
   ServiceContext context_;
   redis::OrderStream stream_;
   OrderConsumer consumer_;
+  DrawQueueConsumer queue_consumer_;
   asio::steady_timer poll_timer_;
   bool stop_ = false;
   std::atomic<bool> done_ = false;
+  std::atomic<bool> queue_done_ = false;
   std::thread thread_;
 };
 

@@ -24,21 +24,13 @@ PurchaseResult Local(Outcome outcome, LocalReason reason) {
 
 }  // namespace
 
-asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, PurchaseRequest request) {
-  if (auto valid = core::ValidatePurchase(request.user_id, request.quantity); !valid) {
-    co_return valid.error();
-  }
-  if (request.idempotency_key.size() > 128) {
-    co_return MakeError(ErrorCode::kInvalidArgument, "Idempotency-Key is over 128 bytes");
-  }
-
+asio::awaitable<Result<std::optional<PurchaseResult>>> PassGate(ServiceContext& context,
+                                                                const store::ActivityRecord& record,
+                                                                const PurchaseRequest& request,
+                                                                int64_t now_ms) {
   // 1. The local gate.
-  const SnapshotPtr snapshot = context.snapshot();  // alive across the awaits below
-  const store::ActivityRecord* record = snapshot->Find(request.activity_id);
-  if (record == nullptr) co_return Local(Outcome::kUnknownActivity, LocalReason::kUnknownActivity);
-  const core::SeckillActivity& activity = record->activity;
+  const core::SeckillActivity& activity = record.activity;
   if (!activity.open) co_return Local(Outcome::kClosed, LocalReason::kClosed);
-  const int64_t now_ms = context.clock().NowMs();
   switch (activity.PositionAt(now_ms)) {
     case core::WindowPosition::kBefore:
       co_return Local(Outcome::kNotStarted, LocalReason::kWindow);
@@ -82,14 +74,39 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       co_return result;
     }
   }
+  co_return std::nullopt;
+}
+
+std::string IdempotencyToken(ServiceContext& context, const PurchaseRequest& request) {
+  if (request.idempotency_key.empty()) return {};
+  return context.KeyToken(std::string(request.user_id) + '\n' +
+                          std::string(request.idempotency_key));
+}
+
+asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, PurchaseRequest request) {
+  if (auto valid = core::ValidatePurchase(request.user_id, request.quantity); !valid) {
+    co_return valid.error();
+  }
+  if (request.idempotency_key.size() > 128) {
+    co_return MakeError(ErrorCode::kInvalidArgument, "Idempotency-Key is over 128 bytes");
+  }
+  const SnapshotPtr snapshot = context.snapshot();  // alive across the awaits below
+  const store::ActivityRecord* record = snapshot->Find(request.activity_id);
+  if (record == nullptr) co_return Local(Outcome::kUnknownActivity, LocalReason::kUnknownActivity);
+  const core::SeckillActivity& activity = record->activity;
+  if (activity.is_lottery()) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "activity '{}' is a lottery: draw with POST /api/v1/activities/{}/draw",
+                        activity.id, activity.id);
+  }
+  const int64_t now_ms = context.clock().NowMs();
+  auto refused = co_await PassGate(context, *record, request, now_ms);
+  if (!refused.ok()) co_return std::move(refused).error();
+  if (refused->has_value()) co_return std::move(**refused);
 
   // 3. The reserve script; 4. retried with the same order id while its outcome is unknown.
   const std::string order_id = context.ids().Next();
-  std::string idempotency_token;
-  if (!request.idempotency_key.empty()) {
-    idempotency_token = context.KeyToken(std::string(request.user_id) + '\n' +
-                                         std::string(request.idempotency_key));
-  }
+  const std::string idempotency_token = IdempotencyToken(context, request);
   const redis::ReserveRequest reserve{
       .order_id = order_id,
       .user_id = request.user_id,

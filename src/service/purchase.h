@@ -12,6 +12,7 @@
 //      script makes safe: it returns the first call's reservation instead of taking another unit.
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,21 +36,45 @@ struct PurchaseRequest {
 // Why an outcome was decided without Redis.
 enum class LocalReason { kNone, kUnknownActivity, kClosed, kWindow, kSoldOut, kRateLimited };
 
+// The outcome of a purchase or of a lottery draw.
 struct PurchaseResult {
   core::Outcome outcome = core::Outcome::kUnknownActivity;
   LocalReason local = LocalReason::kNone;
   std::string order_id;
-  std::vector<std::string> items;
+  std::vector<std::string> items;  // a draw that won: the prize id
   int64_t quantity = 0;
   int64_t remaining = -1;  // -1: not known (answered locally)
-  int64_t bought = 0;
+  int64_t bought = 0;      // units the user holds; a draw: the user's draws so far
   bool replayed = false;
-  int64_t retry_after_ms = 0;  // kRateLimited
+  int64_t retry_after_ms = 0;  // kRateLimited, kOverloaded
+  std::string ticket;          // a queued draw: the ticket to poll (outcome not decided yet)
 };
 
-// Errors: kInvalidArgument (bad input), or a Redis failure (kUnavailable: nothing happened;
-// kUnknownOutcome: the reservation may exist, under the order id in the message).
+// Errors: kInvalidArgument (bad input, or a lottery), or a Redis failure (kUnavailable: nothing
+// happened; kUnknownOutcome: the reservation may exist, under the order id in the message).
 boost::asio::awaitable<base::Result<PurchaseResult>> Purchase(ServiceContext& context,
                                                               PurchaseRequest request);
+
+// A lottery draw (src/service/draw.cc), through the same gate as a purchase. A lottery with an
+// admission queue answers with a ticket instead (or kOverloaded when the queue is full). Errors
+// as for Purchase; a sale is kInvalidArgument.
+boost::asio::awaitable<base::Result<PurchaseResult>> Draw(ServiceContext& context,
+                                                          PurchaseRequest request);
+
+// A queued draw's ticket, for its owner: nothing while it waits (after waiting up to `wait` for
+// it to be decided: a long poll), the draw's outcome once decided; kNotFound for a ticket that
+// does not exist, is another user's, or expired.
+boost::asio::awaitable<base::Result<std::optional<PurchaseResult>>> GetTicket(
+    ServiceContext& context, std::string_view activity_id, std::string_view ticket_id,
+    std::string_view user_id, std::chrono::milliseconds wait);
+
+// Steps 1 and 2 above, shared by purchases and draws: a refusal (an outcome), or nothing when the
+// request may go on to the script. `snapshot` must hold `record`.
+boost::asio::awaitable<base::Result<std::optional<PurchaseResult>>> PassGate(
+    ServiceContext& context, const store::ActivityRecord& record, const PurchaseRequest& request,
+    int64_t now_ms);
+
+// The token under which an Idempotency-Key is kept (HMAC of user and key); empty without a key.
+std::string IdempotencyToken(ServiceContext& context, const PurchaseRequest& request);
 
 }  // namespace flashsale::service

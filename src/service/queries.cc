@@ -21,7 +21,7 @@ std::string RenderActivityDefinition(const store::ActivityRecord& record) {
       .Key("title")
       .String(a.title)
       .Key("kind")
-      .String(core::ToString(a.kind))
+      .String(core::KindName(a))
       .Key("start_ms")
       .Int(a.start_ms)
       .Key("end_ms")
@@ -33,9 +33,23 @@ std::string RenderActivityDefinition(const store::ActivityRecord& record) {
       .Key("total_units")
       .Int(record.total_units)
       .Key("version")
-      .Int(record.version)
-      .EndObject();
+      .Int(record.version);
+  WriteLotteryFields(w, a);
+  w.EndObject();
   return std::move(w).Take();
+}
+
+void WriteLotteryFields(base::JsonWriter& w, const core::SeckillActivity& activity) {
+  if (!activity.is_lottery()) return;
+  const core::Lottery& lottery = *activity.lottery;
+  w.Key("prizes").BeginArray();
+  for (const auto& prize : lottery.prizes) {
+    w.BeginObject().Key("id").String(prize.id).Key("name").String(prize.name);
+    w.Key("weight").Int(prize.weight).Key("stock").Int(prize.stock).EndObject();
+  }
+  w.EndArray().Key("no_prize_weight").Int(lottery.no_prize_weight);
+  w.Key("admission").String(core::ToString(lottery.admission));
+  w.Key("queue_capacity").Int(lottery.queue_capacity);
 }
 
 asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,

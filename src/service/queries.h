@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/json_writer.h"
 #include "base/result.h"
 #include "redis/seckill.h"
 #include "service/context.h"
@@ -22,6 +23,9 @@ struct ActivityInfo {
 
 // The public JSON of an activity's definition: what the cache stores.
 std::string RenderActivityDefinition(const store::ActivityRecord& record);
+// A lottery's fields of that JSON ("prizes", "no_prize_weight", "admission"), written into the
+// object `w` is in; nothing for a sale.
+void WriteLotteryFields(base::JsonWriter& w, const core::SeckillActivity& activity);
 
 // kNotFound for an activity this instance does not know. The definition comes from the cache
 // key <ns>:cache:seckill:activity:<md5({"activity_id":...})>:v<record version>, filled from the

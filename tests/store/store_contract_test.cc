@@ -450,7 +450,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::SeckillActivity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 2);
+  EXPECT_EQ(*tcp->SchemaVersion(), 3);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -504,9 +504,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 2);
+  EXPECT_EQ(*first->SchemaVersion(), 3);
   EXPECT_EQ(server.Scalar("SELECT COUNT(*) FROM schema_migrations", ParseMySqlUrl(url)->database),
-            "2");
+            "3");
 }
 
 using Outcomes = base::Result<std::vector<InsertOutcome>>;

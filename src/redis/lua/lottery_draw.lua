@@ -13,12 +13,20 @@
 --      while any prize is left, and the lottery answers -1 only when every prize is gone.
 -- Replays, as in seckill_reserve: a retry with the same order id returns the first draw; with
 -- an idempotency key (idem_ttl_ms > 0) the first outcome is kept and returned. A queued draw
--- uses its ticket as that key: the ticket holds "P|user" until this script decides it.
--- KEYS: meta prizes buyers orders stream user_orders idem
--- ARGV: order_id user_id now_ms idem_ttl_ms pick fallback
+-- uses its ticket as that key: the ticket holds "P|user" until this script decides it, then
+-- "code|draws|order_id|user".
+-- Fencing: a draw by the holder of a lock (a strict first-come-first-served queue consumer)
+-- passes its fencing token; if another holder has taken the lock since, the draw is refused
+-- before anything is written. fence = 0: no check.
+-- KEYS: meta prizes buyers orders stream user_orders idem fence
+-- ARGV: order_id user_id now_ms idem_ttl_ms pick fallback fence
 -- Returns {code, replayed, remaining, draws, order_id, prize_id}; code 1 won, 2 no prize,
 -- 0 draw limit reached (draws = the user's draws so far), -1 every prize gone, -2 not started,
 -- -3 ended, -4 unknown activity, -5 closed, -6 order id used by another user.
+local fence = tonumber(ARGV[7])
+if fence and fence > 0 and tonumber(redis.call('GET', KEYS[8]) or '0') ~= fence then
+  return redis.error_reply('FENCED flashsale: a newer holder of the queue lock exists')
+end
 local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind', 'none',
   'weights')
 if not m[1] or m[5] ~= 'lottery' then return {-4, 0, 0, 0, '', ''} end
@@ -54,7 +62,8 @@ if idem_ttl > 0 then
   if first and string.sub(first, 1, 2) == 'P|' then
     if string.sub(first, 3) ~= user then return {-6, 0, 0, 0, '', ''} end
   elseif first then
-    local code, draws, first_order = string.match(first, '^(-?%d+)|(%d+)|(.*)$')
+    local code, draws, first_order = string.match(first, '^(-?%d+)|(%d+)|([^|]*)|')
+    if not code then return redis.error_reply('ERR flashsale: unreadable idempotency record') end
     code = tonumber(code)
     if code == 1 or code == 2 then
       local prior = replay(first_order)
@@ -68,7 +77,8 @@ if prior then return prior end
 
 local function decided(code, draws, prize)
   if idem_ttl > 0 then
-    redis.call('SET', KEYS[7], code .. '|' .. draws .. '|' .. order_id, 'PX', idem_ttl)
+    redis.call('SET', KEYS[7], code .. '|' .. draws .. '|' .. order_id .. '|' .. user, 'PX',
+      idem_ttl)
   end
   return {code, 0, remaining, draws, order_id, prize}
 end

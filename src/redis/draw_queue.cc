@@ -1,0 +1,162 @@
+#include "redis/draw_queue.h"
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "base/ids.h"
+#include "redis/seckill.h"
+
+namespace flashsale::redis {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+asio::awaitable<Result<Reply>> Eval(ScriptRunner& runner, const ScriptCall& call) {
+  co_return co_await runner.AsyncEval(call, asio::use_awaitable);
+}
+
+asio::awaitable<Result<Reply>> Send(Connection& connection, const Command& command) {
+  co_return co_await connection.AsyncSend(command, asio::use_awaitable);
+}
+
+}  // namespace
+
+DrawQueue::DrawQueue(ScriptRunner& runner, std::string key_namespace)
+    : runner_(runner),
+      namespace_(std::move(key_namespace)),
+      enqueue_(runner.scripts().Get("lottery_enqueue")),
+      ticket_(runner.scripts().Get("lottery_ticket")) {}
+
+asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activity_id,
+                                                          const EnqueueRequest& request) {
+  if (!base::IsValidId(request.ticket_id) || !base::IsValidId(request.user_id) ||
+      request.capacity < 1 || request.ticket_ttl_ms < 1) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "enqueue: ticket, user, capacity and ttl must be valid");
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  const bool idempotent = !request.idempotency_token.empty();
+  const std::string ticket_key = keys.Ticket(request.ticket_id);
+  const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
+  ScriptCall call(enqueue_);
+  call.Key("meta", keys.meta())
+      .Key("queue", keys.queue())
+      .Key("ticket", ticket_key)
+      .Key("idem", idem_key)
+      .Arg("ticket_id", request.ticket_id)
+      .Arg("user_id", request.user_id)
+      .Arg("now_ms", request.now_ms)
+      .Arg("capacity", request.capacity)
+      .Arg("ticket_ttl_ms", request.ticket_ttl_ms)
+      .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0);
+  auto reply = co_await Eval(runner_, call);
+  if (!reply.ok()) co_return std::move(reply).error();
+  if (!reply->is_array() || reply->size() != 2 || !(*reply)[0].is_integer()) {
+    co_return MakeError(ErrorCode::kProtocol, "script {} returned {}", enqueue_.name,
+                        reply->Describe());
+  }
+  EnqueueResult result;
+  switch ((*reply)[0].integer()) {
+    case 1:
+      result.outcome = EnqueueOutcome::kQueued;
+      break;
+    case 2:
+      result.outcome = EnqueueOutcome::kReplayed;
+      break;
+    case -8:
+      result.outcome = EnqueueOutcome::kFull;
+      break;
+    default:
+      result.outcome = EnqueueOutcome::kUnknownActivity;
+      break;
+  }
+  result.ticket_id = (*reply)[1].str();
+  co_return result;
+}
+
+asio::awaitable<Result<TicketState>> DrawQueue::Ticket(std::string_view activity_id,
+                                                       std::string_view ticket_id,
+                                                       std::string_view user_id) {
+  if (!base::IsValidId(ticket_id)) co_return TicketState{};
+  const SeckillKeys keys(namespace_, activity_id);
+  const std::string ticket_key = keys.Ticket(ticket_id);
+  ScriptCall call(ticket_);
+  call.Key("ticket", ticket_key).Key("orders", keys.orders()).Arg("user_id", user_id);
+  auto reply = co_await Eval(runner_, call);
+  if (!reply.ok()) co_return std::move(reply).error();
+  const auto bad = [&] {
+    return MakeError(ErrorCode::kProtocol, "script {} returned {}", ticket_.name,
+                     reply->Describe());
+  };
+  if (!reply->is_array() || reply->size() < 1 || !(*reply)[0].is_integer()) co_return bad();
+  TicketState state;
+  const int64_t code = (*reply)[0].integer();
+  if (code == -4) co_return state;
+  if (code == 0) {
+    state.state = TicketState::State::kPending;
+    co_return state;
+  }
+  if (reply->size() != 5 || !(*reply)[1].is_integer() || !(*reply)[2].is_integer()) co_return bad();
+  auto outcome = core::OutcomeFromCode((*reply)[1].integer());
+  if (!outcome) co_return bad();
+  state.state = TicketState::State::kDecided;
+  state.outcome = *outcome;
+  state.draws = (*reply)[2].integer();
+  state.order_id = (*reply)[3].str();
+  state.prize_id = (*reply)[4].str();
+  co_return state;
+}
+
+asio::awaitable<base::Status> DrawQueue::EnsureGroup(std::string_view activity_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  co_return co_await EnsureStreamGroup(runner_.connection(), keys.queue(), kGroup);
+}
+
+asio::awaitable<Result<std::vector<StreamEntry>>> DrawQueue::ReadNew(std::string_view activity_id,
+                                                                     std::string_view consumer,
+                                                                     int64_t count) {
+  const SeckillKeys keys(namespace_, activity_id);
+  co_return co_await ReadGroupNew(runner_.connection(), keys.queue(), kGroup, consumer, count);
+}
+
+asio::awaitable<Result<std::vector<StreamEntry>>> DrawQueue::Claim(std::string_view activity_id,
+                                                                   std::string_view consumer,
+                                                                   int64_t min_idle_ms,
+                                                                   int64_t count) {
+  const SeckillKeys keys(namespace_, activity_id);
+  co_return co_await AutoClaim(runner_.connection(), keys.queue(), kGroup, consumer, min_idle_ms,
+                               count);
+}
+
+asio::awaitable<base::Status> DrawQueue::Done(std::string_view activity_id,
+                                              std::span<const std::string> ids) {
+  if (ids.empty()) co_return base::Status();
+  const SeckillKeys keys(namespace_, activity_id);
+  std::vector<std::string_view> args = {"XACK", keys.queue(), kGroup};
+  args.insert(args.end(), ids.begin(), ids.end());
+  const Command ack(args);
+  args.erase(args.begin() + 2);
+  args[0] = "XDEL";
+  const Command del(args);
+  auto acked = co_await Send(runner_.connection(), ack);
+  auto deleted = co_await Send(runner_.connection(), del);
+  if (!acked.ok()) co_return std::move(acked).error();
+  if (!deleted.ok()) co_return std::move(deleted).error();
+  co_return base::Status();
+}
+
+asio::awaitable<Result<int64_t>> DrawQueue::Length(std::string_view activity_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  const Command xlen({"XLEN", keys.queue()});
+  auto reply = co_await Send(runner_.connection(), xlen);
+  if (!reply.ok()) co_return std::move(reply).error();
+  if (!reply->is_integer()) {
+    co_return MakeError(ErrorCode::kProtocol, "XLEN: unexpected {}", reply->Describe());
+  }
+  co_return reply->integer();
+}
+
+}  // namespace flashsale::redis

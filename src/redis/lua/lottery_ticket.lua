@@ -1,0 +1,20 @@
+#!lua flags=no-writes
+-- A queued draw's ticket, for its owner: pending, or the draw's outcome.
+-- KEYS: ticket orders
+-- ARGV: user_id
+-- Returns {-4} no such ticket (or not this user's, or expired), {0} pending, or
+-- {1, code, draws, order_id, prize_id}.
+local value = redis.call('GET', KEYS[1])
+if not value then return {-4} end
+if string.sub(value, 1, 2) == 'P|' then
+  if string.sub(value, 3) ~= ARGV[1] then return {-4} end
+  return {0}
+end
+local code, draws, order_id, user = string.match(value, '^(-?%d+)|(%d+)|([^|]*)|(.*)$')
+if not code or user ~= ARGV[1] then return {-4} end
+local prize = ''
+if tonumber(code) == 1 then
+  local record = redis.call('HGET', KEYS[2], order_id)
+  if record then prize = string.match(record, '^%a|[^|]*|%d+|%d+|(.*)$') or '' end
+end
+return {1, tonumber(code), tonumber(draws), order_id, prize}
