@@ -2,7 +2,9 @@
 // Failpoints: named places where a fault test can make the process fail on purpose, e.g. be
 // killed between a database commit and the Redis acknowledgement. Off unless the environment
 // variable FLASHSALE_FAILPOINTS names them: "kill-after-commit" (every time) or
-// "kill-after-commit:3" (the third time). Read once, at the first check; never set in production.
+// "kill-after-commit:3" (the third time). Known: kill-after-commit (order consumers: after the
+// database commit, before XACK), kill-after-draw (queue consumers: after a draw, before XACK). Read
+// once, at the first check; never set in production.
 
 #include <string_view>
 

@@ -4,6 +4,7 @@
 
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
+#include <csignal>
 
 #include "base/failpoint.h"
 #include "base/ids.h"
@@ -152,10 +153,8 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(const store::ActivityRecord& 
     }
     done.push_back(entry.id);
     metrics_.decided.Add();
-    if (base::FailpointHit("kill-after-draw")) {
-      spdlog::critical("failpoint kill-after-draw: dying before the acknowledgement");
-      std::_Exit(137);
-    }
+    // A fault test's SIGKILL between the draw and its acknowledgement.
+    if (base::FailpointHit("kill-after-draw")) ::raise(SIGKILL);
   }
   if (!done.empty()) {
     auto acked = co_await context_.draw_queue().Done(id, done);

@@ -47,6 +47,7 @@
 
 #include "base/clock.h"
 #include "base/subprocess.h"
+#include "redis/draw_queue.h"
 #include "redis/order_stream.h"
 #include "redis/scripts.h"
 #include "redis/seckill.h"
@@ -986,6 +987,166 @@ TEST_F(PipelineFaultTest, APoisonEntryEndsInTheDeadLetterStreamAndTheRestIsPersi
   EXPECT_EQ(mariadb_->Scalar("SELECT COUNT(*) FROM orders WHERE order_id = 'poison-1'", db_name_),
             "0");
   EXPECT_TRUE(worker->Running()) << worker->Describe();
+}
+
+// --- g) A lottery's admission queue with a consumer SIGKILLed mid-way --------------------------
+
+class QueueFaultTest : public PipelineFaultTest {
+ protected:
+  // An open lottery with an admission queue, in the database and in Redis: prizes a (weight 1,
+  // 40 units) and b (weight 2, 60 units), "no prize" weight 3, one draw per user.
+  void CreateQueuedLottery(const std::string& id, core::Admission admission) {
+    core::SeckillActivity activity;
+    activity.id = id;
+    activity.title = "queue fault test";
+    activity.start_ms = 0;
+    activity.end_ms = 4'000'000'000'000;
+    activity.lottery = core::Lottery{.prizes = {{"a", "A", 1, 40}, {"b", "B", 2, 60}},
+                                     .no_prize_weight = 3,
+                                     .admission = admission,
+                                     .queue_capacity = 100'000};
+    activity.stock = 100;
+    auto created = store_->CreateActivity(activity, base::SystemClock::Instance().NowMs());
+    ASSERT_TRUE(created.ok()) << created.error().ToString();
+    auto setup = io_.Run(Setup(activity));
+    ASSERT_TRUE(setup.ok()) << setup.error().ToString();
+    redis_->Command({"INCR", service::ActivityRegistry::VersionKey(namespace_)});
+  }
+
+  // Tickets t<i> for users u<i>, i in [0, count), straight into the queue.
+  void Enqueue(const std::string& activity, int count) {
+    redis::DrawQueue queue(*runner_, namespace_);
+    for (int i = 0; i < count; ++i) {
+      const std::string ticket = fmt::format("t{}", i);
+      const std::string user = fmt::format("u{}", i);
+      const redis::EnqueueRequest request{.ticket_id = ticket,
+                                          .user_id = user,
+                                          .now_ms = base::SystemClock::Instance().NowMs(),
+                                          .capacity = 100'000,
+                                          .ticket_ttl_ms = 3'600'000};
+      auto queued = io_.Run(queue.Enqueue(activity, request));
+      ASSERT_TRUE(queued.ok()) << queued.error().ToString();
+      ASSERT_EQ(queued->outcome, redis::EnqueueOutcome::kQueued);
+    }
+  }
+
+  // Every ticket decided (bounded wait), then the exact check: each ticket has one outcome (won,
+  // no prize or all gone; never "limit reached", which a second draw for it would have been),
+  // each user drew at most once, no prize over-issued, and every win is one row in the database.
+  void ExpectEveryTicketAnsweredOnce(const std::string& activity, int count,
+                                     const std::vector<Worker*>& workers) {
+    std::string logs;
+    for (Worker* worker : workers) logs += worker->Describe() + "\n";
+    redis::DrawQueue queue(*runner_, namespace_);
+    std::map<std::string, redis::TicketState> states;
+    const bool decided = WaitUntil(
+        [&] {
+          for (int i = static_cast<int>(states.size()); i < count; ++i) {
+            auto state =
+                io_.Run(queue.Ticket(activity, fmt::format("t{}", i), fmt::format("u{}", i)));
+            if (!state.ok() || state->state != redis::TicketState::State::kDecided) return false;
+            states[fmt::format("t{}", i)] = *state;
+          }
+          return true;
+        },
+        kDrainTimeout, 50ms);
+    ASSERT_TRUE(decided) << states.size() << " of " << count << " tickets decided\n" << logs;
+
+    std::map<std::string, int64_t> won;
+    int64_t no_prize = 0, gone = 0;
+    std::set<std::string> win_ids;
+    for (const auto& [ticket, state] : states) {
+      switch (state.outcome) {
+        case core::Outcome::kReserved:
+          ++won[state.prize_id];
+          win_ids.insert(state.order_id);
+          EXPECT_EQ(state.order_id, ticket);
+          EXPECT_EQ(state.draws, 1);
+          break;
+        case core::Outcome::kNoPrize:
+          ++no_prize;
+          break;
+        case core::Outcome::kSoldOut:
+          ++gone;
+          break;
+        default:
+          ADD_FAILURE() << ticket << ": outcome " << static_cast<int>(state.outcome);
+      }
+    }
+    EXPECT_LE(won["a"], 40);
+    EXPECT_LE(won["b"], 60);
+    EXPECT_EQ(won["a"] + won["b"] + no_prize + gone, count);
+    const redis::SeckillKeys keys = Keys(activity);
+    for (const auto& [user, draws] : Pairs(redis_->Command({"HGETALL", keys.buyers()}).get())) {
+      EXPECT_EQ(draws, "1") << user << " drew more than once";
+    }
+    EXPECT_EQ(redis_->Integer({"HLEN", keys.buyers()}), count - gone);
+    // The queue is empty: every entry acknowledged and deleted.
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          return redis_->Integer({"XLEN", keys.queue()}) == 0;
+        },
+        10s))
+        << redis_->Integer({"XLEN", keys.queue()}) << " entries left in the queue";
+
+    // Every win persisted once, under its draw number.
+    ASSERT_TRUE(WaitUntil([&] { return Drained(activity); }, kDrainTimeout)) << logs;
+    const auto rows = mariadb_->Query(
+        fmt::format("SELECT order_id, draw_no, items FROM orders WHERE activity_id = '{}'",
+                    activity),
+        db_name_);
+    std::set<std::string> in_db;
+    for (const auto& row : rows.rows) {
+      EXPECT_TRUE(in_db.insert(*row[0]).second) << *row[0] << " twice";
+      EXPECT_EQ(*row[1], "1");
+    }
+    EXPECT_EQ(in_db, win_ids) << "missing from the database:" << FirstMissing(win_ids, in_db);
+  }
+};
+
+TEST_F(QueueFaultTest, AConsumerKilledMidwayLeavesEveryTicketAnsweredOnce) {
+  ASSERT_NO_FATAL_FAILURE(CreateQueuedLottery("lq", core::Admission::kQueue));
+  ASSERT_NO_FATAL_FAILURE(Enqueue("lq", 400));
+  // The doomed worker dies by SIGKILL after its 60th draw, before acknowledging its batch.
+  auto doomed = StartWorker("doomed", {.consumers = 1, .failpoints = "kill-after-draw:60"});
+  const std::optional<int> status = doomed->WaitExit(kExitTimeout);
+  ASSERT_TRUE(status.has_value()) << "the failpoint did not fire; " << doomed->Describe();
+  ASSERT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL)
+      << base::DescribeExitStatus(*status) << "; " << doomed->Describe();
+  // Drawn but not acknowledged: its batch is still pending in the group, for another to claim.
+  auto pending = redis_->Command({"XPENDING", Keys("lq").queue(), "draw"});
+  ASSERT_EQ(pending->type, REDIS_REPLY_ARRAY);
+  EXPECT_GT(pending->element[0]->integer, 0) << "nothing pending after the kill";
+
+  auto rescuer = StartWorker("rescuer", {.consumers = 2});
+  ASSERT_TRUE(rescuer->WaitStarted());
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryTicketAnsweredOnce("lq", 400, {doomed.get(), rescuer.get()}));
+  EXPECT_TRUE(rescuer->StopCleanly());
+}
+
+TEST_F(QueueFaultTest, AStrictQueueHasOneConsumerAtATimeAndTheNextTakesOverWhenItDies) {
+  ASSERT_NO_FATAL_FAILURE(CreateQueuedLottery("fifo", core::Admission::kFifo));
+  ASSERT_NO_FATAL_FAILURE(Enqueue("fifo", 300));
+  auto doomed = StartWorker("doomed", {.consumers = 2, .failpoints = "kill-after-draw:80"});
+  const std::optional<int> status = doomed->WaitExit(kExitTimeout);
+  ASSERT_TRUE(status.has_value()) << "the failpoint did not fire; " << doomed->Describe();
+  ASSERT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
+  // Its lease is still in Redis; the next holder gets it once it expires, with a newer fence.
+  EXPECT_EQ(redis_->Integer({"GET", Keys("fifo").queue_fence()}), 1);
+
+  auto next = StartWorker("next", {.consumers = 2, .log_level = "info"});
+  ASSERT_TRUE(next->WaitStarted());
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryTicketAnsweredOnce("fifo", 300, {doomed.get(), next.get()}));
+  EXPECT_EQ(redis_->Integer({"GET", Keys("fifo").queue_fence()}), 2);
+  // One consumer at a time: of the new worker's two consumers, one held the lock.
+  const std::string log = next->Log();
+  size_t holders = 0;
+  for (size_t at = log.find("holds the fifo lock"); at != std::string::npos;
+       at = log.find("holds the fifo lock", at + 1)) {
+    ++holders;
+  }
+  EXPECT_EQ(holders, 1u) << next->Describe();
+  EXPECT_TRUE(next->StopCleanly());
 }
 
 }  // namespace
