@@ -3,6 +3,7 @@
 //   flashsale worker [settings]  order consumers only (same settings as serve)
 //   flashsale token --user ID    a bearer token for token mode
 //   flashsale dead-letters --activity ID [--retry ENTRY]   list or retry dead letters (admin API)
+//   flashsale activity list|show ID|create FILE|open ID|close ID   activities (admin API)
 //   flashsale version
 
 #include <CLI/CLI.hpp>
@@ -36,20 +37,37 @@ int main(int argc, char** argv) {
       ->envname("FLASHSALE_DATA_DIR")
       ->capture_default_str();
 
+  // The admin subcommands call the admin API of a running serve.
+  app::AdminTarget target;
+  const auto admin_options = [&target](CLI::App* command) {
+    command->add_option("--url", target.base_url, "The running flashsale serve")
+        ->capture_default_str();
+    command
+        ->add_option("--admin-token", target.admin_token,
+                     "Admin token (default: <data-dir>/admin-token)")
+        ->envname("FLASHSALE_ADMIN_TOKEN");
+    command->add_option("--data-dir", target.data_dir, "Where `flashsale serve` keeps its token")
+        ->envname("FLASHSALE_DATA_DIR")
+        ->capture_default_str();
+  };
+
   auto* dead = app.add_subcommand(
       "dead-letters", "List an activity's dead-lettered order intents, or put one back");
   std::string activity_id;
   std::string retry_id;
-  std::string base_url = "http://127.0.0.1:8080";
-  std::string admin_token;
   dead->add_option("--activity", activity_id, "The activity")->required();
   dead->add_option("--retry", retry_id, "Put this dead letter (its id) back on the order stream");
-  dead->add_option("--url", base_url, "The running flashsale serve")->capture_default_str();
-  dead->add_option("--admin-token", admin_token, "Admin token (default: <data-dir>/admin-token)")
-      ->envname("FLASHSALE_ADMIN_TOKEN");
-  dead->add_option("--data-dir", data_dir, "Where `flashsale serve` keeps its admin token")
-      ->envname("FLASHSALE_DATA_DIR")
-      ->capture_default_str();
+  admin_options(dead);
+
+  auto* activity = app.add_subcommand(
+      "activity",
+      "Sales and lotteries: list, show ID, create FILE (JSON; - for stdin), open ID, "
+      "close ID");
+  std::string action;
+  std::string argument;
+  activity->add_option("action", action, "list | show | create | open | close")->required();
+  activity->add_option("argument", argument, "The activity id, or the JSON file for create");
+  admin_options(activity);
 
   app.add_subcommand("version", "Print the version");
 
@@ -77,8 +95,8 @@ int main(int argc, char** argv) {
     return app::RunWorker(*config);
   }
   if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
-  if (dead->parsed())
-    return app::RunDeadLetters(activity_id, retry_id, base_url, admin_token, data_dir);
+  if (dead->parsed()) return app::RunDeadLetters(activity_id, retry_id, target);
+  if (activity->parsed()) return app::RunActivity(action, argument, target);
   std::cout << "flashsale " << FLASHSALE_VERSION << "\n";
   return 0;
 }

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "app/admin_client.h"
@@ -396,28 +397,72 @@ int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secre
   return 0;
 }
 
-int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
-                   const std::string& base_url, const std::string& admin_token_given,
-                   const std::string& data_dir) {
-  std::string admin_token = admin_token_given;
-  if (admin_token.empty()) {
-    std::ifstream in(data_dir + "/admin-token");
-    std::getline(in, admin_token);
-  }
-  if (admin_token.empty()) {
+namespace {
+
+// The admin token given, or the one the running serve keeps in its data directory.
+std::string AdminToken(const std::string& given, const std::string& data_dir) {
+  if (!given.empty()) return given;
+  std::string token;
+  std::ifstream in(data_dir + "/admin-token");
+  std::getline(in, token);
+  return token;
+}
+
+// One admin call; prints the answer's body. 0 on a 2xx answer, 1 otherwise, 2 without a token.
+int AdminCall(const AdminTarget& target, std::string_view method, const std::string& path,
+              std::string_view body = {}) {
+  const std::string token = AdminToken(target.admin_token, target.data_dir);
+  if (token.empty()) {
     std::cerr << "no admin token: give --admin-token, or the --data-dir of the running serve\n";
     return 2;
   }
-  const std::string base = "/api/v1/admin/activities/" + activity_id + "/dead-letters";
-  auto answer = retry_id.empty()
-                    ? CallAdmin(base_url, "GET", base, admin_token)
-                    : CallAdmin(base_url, "POST", base + "/" + retry_id + "/retry", admin_token);
+  auto answer = CallAdmin(target.base_url, method, path, token, body);
   if (!answer.ok()) {
     std::cerr << answer.error().message << "\n";
     return 1;
   }
   std::cout << answer->body << "\n";
-  return answer->status == 200 ? 0 : 1;
+  return answer->status >= 200 && answer->status < 300 ? 0 : 1;
+}
+
+}  // namespace
+
+int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
+                   const AdminTarget& target) {
+  const std::string base = "/api/v1/admin/activities/" + activity_id + "/dead-letters";
+  return retry_id.empty() ? AdminCall(target, "GET", base)
+                          : AdminCall(target, "POST", base + "/" + retry_id + "/retry");
+}
+
+int RunActivity(const std::string& action, const std::string& argument, const AdminTarget& target) {
+  const std::string base = "/api/v1/admin/activities";
+  if (action == "list") return AdminCall(target, "GET", base);
+  if (argument.empty()) {
+    std::cerr << "flashsale activity " << action << ": needs "
+              << (action == "create" ? "a JSON file (or - for stdin)" : "an activity id") << "\n";
+    return 2;
+  }
+  if (action == "show") return AdminCall(target, "GET", base + "/" + argument);
+  if (action == "open" || action == "close") {
+    return AdminCall(target, "POST", base + "/" + argument + "/" + action);
+  }
+  if (action == "create") {
+    std::stringstream body;
+    if (argument == "-") {
+      body << std::cin.rdbuf();
+    } else {
+      std::ifstream in(argument);
+      if (!in) {
+        std::cerr << "flashsale activity create: cannot read " << argument << "\n";
+        return 2;
+      }
+      body << in.rdbuf();
+    }
+    return AdminCall(target, "POST", base, body.str());
+  }
+  std::cerr << "flashsale activity: unknown action '" << action
+            << "' (list, show, create, open, close)\n";
+  return 2;
 }
 
 }  // namespace flashsale::app

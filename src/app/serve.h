@@ -20,11 +20,21 @@ int RunWorker(const ServeConfig& config);
 int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secret,
              const std::string& data_dir);
 
-// `flashsale dead-letters`: lists the activity's dead letters, or retries one, through the admin
-// API at `base_url`. The admin token is the one given or <data_dir>/admin-token.
+// Where the admin subcommands send their calls: the admin API of a running serve at `base_url`,
+// with the admin token given or the one in <data_dir>/admin-token.
+struct AdminTarget {
+  std::string base_url = "http://127.0.0.1:8080";
+  std::string admin_token;
+  std::string data_dir = "./flashsale-data";
+};
+
+// `flashsale dead-letters`: lists the activity's dead letters, or retries one.
 int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
-                   const std::string& base_url, const std::string& admin_token,
-                   const std::string& data_dir);
+                   const AdminTarget& target);
+
+// `flashsale activity list | show ID | create FILE|- | open ID | close ID`: the admin API's
+// activities (sales and lotteries; `create` takes the JSON body of POST /api/v1/admin/activities).
+int RunActivity(const std::string& action, const std::string& argument, const AdminTarget& target);
 
 // The secret in `path`, generated (32 random bytes, hex, file mode 0600) if the file is missing.
 base::Result<std::string> ReadOrCreateSecret(const std::string& path);

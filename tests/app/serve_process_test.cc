@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -483,6 +484,75 @@ TEST(ServeProcessTest, ServeHelpListsTheSettingsAndTheirVariables) {
         "FLASHSALE_REDIS_URL", "--threads", "FLASHSALE_THREADS"}) {
     EXPECT_NE(help.output.find(text), std::string::npos) << text << " missing:\n" << help.output;
   }
+}
+
+// --- g) ----------------------------------------------------------------------------------------
+
+TEST(ServeProcessTest, LotteriesFromTheDemoAndTheCliDrawAndQueuedTicketsAreAnswered) {
+  TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const uint16_t port = FreePort();
+  Flashsale serve(ServeArgs(port, data_dir, {"--demo", "--threads", "2"}), tmp / "serve.log",
+                  data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+  const std::string url = fmt::format("http://127.0.0.1:{}", port);
+  HttpClient client("127.0.0.1", port);
+
+  // The demo's lottery: one draw per user, three prizes, a "no prize" weight.
+  auto info = client.Get("/api/v1/activities/demo-lottery");
+  ASSERT_EQ(info.status, 200) << info.body;
+  EXPECT_EQ(Json(info).at("activity").at("kind").as_string(), "lottery");
+  EXPECT_EQ(Json(info).at("activity").at("prizes").as_array().size(), 3u);
+  auto drawn = client.Post("/api/v1/activities/demo-lottery/draw", "", {{"X-User-Id", "alice"}});
+  ASSERT_EQ(drawn.status, 200) << drawn.body;
+  const int64_t code = Code(drawn);
+  EXPECT_TRUE(code == 1 || code == 2) << drawn.body;
+  auto again = client.Post("/api/v1/activities/demo-lottery/draw", "", {{"X-User-Id", "alice"}});
+  EXPECT_EQ(Code(again), 0) << again.body;
+
+  // A queued lottery created with the CLI, its tickets answered by serve's own queue consumer.
+  const std::string definition = tmp / "lottery.json";
+  {
+    std::ofstream out(definition);
+    out << R"({"id":"cli-draw","title":"From the CLI","kind":"lottery","admission":"fifo",
+               "prizes":[{"id":"pen","name":"A pen","weight":1,"stock":2}]})";
+  }
+  const std::vector<std::string> admin = {"--url", url, "--data-dir", data_dir};
+  auto cli = [&](std::vector<std::string> args, const std::string& log) {
+    args.insert(args.end(), admin.begin(), admin.end());
+    return RunToExit(args, tmp, log);
+  };
+  const Finished created = cli({"activity", "create", definition}, "create.log");
+  ASSERT_EQ(ExitCode(created.status), 0) << created.output;
+  EXPECT_NE(created.output.find("\"admission\":\"fifo\""), std::string::npos) << created.output;
+  const Finished shown = cli({"activity", "show", "cli-draw"}, "show.log");
+  ASSERT_EQ(ExitCode(shown.status), 0) << shown.output;
+  EXPECT_NE(shown.output.find("\"remaining\":2"), std::string::npos) << shown.output;
+  const Finished missing = cli({"activity", "show", "nope"}, "missing.log");
+  EXPECT_EQ(ExitCode(missing.status), 1) << missing.output;
+  const Finished wrong = cli({"activity", "explode", "x"}, "wrong.log");
+  EXPECT_EQ(ExitCode(wrong.status), 2) << wrong.output;
+
+  std::map<std::string, int64_t> outcomes;
+  for (const std::string user : {"u1", "u2", "u3", "u4"}) {
+    auto queued = client.Post("/api/v1/activities/cli-draw/draw", "", {{"X-User-Id", user}});
+    if (queued.status == 200) {  // a ticket said all gone: this instance now knows it locally
+      ++outcomes[std::string(Json(queued).at("status").as_string())];
+      continue;
+    }
+    ASSERT_EQ(queued.status, 202) << queued.body;
+    const std::string ticket_url(Json(queued).at("ticket_url").as_string());
+    HttpResult answer;
+    for (int poll = 0; poll < 40; ++poll) {  // long polls of up to 500 ms: 20 s at most
+      answer = client.Get(ticket_url + "?wait_ms=500", {{"X-User-Id", user}});
+      if (answer.status != 202) break;
+    }
+    ASSERT_EQ(answer.status, 200) << answer.body;
+    ++outcomes[std::string(Json(answer).at("status").as_string())];
+  }
+  EXPECT_EQ(outcomes["won"], 2);  // no "no prize" weight: the two pens, then all gone
+  EXPECT_EQ(outcomes["sold_out"], 2);
+  ASSERT_TRUE(StopsCleanly(serve));
 }
 
 }  // namespace
