@@ -120,6 +120,10 @@ class TimedStore final : public store::Store {
   base::Result<store::OrderCounts> CountOrders(std::string_view activity_id) override {
     return inner_.CountOrders(activity_id);
   }
+  base::Result<std::vector<store::OrderRecord>> OrdersOfActivity(
+      std::string_view activity_id) override {
+    return inner_.OrdersOfActivity(activity_id);
+  }
 
  private:
   store::Store& inner_;

@@ -20,15 +20,21 @@ namespace {
 
 using namespace flashsale;
 
-void ParseBodyOf(const server::Route& route, std::string_view body) {
+void ParseBodyOf(const server::Route& route, std::string_view body, std::string_view query) {
   if (route.handler == server::HandlePurchase) {
     (void)server::ParsePurchaseBody(body);
+  } else if (route.handler == server::HandleDraw) {
+    (void)server::ParseDrawBody(body);
+  } else if (route.handler == server::HandleTicket) {
+    (void)server::ParseTicketQuery(query);
   } else if (route.handler == server::HandleAdminCreate) {
     (void)server::ParseActivityBody(body, 1'800'000'000'000);
   } else if (route.handler == server::HandleAdminUpdate) {
     (void)server::ParseActivityUpdate(body);
   } else if (route.handler == server::HandleAdminStock) {
     (void)server::ParseStockBody(body);
+  } else if (route.handler == server::HandleAdminJob) {
+    (void)server::ParseJobBody(body);
   } else if (route.handler == server::HandleAdminToken) {
     (void)server::ParseTokenBody(body);
   }
@@ -67,6 +73,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)server::AuthenticateUser(kGateway, request, 1'800'000'000'000);
   (void)server::AuthenticateAdmin(kToken, request);
   for (std::string_view param : match.params) (void)core::IsValidActivityId(param);
-  ParseBodyOf(*match.route, request.body());
+  ParseBodyOf(*match.route, request.body(), match.query);
   return 0;
 }

@@ -4,6 +4,7 @@
 //   flashsale token --user ID    a bearer token for token mode
 //   flashsale dead-letters --activity ID [--retry ENTRY]   list or retry dead letters (admin API)
 //   flashsale activity list|show ID|create FILE|open ID|close ID   activities (admin API)
+//   flashsale job prewarm|reconcile [--activity ID] [--no-repair]  run a job now (admin API)
 //   flashsale version
 
 #include <CLI/CLI.hpp>
@@ -69,6 +70,16 @@ int main(int argc, char** argv) {
   activity->add_option("argument", argument, "The activity id, or the JSON file for create");
   admin_options(activity);
 
+  auto* job = app.add_subcommand(
+      "job", "Run a job now, once across all instances: prewarm or reconcile; prints its report");
+  std::string job_name;
+  std::string job_activity;
+  bool no_repair = false;
+  job->add_option("job", job_name, "prewarm | reconcile")->required();
+  job->add_option("--activity", job_activity, "Only this activity (default: all)");
+  job->add_flag("--no-repair", no_repair, "reconcile: report only, repair nothing");
+  admin_options(job);
+
   app.add_subcommand("version", "Print the version");
 
   try {
@@ -97,6 +108,7 @@ int main(int argc, char** argv) {
   if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
   if (dead->parsed()) return app::RunDeadLetters(activity_id, retry_id, target);
   if (activity->parsed()) return app::RunActivity(action, argument, target);
+  if (job->parsed()) return app::RunJobNow(job_name, job_activity, !no_repair, target);
   std::cout << "flashsale " << FLASHSALE_VERSION << "\n";
   return 0;
 }

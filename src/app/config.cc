@@ -238,6 +238,18 @@ const std::vector<Setting>& Settings() {
                "1..1000",
        .min = 1,
        .max = 1000},
+      {.name = "prewarm-every-ms",
+       .field = &ServeConfig::prewarm_every_ms,
+       .placeholder = "MS",
+       .help = "How often the prewarm job runs (once across all instances): activities that "
+               "have not started are loaded from the database into Redis; 0: never",
+       .min = 0},
+      {.name = "reconcile-every-ms",
+       .field = &ServeConfig::reconcile_every_ms,
+       .placeholder = "MS",
+       .help = "How often the reconciliation job runs (once across all instances): the "
+               "invariant checked per activity, provable drift repaired; 0: never",
+       .min = 0},
       {.name = "trust-forwarded-for",
        .field = &ServeConfig::trust_forwarded_for,
        .help = "Take the client address from X-Forwarded-For; only behind a proxy that sets it"},

@@ -53,12 +53,14 @@ struct ServeConfig {
   int64_t idle_timeout_ms = 60000;
   int64_t shutdown_timeout_ms = 10000;
   int64_t redis_timeout_ms = 1000;
-  int64_t idempotency_ttl_s = 86400;  // >= 1
-  int64_t registry_poll_ms = 500;     // >= 10
-  int64_t consumers = 1;              // order consumers in this process, 0..64
-  int64_t consumer_batch = 100;       // 1..10000
-  int64_t claim_idle_ms = 30000;      // >= 100
-  int64_t max_deliveries = 5;         // 1..1000
+  int64_t idempotency_ttl_s = 86400;   // >= 1
+  int64_t registry_poll_ms = 500;      // >= 10
+  int64_t consumers = 1;               // order consumers in this process, 0..64
+  int64_t consumer_batch = 100;        // 1..10000
+  int64_t claim_idle_ms = 30000;       // >= 100
+  int64_t max_deliveries = 5;          // 1..1000
+  int64_t prewarm_every_ms = 10000;    // 0: never; else >= 100
+  int64_t reconcile_every_ms = 60000;  // 0: never; else >= 100
   bool trust_forwarded_for = false;
   std::string log_level = "info";  // trace | debug | info | warn | error
 

@@ -385,6 +385,8 @@ const std::vector<Listed>& EverySetting() {
       {"--consumer-batch", "100", "FLASHSALE_CONSUMER_BATCH"},
       {"--claim-idle-ms", "30000", "FLASHSALE_CLAIM_IDLE_MS"},
       {"--max-deliveries", "5", "FLASHSALE_MAX_DELIVERIES"},
+      {"--prewarm-every-ms", "10000", "FLASHSALE_PREWARM_EVERY_MS"},
+      {"--reconcile-every-ms", "60000", "FLASHSALE_RECONCILE_EVERY_MS"},
       {"--trust-forwarded-for", "false", "FLASHSALE_TRUST_FORWARDED_FOR"},
       {"--log-level", "info", "FLASHSALE_LOG_LEVEL"},
   };

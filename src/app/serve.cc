@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "base/crypto.h"
 #include "base/ids.h"
+#include "base/json_writer.h"
 #include "core/token.h"
 #include "redis/embedded_server.h"
 #include "redis/scripts.h"
@@ -139,7 +140,8 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
   return {};
 }
 
-service::PipelineDeps PipelineDepsFor(const redis::ConnectionOptions& redis, store::Store& store,
+service::PipelineDeps PipelineDepsFor(const ServeConfig& config,
+                                      const redis::ConnectionOptions& redis, store::Store& store,
                                       asio::thread_pool& db, service::ActivityRegistry& registry,
                                       const service::ServiceSettings& settings,
                                       service::PipelineMetrics& metrics) {
@@ -152,6 +154,8 @@ service::PipelineDeps PipelineDepsFor(const redis::ConnectionOptions& redis, sto
   deps.settings = &settings;
   deps.clock = &base::SystemClock::Instance();
   deps.metrics = &metrics;
+  deps.jobs.prewarm_every = std::chrono::milliseconds(config.prewarm_every_ms);
+  deps.jobs.reconcile_every = std::chrono::milliseconds(config.reconcile_every_ms);
   return deps;
 }
 
@@ -279,10 +283,10 @@ int RunServe(const ServeConfig& config) {
     return fail(started.error());
   }
   // The order consumers share the server's registry (its first I/O thread keeps it fresh).
-  service::OrderPipeline pipeline(
-      PipelineDepsFor(*redis_options, **store, db_pool, registry, settings, pipeline_metrics),
-      ConsumerOptionsFor(config), static_cast<int>(config.consumers),
-      /*poll_registry=*/false, options.registry_poll);
+  service::OrderPipeline pipeline(PipelineDepsFor(config, *redis_options, **store, db_pool,
+                                                  registry, settings, pipeline_metrics),
+                                  ConsumerOptionsFor(config), static_cast<int>(config.consumers),
+                                  /*poll_registry=*/false, options.registry_poll);
   if (auto started = pipeline.Start(); !started) {
     server.Stop();
     db_pool.join();
@@ -349,10 +353,11 @@ int RunWorker(const ServeConfig& config) {
   asio::thread_pool db_pool(1);
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;
-  service::OrderPipeline pipeline(
-      PipelineDepsFor(*redis_options, **store, db_pool, registry, settings, pipeline_metrics),
-      ConsumerOptionsFor(config), static_cast<int>(config.consumers), /*poll_registry=*/true,
-      std::chrono::milliseconds(config.registry_poll_ms));
+  service::OrderPipeline pipeline(PipelineDepsFor(config, *redis_options, **store, db_pool,
+                                                  registry, settings, pipeline_metrics),
+                                  ConsumerOptionsFor(config), static_cast<int>(config.consumers),
+                                  /*poll_registry=*/true,
+                                  std::chrono::milliseconds(config.registry_poll_ms));
   if (auto started = pipeline.Start(); !started) {
     db_pool.join();
     return fail(started.error());
@@ -432,6 +437,15 @@ int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
   const std::string base = "/api/v1/admin/activities/" + activity_id + "/dead-letters";
   return retry_id.empty() ? AdminCall(target, "GET", base)
                           : AdminCall(target, "POST", base + "/" + retry_id + "/retry");
+}
+
+int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,
+              const AdminTarget& target) {
+  base::JsonWriter body;
+  body.BeginObject().Key("repair").Bool(repair);
+  if (!activity_id.empty()) body.Key("activity_id").String(activity_id);
+  body.EndObject();
+  return AdminCall(target, "POST", "/api/v1/admin/jobs/" + job, std::move(body).Take());
 }
 
 int RunActivity(const std::string& action, const std::string& argument, const AdminTarget& target) {

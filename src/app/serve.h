@@ -36,6 +36,11 @@ int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
 // activities (sales and lotteries; `create` takes the JSON body of POST /api/v1/admin/activities).
 int RunActivity(const std::string& action, const std::string& argument, const AdminTarget& target);
 
+// `flashsale job prewarm|reconcile [--activity ID] [--no-repair]`: runs a job now (once across
+// all instances) and prints its report.
+int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,
+              const AdminTarget& target);
+
 // The secret in `path`, generated (32 random bytes, hex, file mode 0600) if the file is missing.
 base::Result<std::string> ReadOrCreateSecret(const std::string& path);
 

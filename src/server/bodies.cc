@@ -157,6 +157,21 @@ Result<core::Lottery> ParseLottery(const Fields& fields) {
 
 }  // namespace
 
+Result<JobBody> ParseJobBody(std::string_view body) {
+  JobBody job;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return job;
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  Fields fields(*object, "");
+  if (auto only = fields.Only({"activity_id", "repair"}); !only) return only.error();
+  FLASHSALE_FIELD(job.activity_id, fields.String("activity_id"));
+  FLASHSALE_FIELD(job.repair, fields.Bool("repair"));
+  if (!job.activity_id.empty() && !core::IsValidActivityId(job.activity_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "field 'activity_id' is not an activity id");
+  }
+  return job;
+}
+
 Result<int64_t> ParseTicketQuery(std::string_view query) {
   constexpr int64_t kMaxWaitMs = 25'000;
   if (query.empty()) return int64_t{0};

@@ -46,6 +46,13 @@ struct StockBody {
 };
 base::Result<StockBody> ParseStockBody(std::string_view body);
 
+// POST /api/v1/admin/jobs/{job}: empty, or {"activity_id": "phone", "repair": false}.
+struct JobBody {
+  std::string activity_id;  // empty: every activity
+  bool repair = true;
+};
+base::Result<JobBody> ParseJobBody(std::string_view body);
+
 // POST /api/v1/admin/tokens: {"user_id": "alice", "ttl_s": 3600}.
 struct TokenBody {
   std::string user_id;

@@ -8,6 +8,7 @@
 #include "core/activity.h"
 #include "server/bodies.h"
 #include "service/admin.h"
+#include "service/jobs.h"
 #include "service/purchase.h"
 #include "service/queries.h"
 
@@ -84,6 +85,12 @@ void WriteState(JsonWriter& w, const service::ActivityState& state) {
     w.BeginObject().Key("orders").Int(state.persisted->orders);
     w.Key("units").Int(state.persisted->units);
     w.Key("cancelled_units").Int(state.persisted->cancelled_units).EndObject();
+  } else {
+    w.Null();
+  }
+  w.Key("reconciliation");
+  if (!state.reconciliation.empty()) {
+    w.Raw(state.reconciliation);
   } else {
     w.Null();
   }
@@ -400,6 +407,29 @@ asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call) {
   JsonWriter w;
   w.BeginObject().Key("dead_id").String(dead_id).Key("stream_id").String(*id).EndObject();
   co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleAdminJob(Call& call) {
+  const auto job = service::JobFrom(call.params[0]);
+  if (!job) {
+    co_return ErrorReply(http::status::not_found, Word::kNotFound,
+                         "no job '" + std::string(call.params[0]) + "' (prewarm, reconcile)");
+  }
+  auto body = ParseJobBody(call.request.body());
+  if (!body) co_return ErrorToReply(body.error());
+  const service::JobRequest request{
+      .job = *job, .activity_id = body->activity_id, .repair = body->repair};
+  auto report = co_await service::RunJob(call.worker.service, request, nullptr);
+  if (!report) {
+    if (report.error().code == base::ErrorCode::kAlreadyExists) {
+      co_return ErrorReply(http::status::conflict, Word::kConflict, report.error().message);
+    }
+    co_return ErrorToReply(report.error());
+  }
+  Reply reply;
+  reply.word = Word::kOk;
+  reply.body = std::move(*report);
+  co_return reply;
 }
 
 asio::awaitable<Reply> HandleAdminToken(Call& call) {

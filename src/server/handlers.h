@@ -53,6 +53,7 @@ boost::asio::awaitable<Reply> HandleAdminStock(Call& call);
 boost::asio::awaitable<Reply> HandleAdminDeadLetters(Call& call);
 boost::asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call);
 boost::asio::awaitable<Reply> HandleAdminToken(Call& call);
+boost::asio::awaitable<Reply> HandleAdminJob(Call& call);
 boost::asio::awaitable<Reply> HandleHealth(Call& call);
 boost::asio::awaitable<Reply> HandleReady(Call& call);
 boost::asio::awaitable<Reply> HandleMetrics(Call& call);

@@ -37,6 +37,7 @@ constexpr Route kRoutes[] = {
     {verb::post, "/api/v1/admin/activities/{id}/dead-letters/{entry}/retry", RouteId::kAdmin,
      Access::kAdmin, HandleAdminRetryDeadLetter},
     {verb::post, "/api/v1/admin/tokens", RouteId::kAdmin, Access::kAdmin, HandleAdminToken},
+    {verb::post, "/api/v1/admin/jobs/{job}", RouteId::kAdmin, Access::kAdmin, HandleAdminJob},
     // Operations.
     {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},
     {verb::get, "/readyz", RouteId::kReady, Access::kPublic, HandleReady},

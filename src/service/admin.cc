@@ -5,14 +5,14 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "service/jobs.h"
+
 namespace flashsale::service {
 
 namespace asio = boost::asio;
 using base::ErrorCode;
 using base::MakeError;
 using base::Result;
-
-namespace {
 
 // After a change: tell every instance, and reload here before answering.
 asio::awaitable<void> Announce(ServiceContext& context) {
@@ -30,6 +30,8 @@ asio::awaitable<void> Announce(ServiceContext& context) {
   }
 }
 
+namespace {
+
 // The record with what Redis and the order pipeline say about it: remaining stock, the stream's
 // pending and lag, dead letters, and the units the database holds.
 asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
@@ -40,6 +42,10 @@ asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
     state.redis = std::move(*status);
     auto pipeline = co_await context.order_stream().Info(record.activity.id);
     if (pipeline.ok()) state.pipeline = std::move(*pipeline);
+    const redis::Command last(
+        {"GET", ReconcileReportKey(context.settings().key_namespace, record.activity.id)});
+    auto report = co_await context.redis().AsyncSend(last, asio::use_awaitable);
+    if (report.ok() && report->is_string()) state.reconciliation = report->str();
   } else {
     state.redis_error = status.error().ToString();
   }

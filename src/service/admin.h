@@ -31,6 +31,7 @@ struct ActivityState {
   std::string redis_error;
   std::optional<redis::GroupInfo> pipeline;     // the order stream's consumer group
   std::optional<store::OrderCounts> persisted;  // nothing: the database did not answer
+  std::string reconciliation;  // the last reconciliation report (JSON); empty: none yet
 };
 
 // Arguments are references: await these at once, with the arguments alive meanwhile.
@@ -56,6 +57,9 @@ boost::asio::awaitable<base::Result<std::string>> RetryDeadLetter(ServiceContext
 
 // Reloads the registry from the database.
 boost::asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context);
+// Tells every instance an activity changed (INCR of the registry version) and reloads this one's
+// registry; failures are logged (other instances see the change once Redis is back).
+boost::asio::awaitable<void> Announce(ServiceContext& context);
 
 // Until `*stop`: polls the registry version key every `every` and reloads when it moved (another
 // instance changed an activity). Errors are logged and retried at the next tick. `timer` paces

@@ -114,6 +114,7 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
       "# TYPE flashsale_queue_malformed_total counter\n"
       "flashsale_queue_malformed_total {}\n",
       queue.decided.value(), queue.claimed.value(), queue.fenced.value(), queue.malformed.value());
+  jobs.AppendPrometheus(out);
   std::lock_guard lock(mutex_);
   out +=
       "# HELP flashsale_stream_pending Order intents delivered to a consumer, not yet in the "

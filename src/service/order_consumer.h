@@ -35,6 +35,7 @@
 #include "redis/order_stream.h"
 #include "service/context.h"
 #include "service/draw_queue_consumer.h"
+#include "service/jobs.h"
 
 namespace flashsale::service {
 
@@ -59,6 +60,7 @@ struct PipelineMetrics {
   base::Counter claimed;    // entries taken over from other consumers
   base::LatencyHistogram batch_latency;
   QueueMetrics queue;  // the lotteries' admission queues (same consumers, same threads)
+  JobMetrics jobs;     // prewarm and reconciliation runs of this process
 
   // Per activity, refreshed by the consumers every trim_every.
   void SetGauges(const std::string& activity_id, const redis::GroupInfo& info);

@@ -31,6 +31,8 @@ class OrderPipeline::Runner {
         stream_(runner_, deps.settings->key_namespace),
         consumer_(context_, stream_, options, *deps.metrics),
         queue_consumer_(context_, QueueOptions(options), deps.metrics->queue),
+        jobs_(deps.jobs),
+        job_metrics_(&deps.metrics->jobs),
         poll_timer_(io_) {}
 
   ~Runner() {
@@ -56,12 +58,18 @@ class OrderPipeline::Runner {
     return {};
   }
 
-  void Run(bool poll_registry, std::chrono::milliseconds poll_every) {
+  void Run(bool poll_registry, std::chrono::milliseconds poll_every, bool run_jobs) {
     connection_->Start();
     asio::co_spawn(io_, consumer_.Run(&stop_), [this](std::exception_ptr) { done_ = true; });
     asio::co_spawn(io_, RunQueues(), [this](std::exception_ptr) { queue_done_ = true; });
     if (poll_registry) {
       asio::co_spawn(io_, PollRegistry(context_, poll_every, poll_timer_, &stop_), asio::detached);
+    }
+    if (run_jobs) {
+      asio::co_spawn(io_, RunJobSchedule(context_, jobs_, &stop_, job_metrics_),
+                     [this](std::exception_ptr) { jobs_done_ = true; });
+    } else {
+      jobs_done_ = true;
     }
     io_.restart();
     thread_ = std::thread([this] { io_.run(); });
@@ -76,7 +84,7 @@ class OrderPipeline::Runner {
 
   void Join(std::chrono::milliseconds grace) {
     const auto until = std::chrono::steady_clock::now() + grace;
-    while ((!done_ || !queue_done_) && std::chrono::steady_clock::now() < until) {
+    while ((!done_ || !queue_done_ || !jobs_done_) && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     asio::post(io_, [this] {
@@ -125,10 +133,13 @@ class OrderPipeline::Runner {
   redis::OrderStream stream_;
   OrderConsumer consumer_;
   DrawQueueConsumer queue_consumer_;
+  JobSchedule jobs_;
+  JobMetrics* job_metrics_;
   asio::steady_timer poll_timer_;
   bool stop_ = false;
   std::atomic<bool> done_ = false;
   std::atomic<bool> queue_done_ = false;
+  std::atomic<bool> jobs_done_ = false;
   std::thread thread_;
 };
 
@@ -161,7 +172,7 @@ base::Status OrderPipeline::Start() {
     }
   }
   for (size_t i = 0; i < runners_.size(); ++i) {
-    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_);
+    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_, i == 0);
   }
   return {};
 }

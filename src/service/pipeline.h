@@ -26,6 +26,7 @@ struct PipelineDeps {
   const ServiceSettings* settings = nullptr;
   const base::Clock* clock = nullptr;
   PipelineMetrics* metrics = nullptr;
+  JobSchedule jobs;  // run by the first consumer's thread (zero periods: none)
 };
 
 class OrderPipeline {

@@ -1387,6 +1387,20 @@ Result<std::vector<OrderRecord>> MySqlStore::OrdersOfUser(std::string_view user_
   });
 }
 
+Result<std::vector<OrderRecord>> MySqlStore::OrdersOfActivity(std::string_view activity_id) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<OrderRecord>> {
+    Statement query(
+        conn, std::string(kSelectOrder) + " WHERE activity_id = ? ORDER BY created_ms, order_id",
+        "orders of activity");
+    if (auto run = query.Execute({activity_id}); !run) return run.error();
+    std::vector<OrderRecord> orders;
+    orders.reserve(query.rows().size());
+    for (const Row& row : query.rows()) orders.push_back(ReadOrder(row));
+    return orders;
+  });
+}
+
 Result<OrderCounts> MySqlStore::CountOrders(std::string_view activity_id) {
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> Result<OrderCounts> {

@@ -103,6 +103,7 @@ class MySqlStore final : public Store {
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                       int64_t limit) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
+  base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) override;
 
  private:
   explicit MySqlStore(MySqlEndpoint endpoint);

@@ -531,6 +531,21 @@ Result<std::vector<OrderRecord>> SqliteStore::OrdersOfUser(std::string_view user
   return orders;
 }
 
+Result<std::vector<OrderRecord>> SqliteStore::OrdersOfActivity(std::string_view activity_id) {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_,
+             std::string(kSelectOrder) + " WHERE activity_id = ? ORDER BY created_ms, order_id");
+  query.Bind(activity_id);
+  std::vector<OrderRecord> orders;
+  for (;;) {
+    auto row = query.Step("orders of activity");
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    orders.push_back(ReadOrder(query));
+  }
+  return orders;
+}
+
 Result<OrderCounts> SqliteStore::CountOrders(std::string_view activity_id) {
   std::lock_guard lock(mutex_);
   Stmt query(db_,

@@ -124,6 +124,8 @@ class Store {
   virtual base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                               int64_t limit) = 0;
   virtual base::Result<OrderCounts> CountOrders(std::string_view activity_id) = 0;
+  // Every order of the activity, any state, oldest first (for reconciliation).
+  virtual base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) = 0;
 };
 
 }  // namespace flashsale::store

@@ -1,0 +1,210 @@
+#include "service/jobs.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <memory>
+
+#include "base/json_writer.h"
+#include "redis/lock.h"
+
+namespace flashsale::service {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+constexpr std::chrono::milliseconds kLease{30'000};
+constexpr std::chrono::milliseconds kExtendEvery{10'000};
+constexpr std::chrono::milliseconds kScheduleTick{1'000};
+
+std::string JobKey(std::string_view key_namespace, Job job, std::string_view name) {
+  return fmt::format("{}:jobs:{{{}}}:{}", key_namespace, ToString(job), name);
+}
+
+// Shared by a run and its watchdog (which may outlive the run by one tick).
+struct Watch {
+  bool done = false;
+  bool lost = false;
+  asio::steady_timer timer;
+  explicit Watch(asio::any_io_executor executor) : timer(std::move(executor)) {}
+};
+
+// Extends the lease every kExtendEvery until the run is done; marks the run lost if it cannot.
+asio::awaitable<void> Watchdog(std::shared_ptr<Watch> watch,
+                               std::shared_ptr<redis::DistributedLock> lock, redis::Lease lease) {
+  while (!watch->done) {
+    watch->timer.expires_after(kExtendEvery);
+    co_await watch->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (watch->done) break;
+    auto extended = co_await lock->Extend(lease, kLease);
+    if (!extended.ok() || !*extended) {
+      watch->lost = true;
+      break;
+    }
+  }
+}
+
+// Prewarm of one activity: the JSON line of what happened.
+asio::awaitable<std::string> Prewarm(ServiceContext& context, const store::ActivityRecord& known) {
+  base::JsonWriter w;
+  w.BeginObject().Key("activity_id").String(known.activity.id);
+  const int64_t now_ms = context.clock().NowMs();
+  if (known.activity.start_ms <= now_ms) {
+    w.Key("action").String("none").Key("why").String("started: never touched by prewarm");
+    w.EndObject();
+    co_return std::move(w).Take();
+  }
+  auto status = co_await context.seckill().AsyncStatus(known.activity.id, asio::use_awaitable);
+  if (status.ok() && status->found) {
+    w.Key("action").String("none").Key("why").String("loaded already").EndObject();
+    co_return std::move(w).Take();
+  }
+  const std::string id = known.activity.id;
+  const auto read = [id](store::Store& store) { return store.GetActivity(id, true); };
+  auto record = co_await context.OnDb(read);
+  if (!record.ok()) {
+    w.Key("action").String("failed").Key("why").String(record.error().message).EndObject();
+    co_return std::move(w).Take();
+  }
+  auto setup = co_await context.seckill().AsyncSetup(
+      record->activity, redis::SetupMode::kLoadIfMissing, asio::use_awaitable);
+  if (!setup.ok()) {
+    w.Key("action").String("failed").Key("why").String(setup.error().message).EndObject();
+  } else {
+    w.Key("action").String(setup->loaded ? "loaded" : "none");
+    w.Key("units").Int(record->activity.InitialUnits()).EndObject();
+  }
+  co_return std::move(w).Take();
+}
+
+}  // namespace
+
+std::string_view ToString(Job job) { return job == Job::kPrewarm ? "prewarm" : "reconcile"; }
+
+std::optional<Job> JobFrom(std::string_view name) {
+  if (name == "prewarm") return Job::kPrewarm;
+  if (name == "reconcile") return Job::kReconcile;
+  return std::nullopt;
+}
+
+std::string ReconcileReportKey(std::string_view key_namespace, std::string_view activity_id) {
+  return fmt::format("{}:seckill:{{{}}}:reconcile", key_namespace, activity_id);
+}
+
+void JobMetrics::SetDrift(const std::string& activity_id, int64_t drift) {
+  std::lock_guard lock(mutex_);
+  drift_[activity_id] = drift;
+}
+
+void JobMetrics::AppendPrometheus(std::string& out) const {
+  out += fmt::format(
+      "# HELP flashsale_job_runs_total Job runs (prewarm, reconcile) made by this process.\n"
+      "# TYPE flashsale_job_runs_total counter\nflashsale_job_runs_total {}\n"
+      "# HELP flashsale_job_lock_lost_total Job runs stopped because their lock was lost.\n"
+      "# TYPE flashsale_job_lock_lost_total counter\nflashsale_job_lock_lost_total {}\n"
+      "# HELP flashsale_reconcile_drift Units the invariant could not account for at the last "
+      "reconciliation (0: it holds).\n# TYPE flashsale_reconcile_drift gauge\n",
+      runs.value(), lock_lost.value());
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, drift] : drift_) {
+    out += fmt::format("flashsale_reconcile_drift{{activity=\"{}\"}} {}\n", id, drift);
+  }
+}
+
+asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRequest& request,
+                                            JobMetrics* metrics) {
+  const std::string& ns = context.settings().key_namespace;
+  // Shared with the watchdog, which may still be extending when the run ends.
+  auto lock = std::make_shared<redis::DistributedLock>(
+      context.runner(), JobKey(ns, request.job, "lock"), JobKey(ns, request.job, "fence"));
+  auto taken = co_await lock->TryAcquire(context.random(), kLease);
+  if (!taken.ok()) co_return std::move(taken).error();
+  if (!taken->has_value()) {
+    co_return MakeError(ErrorCode::kAlreadyExists, "the {} job is running on another instance",
+                        ToString(request.job));
+  }
+  const redis::Lease lease = **taken;
+  auto watch = std::make_shared<Watch>(co_await asio::this_coro::executor);
+  asio::co_spawn(watch->timer.get_executor(), Watchdog(watch, lock, lease), asio::detached);
+  if (metrics != nullptr) metrics->runs.Add();
+
+  const SnapshotPtr snapshot = context.snapshot();
+  base::JsonWriter w;
+  w.BeginObject().Key("job").String(ToString(request.job)).Key("fence").Int(lease.fence);
+  w.Key("activities").BeginArray();
+  std::optional<base::Error> failed;
+  bool found = request.activity_id.empty();
+  for (const auto& record : snapshot->all()) {
+    if (!request.activity_id.empty() && record.activity.id != request.activity_id) continue;
+    found = true;
+    if (watch->lost) break;
+    if (request.job == Job::kPrewarm) {
+      w.Raw(co_await Prewarm(context, record));
+      continue;
+    }
+    auto report = co_await Reconcile(context, record, request.repair);
+    if (!report.ok()) {
+      failed = std::move(report).error();
+      break;
+    }
+    const std::string json = report->Json();
+    w.Raw(json);
+    if (metrics != nullptr) metrics->SetDrift(record.activity.id, report->drift);
+    const redis::Command keep({"SET", ReconcileReportKey(ns, record.activity.id), json});
+    co_await context.redis().AsyncSend(keep, asio::use_awaitable);
+    if (report->drift != 0) {
+      spdlog::warn("reconcile '{}': drift {}", record.activity.id, report->drift);
+    }
+  }
+  w.EndArray();
+  const bool lost = watch->lost;
+  watch->done = true;
+  watch->timer.cancel();
+  if (lost) {
+    if (metrics != nullptr) metrics->lock_lost.Add();
+    co_return MakeError(ErrorCode::kUnavailable, "the {} job lost its lock and stopped",
+                        ToString(request.job));
+  }
+  co_await lock->Release(lease);
+  if (failed) co_return std::move(*failed);
+  if (!found) co_return MakeError(ErrorCode::kNotFound, "no activity '{}'", request.activity_id);
+  w.EndObject();
+  co_return std::move(w).Take();
+}
+
+asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedule,
+                                     const bool* stop, JobMetrics* metrics) {
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  using Clock = std::chrono::steady_clock;
+  std::map<Job, Clock::time_point> next;
+  const std::pair<Job, std::chrono::milliseconds> jobs[] = {
+      {Job::kPrewarm, schedule.prewarm_every}, {Job::kReconcile, schedule.reconcile_every}};
+  while (!*stop) {
+    for (const auto& [job, every] : jobs) {
+      if (every.count() <= 0 || *stop || Clock::now() < next[job]) continue;
+      next[job] = Clock::now() + std::min(every, kScheduleTick * 5);
+      // This period's run: claimed by one instance.
+      const redis::IntArg period(every.count());
+      const redis::Command claim(
+          {"SET", JobKey(context.settings().key_namespace, job, "next"), "1", "NX", "PX", period});
+      auto claimed = co_await context.redis().AsyncSend(claim, asio::use_awaitable);
+      if (!claimed.ok() || claimed->is_nil()) continue;
+      const JobRequest request{.job = job};
+      auto ran = co_await RunJob(context, request, metrics);
+      if (!ran.ok()) spdlog::warn("scheduled {} job: {}", ToString(job), ran.error().message);
+    }
+    tick.expires_after(kScheduleTick);
+    co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+}
+
+}  // namespace flashsale::service

@@ -1,0 +1,63 @@
+#pragma once
+// Reconciliation (S3-9): evaluates the invariant of DESIGN.md for an activity, reports every term,
+// repairs what it can prove, and reports what it cannot. In the form checked here (the record's
+// total is the initial stock; a cancelled order's unit, once returned, is part of the remaining
+// stock again):
+//
+//   initial (record's total units) = remaining (Redis)
+//                                  + units of intents not yet in the record (Redis reserved)
+//                                  + units of live orders in the record (reserved or paid)
+//                                  + units of cancelled orders not yet returned to Redis
+//
+// The reads are ordered so that sales going on meanwhile cannot create phantom drift: the record
+// first, then one atomic status of Redis's counters, then Redis's order records (only used to
+// find which of them the record already has).
+//
+// Repairs, each provably safe while the sale runs:
+//   - an order the record cancelled whose unit Redis still holds: released (seckill_release.lua:
+//     once, the record moves R -> X with the units);
+//   - an order Redis reserved that is in neither the stream, the dead letters nor the record (its
+//     intent was lost): its intent is appended again from the order record;
+//   - an activity Redis does not have at all (data lost, or wiped): the sale is stopped already
+//     (the scripts answer "unknown activity"); it is rebuilt from the record: its live orders
+//     restored first (buyers' units, records), then its definition with the stock the record says
+//     is left: total - live units (a coupon sale: the items not taken; a lottery: each prize's
+//     stock less its wins). Intents that were in the lost stream and never reached the record are
+//     gone with it; they are not re-sold either, and the report says how the stock was rebuilt.
+// Drift that none of these explains is reported, never "fixed" by adding or removing stock.
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "service/context.h"
+
+namespace flashsale::service {
+
+struct ReconcileReport {
+  std::string activity_id;
+  bool loaded = false;  // Redis had the activity when the job started
+  int64_t initial = 0;
+  int64_t remaining = 0;
+  int64_t not_in_db = 0;
+  int64_t db_live = 0;
+  int64_t cancelled_not_returned = 0;
+  int64_t drift = 0;  // initial - (the other terms); 0 when the invariant holds
+  // Repairs made by this run.
+  int64_t returned = 0;            // units released for orders the record cancelled
+  int64_t reappended = 0;          // lost intents appended again
+  bool rebuilt = false;            // Redis state rebuilt from the record
+  std::vector<std::string> notes;  // what was found and could not be repaired, and why
+
+  // The report as one JSON object.
+  std::string Json() const;
+};
+
+// One activity; repairs only when `repair`.
+boost::asio::awaitable<base::Result<ReconcileReport>> Reconcile(ServiceContext& context,
+                                                                const store::ActivityRecord& record,
+                                                                bool repair);
+
+}  // namespace flashsale::service
