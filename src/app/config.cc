@@ -250,6 +250,12 @@ const std::vector<Setting>& Settings() {
        .help = "How often the reconciliation job runs (once across all instances): the "
                "invariant checked per activity, provable drift repaired; 0: never",
        .min = 0},
+      {.name = "rebuild-grace-ms",
+       .field = &ServeConfig::rebuild_grace_ms,
+       .placeholder = "MS",
+       .help = "Reconciliation rebuilds an activity Redis lost this long after it first finds "
+               "it missing (the sale stays stopped meanwhile)",
+       .min = 0},
       {.name = "trust-forwarded-for",
        .field = &ServeConfig::trust_forwarded_for,
        .help = "Take the client address from X-Forwarded-For; only behind a proxy that sets it"},

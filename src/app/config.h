@@ -59,8 +59,9 @@ struct ServeConfig {
   int64_t consumer_batch = 100;        // 1..10000
   int64_t claim_idle_ms = 30000;       // >= 100
   int64_t max_deliveries = 5;          // 1..1000
-  int64_t prewarm_every_ms = 10000;    // 0: never; else >= 100
-  int64_t reconcile_every_ms = 60000;  // 0: never; else >= 100
+  int64_t prewarm_every_ms = 10000;    // 0: never
+  int64_t reconcile_every_ms = 60000;  // 0: never
+  int64_t rebuild_grace_ms = 20000;    // >= 0
   bool trust_forwarded_for = false;
   std::string log_level = "info";  // trace | debug | info | warn | error
 

@@ -159,6 +159,15 @@ service::PipelineDeps PipelineDepsFor(const ServeConfig& config,
   return deps;
 }
 
+// What serve and worker share of the service's settings (serve adds its secret).
+service::ServiceSettings SettingsFor(const ServeConfig& config) {
+  service::ServiceSettings settings;
+  settings.key_namespace = config.key_namespace;
+  settings.idempotency_ttl_ms = config.idempotency_ttl_s * 1000;
+  settings.rebuild_grace = std::chrono::milliseconds(config.rebuild_grace_ms);
+  return settings;
+}
+
 service::ConsumerOptions ConsumerOptionsFor(const ServeConfig& config) {
   service::ConsumerOptions options;
   options.name = service::OrderPipeline::DefaultName();
@@ -232,10 +241,8 @@ int RunServe(const ServeConfig& config) {
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
 
-  service::ServiceSettings settings;
-  settings.key_namespace = config.key_namespace;
+  service::ServiceSettings settings = SettingsFor(config);
   settings.secret = secret;
-  settings.idempotency_ttl_ms = config.idempotency_ttl_s * 1000;
 
   if (config.demo) {
     if (auto demo = CreateDemo(config, *redis_options, **store, settings); !demo) {
@@ -348,8 +355,7 @@ int RunWorker(const ServeConfig& config) {
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
 
-  service::ServiceSettings settings;
-  settings.key_namespace = config.key_namespace;
+  const service::ServiceSettings settings = SettingsFor(config);
   asio::thread_pool db_pool(1);
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;

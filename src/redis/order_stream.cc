@@ -143,10 +143,10 @@ asio::awaitable<Result<int64_t>> OrderStream::Ack(std::string_view activity_id,
   co_return reply->is_integer() ? reply->integer() : int64_t{0};
 }
 
-asio::awaitable<base::Status> OrderStream::Touch(std::string_view activity_id,
-                                                 std::string_view consumer,
-                                                 std::span<const std::string> ids) {
-  if (ids.empty()) co_return base::Status();
+asio::awaitable<Result<int64_t>> OrderStream::Touch(std::string_view activity_id,
+                                                    std::string_view consumer,
+                                                    std::span<const std::string> ids) {
+  if (ids.empty()) co_return int64_t{0};
   const SeckillKeys keys(namespace_, activity_id);
   std::vector<std::string_view> args = {"XCLAIM", keys.stream(), kGroup, consumer, "0"};
   args.insert(args.end(), ids.begin(), ids.end());
@@ -154,7 +154,10 @@ asio::awaitable<base::Status> OrderStream::Touch(std::string_view activity_id,
   const Command touch(args);
   auto reply = co_await Send(runner_.connection(), touch);
   if (!reply.ok()) co_return std::move(reply).error();
-  co_return base::Status();
+  if (!reply->is_array()) {
+    co_return MakeError(ErrorCode::kProtocol, "XCLAIM: unexpected {}", reply->Describe());
+  }
+  co_return static_cast<int64_t>(reply->size());
 }
 
 asio::awaitable<Result<int64_t>> OrderStream::RecordFailure(std::string_view activity_id,

@@ -69,10 +69,12 @@ class OrderStream {
   // XACK: only ever after the database committed the entries.
   boost::asio::awaitable<base::Result<int64_t>> Ack(std::string_view activity_id,
                                                     std::span<const std::string> ids);
-  // Resets the idle time of entries this consumer still works on, so no one claims them.
-  boost::asio::awaitable<base::Status> Touch(std::string_view activity_id,
-                                             std::string_view consumer,
-                                             std::span<const std::string> ids);
+  // Resets the idle time of entries this consumer still works on, so no one claims them. The
+  // number of them still pending in the group (fewer than asked: some are no longer this
+  // consumer's to write, e.g. the stream was lost and made again).
+  boost::asio::awaitable<base::Result<int64_t>> Touch(std::string_view activity_id,
+                                                      std::string_view consumer,
+                                                      std::span<const std::string> ids);
   // Counts one failed delivery of an entry; the count so far.
   boost::asio::awaitable<base::Result<int64_t>> RecordFailure(std::string_view activity_id,
                                                               std::string_view entry_id);

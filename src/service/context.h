@@ -34,6 +34,10 @@ struct ServiceSettings {
   int64_t cache_ttl_s = 3600;
   int64_t redis_retries = 2;  // extra attempts of a reserve whose outcome was unknown
   std::chrono::milliseconds db_timeout{10000};  // longest wait for one database call
+  // How long reconciliation waits after it first finds an activity missing from Redis before it
+  // rebuilds it: long enough for any consumer still holding a batch of the lost stream to drop it
+  // (one database timeout and one retry pause), so none is written after the rebuild.
+  std::chrono::milliseconds rebuild_grace{20000};
 };
 
 class ServiceContext {

@@ -288,7 +288,6 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
     std::string_view activity_id, const std::vector<store::OrderRecord>& orders,
     std::span<const std::string> ids, const bool* stop) {
   auto backoff = std::chrono::milliseconds(100);
-  auto held_since = Clock::now();
   for (;;) {
     const auto write = [orders, now_ms = context_.clock().NowMs()](store::Store& store) {
       return store.InsertOrders(orders, now_ms);
@@ -305,12 +304,24 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
     if (*stop) co_return MakeError(ErrorCode::kCancelled, "stopping");
     co_await Pause(backoff);
     backoff = std::min(backoff * 2, options_.backoff_max);
-    if (Clock::now() - held_since > options_.claim_idle / 2) {
-      // Still ours: keep other consumers from claiming what we hold.
-      if (auto touched = co_await stream_.Touch(activity_id, options_.name, ids); !touched) {
-        spdlog::warn("touch held entries of '{}': {}", activity_id, touched.error().message);
+    // Still ours? Keeps other consumers from claiming what we hold, and tells a batch whose
+    // stream Redis lost (wiped, failed over) from one that waits: a lost batch is dropped, never
+    // written after reconciliation rebuilt the activity without it.
+    auto touched = co_await stream_.Touch(activity_id, options_.name, ids);
+    if (touched.ok() && *touched < static_cast<int64_t>(ids.size())) {
+      spdlog::warn(
+          "{} of {} held order intents of '{}' are no longer pending for this consumer; "
+          "the batch is dropped",
+          static_cast<int64_t>(ids.size()) - *touched, ids.size(), activity_id);
+      co_return MakeError(ErrorCode::kCancelled, "held entries lost");
+    }
+    if (!touched.ok()) {
+      if (touched.error().message.starts_with("NOGROUP")) {
+        spdlog::warn("the order stream of '{}' was lost; {} held intents are dropped", activity_id,
+                     ids.size());
+        co_return MakeError(ErrorCode::kCancelled, "stream lost");
       }
-      held_since = Clock::now();
+      spdlog::warn("touch held entries of '{}': {}", activity_id, touched.error().message);
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <map>
 #include <set>
 
@@ -72,6 +73,8 @@ asio::awaitable<base::Status> Rebuild(ServiceContext& context, const store::Acti
   if (!counted.ok()) co_return std::move(counted).error();
   if (!totalled.ok()) co_return std::move(totalled).error();
   report.rebuilt = true;
+  spdlog::warn("reconcile '{}': rebuilt from the record ({} live orders, {} units left)",
+               record.activity.id, *restored, left.InitialUnits());
   report.notes.push_back(fmt::format(
       "rebuilt from the record: {} live orders restored, {} units left; intents that were in "
       "the lost stream and never reached the record cannot be recovered",
@@ -118,13 +121,35 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
   if (!status.ok()) co_return std::move(status).error();
   report.loaded = status->found;
   if (!status->found) {
+    report.drift = report.initial - report.db_live;
     if (!repair) {
       report.notes.push_back("not in Redis: the sale is stopped until it is rebuilt (repair)");
-      report.drift = report.initial - report.db_live;
+      co_return report;
+    }
+    // Missing since when (by the first run that saw it, on any instance)?
+    const redis::SeckillKeys keys(context.settings().key_namespace, id);
+    const std::string missing_key = keys.meta() + ":missing_since";
+    const std::string now_text = std::to_string(context.clock().NowMs());
+    const redis::Command mark({"SET", missing_key, now_text, "NX", "GET", "PX", "86400000"});
+    auto marked = co_await context.redis().AsyncSend(mark, asio::use_awaitable);
+    if (!marked.ok()) co_return std::move(marked).error();
+    int64_t since = context.clock().NowMs();
+    if (marked->is_string()) {
+      const std::string_view text = marked->str();
+      std::from_chars(text.data(), text.data() + text.size(), since);
+    }
+    const int64_t waited = context.clock().NowMs() - since;
+    if (waited < context.settings().rebuild_grace.count()) {
+      report.notes.push_back(fmt::format(
+          "not in Redis for {} ms: the sale is stopped; rebuilt once {} ms have passed (consumers "
+          "holding intents of the lost stream drop them meanwhile)",
+          waited, context.settings().rebuild_grace.count()));
       co_return report;
     }
     auto rebuilt = co_await Rebuild(context, *record, *orders, report.db_live, report);
     if (!rebuilt.ok()) co_return std::move(rebuilt).error();
+    const redis::Command unmark({"DEL", missing_key});
+    co_await context.redis().AsyncSend(unmark, asio::use_awaitable);
     status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) co_return std::move(status).error();
   }

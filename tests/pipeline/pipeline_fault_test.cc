@@ -51,6 +51,7 @@
 #include "redis/order_stream.h"
 #include "redis/scripts.h"
 #include "redis/seckill.h"
+#include "service/jobs.h"
 #include "service/order_consumer.h"
 #include "service/registry.h"
 #include "store/mysql_store.h"
@@ -424,6 +425,8 @@ struct WorkerOptions {
   int batch = 100;                 // --consumer-batch (the default)
   std::string log_level = "warn";  // "info" logs the persisted/duplicates summary at exit
   std::string failpoints;          // FLASHSALE_FAILPOINTS of this worker
+  int reconcile_every_ms = 0;      // the jobs: off unless a test wants them
+  int prewarm_every_ms = 0;
 };
 
 // --- The fixture -------------------------------------------------------------------------------
@@ -507,6 +510,12 @@ class PipelineFaultTest : public ::testing::Test {
                                            "3",
                                            "--registry-poll-ms",
                                            "50",
+                                           "--reconcile-every-ms",
+                                           std::to_string(options.reconcile_every_ms),
+                                           "--prewarm-every-ms",
+                                           std::to_string(options.prewarm_every_ms),
+                                           "--rebuild-grace-ms",
+                                           "1000",
                                            "--log-level",
                                            options.log_level};
     return std::make_unique<Worker>(args, tmp_ / (name + ".log"), options.failpoints);
@@ -1147,6 +1156,116 @@ TEST_F(QueueFaultTest, AStrictQueueHasOneConsumerAtATimeAndTheNextTakesOverWhenI
   }
   EXPECT_EQ(holders, 1u) << next->Describe();
   EXPECT_TRUE(next->StopCleanly());
+}
+
+// --- h) Drills: Redis restarted from its AOF, Redis wiped, in the middle of a sale --------------
+
+class DrillTest : public PipelineFaultTest {
+ protected:
+  // Replaces the test's redis-server with one that keeps an AOF fsynced on every write.
+  void UseRedisWithAof() {
+    testing::Stop(io_, connection_);
+    redis_ = std::make_unique<RedisServer>(
+        testing::RedisServerOptions{.appendonly = true, .appendfsync = "always"});
+    connection_ = testing::Connect(io_, redis_->unix_url());
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+    scripts_ = std::make_unique<redis::SeckillScripts>(*runner_, namespace_);
+    stream_ = std::make_unique<redis::OrderStream>(*runner_, namespace_);
+  }
+
+  int64_t Remaining(const std::string& activity) {
+    auto stock = redis_->Command({"GET", Keys(activity).stock()});
+    return stock->type == REDIS_REPLY_STRING ? std::stoll(Str(stock.get())) : -1;
+  }
+  int64_t UnitsInDb(const std::string& activity) {
+    return std::stoll(mariadb_->Scalar(
+        fmt::format("SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE activity_id = '{}' AND "
+                    "state <> 'cancelled'",
+                    activity),
+        db_name_));
+  }
+  int64_t UsersTwiceInDb(const std::string& activity) {
+    return std::stoll(mariadb_->Scalar(
+        fmt::format("SELECT COUNT(*) FROM (SELECT user_id FROM orders WHERE activity_id = '{}' "
+                    "AND state <> 'cancelled' GROUP BY user_id HAVING COUNT(*) > 1) t",
+                    activity),
+        db_name_));
+  }
+};
+
+TEST_F(DrillTest, RedisRestartedFromItsAofMidSaleKeepsTheInvariant) {
+  ASSERT_NO_FATAL_FAILURE(UseRedisWithAof());
+  ASSERT_NO_FATAL_FAILURE(CreateActivity("aof", 3000));
+  auto worker = StartWorker("worker", {.reconcile_every_ms = 500});
+  ASSERT_TRUE(worker->WaitStarted());
+  Producer producer = MakeProducer("aof");
+  BackgroundLoad load(producer, 0, 4000, 200, 20ms);
+  ASSERT_TRUE(WaitUntil([&] { return load.attempted() >= 1000; }, kProgressTimeout));
+  redis_->Kill();  // SIGKILL: no save, only the AOF
+  std::this_thread::sleep_for(500ms);
+  redis_->Start();
+  std::string error;
+  const Reservations reserved = load.Finish(&error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_EQ(reserved.unresolved, 0);
+  EXPECT_EQ(static_cast<int64_t>(reserved.order_ids.size()), 3000) << "the whole stock sold";
+  // Every acknowledged write survived: the exact check, and the invariant with nothing left.
+  ASSERT_NO_FATAL_FAILURE(ExpectExactlyOnce("aof", 0, {worker.get()}));
+  EXPECT_EQ(Remaining("aof") + UnitsInDb("aof"), 3000);
+  EXPECT_EQ(Remaining("aof"), 0);
+}
+
+TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNothingOversold) {
+  constexpr int64_t kStock = 2000;
+  ASSERT_NO_FATAL_FAILURE(CreateActivity("wipe", kStock));
+  Producer producer = MakeProducer("wipe");
+  const Reservations before = producer.Reserve(0, 800, 32);
+  ASSERT_EQ(before.order_ids.size(), 800u);
+  // A worker persists what it can; then Redis loses everything (a wipe, a failover to an empty
+  // replica) while more intents may still be in the stream.
+  auto worker = StartWorker("worker", {.log_level = "info", .reconcile_every_ms = 300});
+  ASSERT_TRUE(worker->WaitStarted());
+  ASSERT_TRUE(WaitUntil([&] { return RowsInDb("wipe") >= 400; }, kProgressTimeout))
+      << worker->Describe();
+  redis_->Command({"FLUSHALL"});
+  const int64_t persisted_at_wipe = RowsInDb("wipe");
+  {  // The sale has stopped at once: nothing to sell from until the rebuild (a grace of 1 s).
+    const redis::ReserveRequest probe{
+        .order_id = "probe", .user_id = "probe", .now_ms = base::SystemClock::Instance().NowMs()};
+    auto refused = io_.Run(scripts_->AsyncReserve("wipe", probe, asio::use_awaitable));
+    ASSERT_TRUE(refused.ok()) << refused.error().ToString();
+    EXPECT_EQ(refused->outcome, core::Outcome::kUnknownActivity);
+  }
+
+  // The sale has stopped: the scripts no longer know the activity (until it is rebuilt).
+  // Reconciliation rebuilds it from the record: the sale resumes with what the record says is
+  // left, the record's buyers still refused.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return redis_->Integer({"EXISTS", Keys("wipe").meta()}) == 1;
+      },
+      kProgressTimeout))
+      << worker->Describe();
+  const int64_t persisted = RowsInDb("wipe");
+  EXPECT_GE(persisted, persisted_at_wipe);
+  EXPECT_EQ(Remaining("wipe"), kStock - persisted) << "rebuilt from the record";
+  // The same users and order ids as before: those the record has are replayed (their orders
+  // were restored), only those whose orders were lost with Redis take a unit again.
+  const Reservations again = producer.Reserve(0, 800, 16);
+  EXPECT_EQ(static_cast<int64_t>(again.order_ids.size()), 800);
+  EXPECT_EQ(Remaining("wipe"), kStock - 800);
+  const Reservations after = producer.Reserve(800, 3000, 32);
+  EXPECT_EQ(after.unresolved, 0);
+
+  // Drained: nothing oversold, nobody twice, and Redis and the record agree on every unit.
+  ASSERT_TRUE(WaitUntil([&] { return Drained("wipe"); }, kDrainTimeout)) << worker->Describe();
+  EXPECT_EQ(UnitsInDb("wipe"), kStock) << "sold out exactly";
+  EXPECT_EQ(Remaining("wipe"), 0);
+  EXPECT_EQ(UsersTwiceInDb("wipe"), 0);
+  const std::string report =
+      redis_->String({"GET", service::ReconcileReportKey(namespace_, "wipe")});
+  EXPECT_NE(report.find("\"drift\":0"), std::string::npos) << report;
+  EXPECT_NE(worker->Log().find("rebuilt"), std::string::npos) << worker->Describe();
 }
 
 }  // namespace
