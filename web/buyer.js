@@ -235,7 +235,7 @@
     switch (json.code) {
       case 1: {
         const items = json.items && json.items.length
-          ? FS.el("p", {}, "Your code(s): ", ...json.items.map((item) => FS.el("code", { class: "item" }, item, " ")))
+          ? FS.el("p", {}, "Your code(s): ", ...json.items.map((item) => [FS.el("code", { class: "item" }, item), " "]))
           : null;
         show("ok", "reserved",
           FS.el("strong", {}, "Reserved! "), "Order ", FS.el("code", { id: "order-id" }, json.order_id),
@@ -243,6 +243,7 @@
           json.remaining !== undefined ? FS.el("p", { class: "muted" }, `${json.remaining} left.`) : null);
         if (typeof json.remaining === "number") {
           state.remaining = json.remaining;
+          state.soldOut = json.remaining === 0;
           $("remaining").textContent = json.remaining;
         }
         return;

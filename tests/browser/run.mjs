@@ -260,6 +260,18 @@ describe("buyer page", () => {
     assert.deepEqual(page.errors, []);
   });
 
+  test("coupon stock: the reservation shows the item the buyer got", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    await service.createActivity({ id: "coupons", title: "Coupons", kind: "items", items: ["SPRING-0042"] });
+    const page = await newPage(t);
+    await openBuyer(page, "coupons", "saver");
+    await page.click("#action");
+    await page.waitForSelector('#outcome[data-status="reserved"]');
+    assert.equal(await page.textContent("#outcome code.item"), "SPRING-0042");
+    // That was the last one: the button says so without waiting for a refresh.
+    assert.equal(await page.textContent("#action"), "Sold out");
+    await shot(page, "buyer-coupon");
+  });
+
   test("a sold-out activity shows sold out, on load and after a press", { timeout: TEST_TIMEOUT_MS }, async (t) => {
     await service.createActivity({ id: "gone", title: "Gone already", stock: 1 });
     assert.equal((await service.buy("gone", "early-bird")).json.code, 1);
