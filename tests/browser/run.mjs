@@ -298,7 +298,7 @@ describe("buyer page", () => {
   });
 
   test("the countdown follows the server's clock and opens the button at the start", { timeout: TEST_TIMEOUT_MS }, async (t) => {
-    const start = (await service.serverNow()) + 5000;
+    const start = (await service.serverNow()) + 8000;
     await service.createActivity({ id: "soon", title: "Starts soon", stock: 5, start_ms: start, end_ms: start + 3_600_000 });
     const page = await newPage(t);
     // This device's clock runs an hour fast: a countdown on the device clock would open at once.
