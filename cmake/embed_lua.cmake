@@ -4,15 +4,9 @@
 # flashsale::redis::EmbeddedScripts() (declared in src/redis/embedded_scripts.h) with each file's
 # stem as its name and its bytes as its source, and adds it to <target>. Editing a script
 # regenerates the file; nothing reads the .lua files at run time.
-set(FLASHSALE_EMBED_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/embed_lua_run.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/embed_files.cmake")
 
 function(flashsale_embed_lua target output)
-  set(files ${ARGN})
-  add_custom_command(
-    OUTPUT "${output}"
-    COMMAND ${CMAKE_COMMAND} "-DOUTPUT=${output}" "-DFILES=${files}" -P "${FLASHSALE_EMBED_SCRIPT}"
-    DEPENDS ${files} "${FLASHSALE_EMBED_SCRIPT}"
-    COMMENT "Embedding Lua scripts into ${output}"
-    VERBATIM)
-  target_sources(${target} PRIVATE "${output}")
+  flashsale_embed_files(${target} "${output}" HEADER redis/embedded_scripts.h
+    NAMESPACE flashsale::redis FUNCTION EmbeddedScripts TYPE EmbeddedScript STEM FILES ${ARGN})
 endfunction()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package that flashsale's build, tests, benchmarks and demo need.
-# Idempotent: when everything is present it prints one line and touches nothing.
+# Then the browser tests' npm packages (tests/browser, pinned by its package-lock.json).
+# Idempotent: when everything is present it prints two lines and touches nothing.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   # build; clang 14 and its runtime for the libFuzzer targets
@@ -13,6 +15,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers the tests, benchmarks and the embedded default start
   redis-server redis-tools mariadb-server
+  # the web pages' tests: a real browser, and Node.js to drive it with playwright-core
+  chromium nodejs
 )
 
 missing=()
@@ -22,17 +26,30 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# Debian's nodejs ships npm separately; a Node.js from elsewhere may bring its own.
+if ! command -v npm >/dev/null; then missing+=(npm); fi
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  # policy-rc.d keeps Debian from starting system-wide redis/mariadb services: the tests and the
+  # embedded default start their own servers in private directories.
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install-deps: done"
 fi
 
-sudo=()
-if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
-echo "install-deps: installing ${missing[*]}"
-"${sudo[@]}" apt-get update -qq
-# policy-rc.d keeps Debian from starting system-wide redis/mariadb services: the tests and the
-# embedded default start their own servers in private directories.
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+# playwright-core drives Debian's chromium; it downloads no browser of its own.
+if node -e '
+  const pinned = require("./tests/browser/package-lock.json").packages["node_modules/playwright-core"].version;
+  const have = require("./tests/browser/node_modules/playwright-core/package.json").version;
+  process.exit(pinned === have ? 0 : 1);' 2>/dev/null; then
+  echo "install-deps: tests/browser npm packages present"
+else
+  echo "install-deps: npm ci in tests/browser"
+  npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+fi

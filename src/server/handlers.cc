@@ -7,6 +7,7 @@
 #include "base/json_writer.h"
 #include "core/activity.h"
 #include "server/bodies.h"
+#include "server/web_assets.h"
 #include "service/admin.h"
 #include "service/jobs.h"
 #include "service/purchase.h"
@@ -118,6 +119,27 @@ asio::awaitable<Reply> SetOpen(Call& call, bool open) {
   auto state = co_await service::UpdateActivity(call.worker.service, call.params[0], update);
   if (!state) co_return ErrorToReply(state.error());
   co_return StateReply(http::status::ok, *state);
+}
+
+// One file of web/. Every load revalidates (no-cache) and an unchanged file costs a 304: the
+// files have no hashed names, so a long max-age would keep an old page after an upgrade.
+Reply WebFileReply(const Call& call, std::string_view name) {
+  const EmbeddedWebFile* file = FindWebFile(name);
+  if (file == nullptr) {
+    return ErrorReply(http::status::not_found, Word::kNotFound, "no such file");
+  }
+  Reply reply;
+  reply.content_type = WebContentType(file->name);
+  reply.cache_control = "no-cache";
+  reply.etag = file->md5;
+  const std::string_view if_none_match = Header(call.request, "If-None-Match");
+  const std::string quoted = fmt::format("\"{}\"", file->md5);
+  if (if_none_match.find(quoted) != std::string_view::npos) {
+    reply.status = http::status::not_modified;
+    return reply;
+  }
+  reply.body = std::string(file->body);
+  return reply;
 }
 
 }  // namespace
@@ -465,25 +487,12 @@ asio::awaitable<Reply> HandleMetrics(Call& call) {
   co_return reply;
 }
 
-asio::awaitable<Reply> HandlePage(Call&) {
-  Reply reply;
-  reply.content_type = "text/html; charset=utf-8";
-  reply.body = R"(<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>flashsale</title></head>
-<body style="font-family: sans-serif; max-width: 40em; margin: 2em auto; padding: 0 1em">
-<h1>flashsale is running</h1>
-<ul>
-<li><a href="/api/v1/activities">GET /api/v1/activities</a>: the activities on sale</li>
-<li>POST /api/v1/activities/{id}/purchase: buy (identity: <code>X-User-Id</code> in gateway
-mode, <code>Authorization: Bearer &lt;token&gt;</code> in token mode)</li>
-<li>GET /api/v1/orders: your orders</li>
-<li><a href="/metrics">/metrics</a>, <a href="/healthz">/healthz</a>,
-<a href="/readyz">/readyz</a></li>
-</ul>
-</body></html>
-)";
-  co_return reply;
+asio::awaitable<Reply> HandlePage(Call& call) { co_return WebFileReply(call, "index.html"); }
+
+asio::awaitable<Reply> HandleDashboard(Call& call) {
+  co_return WebFileReply(call, "dashboard.html");
 }
+
+asio::awaitable<Reply> HandleWebFile(Call& call) { co_return WebFileReply(call, call.params[0]); }
 
 }  // namespace flashsale::server

@@ -57,7 +57,10 @@ boost::asio::awaitable<Reply> HandleAdminJob(Call& call);
 boost::asio::awaitable<Reply> HandleHealth(Call& call);
 boost::asio::awaitable<Reply> HandleReady(Call& call);
 boost::asio::awaitable<Reply> HandleMetrics(Call& call);
+// The files of web/: the buyer page at /, the dashboard at /dashboard, the rest at /web/{file}.
 boost::asio::awaitable<Reply> HandlePage(Call& call);
+boost::asio::awaitable<Reply> HandleDashboard(Call& call);
+boost::asio::awaitable<Reply> HandleWebFile(Call& call);
 
 // A use-case error as a reply: 400 for bad input, 404 not found, 409 exists, 503 for Redis or the
 // database being unavailable (with Retry-After), 500 only for our own bugs.

@@ -63,7 +63,14 @@ void SerializeReply(const Reply& reply, unsigned version, bool keep_alive, std::
   const std::string_view reason = beast::http::obsolete_reason(reply.status);
   fmt::format_to(std::back_inserter(out), "HTTP/{}.{} {} {}\r\nContent-Type: {}\r\n", version / 10,
                  version % 10, code, reason, reply.content_type);
-  fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", reply.body.size());
+  // A 304 has no body, and a Content-Length would claim the representation's length.
+  if (reply.status != http::status::not_modified) {
+    fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", reply.body.size());
+  }
+  if (!reply.cache_control.empty()) {
+    fmt::format_to(std::back_inserter(out), "Cache-Control: {}\r\n", reply.cache_control);
+  }
+  if (!reply.etag.empty()) fmt::format_to(std::back_inserter(out), "ETag: \"{}\"\r\n", reply.etag);
   if (reply.retry_after_s >= 0) {
     fmt::format_to(std::back_inserter(out), "Retry-After: {}\r\n", reply.retry_after_s);
   }

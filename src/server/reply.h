@@ -57,9 +57,11 @@ struct Reply {
   std::string body;
   std::string_view content_type = "application/json";
   Word word = Word::kOk;
-  int64_t retry_after_s = -1;  // a Retry-After header when >= 0
-  std::string allow;           // an Allow header (405)
-  bool close = false;          // close the connection after this reply
+  int64_t retry_after_s = -1;      // a Retry-After header when >= 0
+  std::string allow;               // an Allow header (405)
+  std::string_view cache_control;  // a Cache-Control header when set (static storage)
+  std::string_view etag;           // an ETag header when set, without quotes (static storage)
+  bool close = false;              // close the connection after this reply
 };
 
 // {"status":"<word>","error":"<message>"}

@@ -42,7 +42,10 @@ constexpr Route kRoutes[] = {
     {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},
     {verb::get, "/readyz", RouteId::kReady, Access::kPublic, HandleReady},
     {verb::get, "/metrics", RouteId::kMetrics, Access::kPublic, HandleMetrics},
+    // The buyer page, the operator dashboard and their files (web/).
     {verb::get, "/", RouteId::kPage, Access::kPublic, HandlePage},
+    {verb::get, "/dashboard", RouteId::kPage, Access::kPublic, HandleDashboard},
+    {verb::get, "/web/{file}", RouteId::kPage, Access::kPublic, HandleWebFile},
 };
 
 }  // namespace

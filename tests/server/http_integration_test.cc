@@ -342,6 +342,32 @@ TEST_F(HttpTest, HealthReadinessAndMetrics) {
   EXPECT_NE(client.Get("/").body.find("flashsale"), std::string::npos);
 }
 
+TEST_F(HttpTest, WebFilesAreServedWithTheirTypeAndRevalidated) {
+  HttpClient client = server_->Client();
+  auto page = client.Get("/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.headers["content-type"], "text/html; charset=utf-8");
+  EXPECT_EQ(page.headers["cache-control"], "no-cache");
+  const std::string etag = page.headers["etag"];
+  ASSERT_EQ(etag.size(), 34u) << etag;  // a quoted MD5
+  EXPECT_NE(page.body.find("/web/buyer.js"), std::string::npos);
+  // An unchanged file costs a 304 with no body; a stale ETag gets the file again.
+  auto same = client.Get("/", {{"If-None-Match", etag}});
+  EXPECT_EQ(same.status, 304);
+  EXPECT_TRUE(same.body.empty());
+  EXPECT_EQ(same.headers["etag"], etag);
+  EXPECT_EQ(client.Get("/", {{"If-None-Match", "\"0123\""}}).status, 200);
+
+  auto dashboard = client.Get("/dashboard");
+  EXPECT_EQ(dashboard.status, 200);
+  EXPECT_NE(dashboard.body.find("/web/dashboard.js"), std::string::npos);
+  EXPECT_EQ(client.Get("/web/buyer.js").headers["content-type"], "text/javascript; charset=utf-8");
+  EXPECT_EQ(client.Get("/web/style.css").headers["content-type"], "text/css; charset=utf-8");
+  EXPECT_EQ(client.Get("/web/README.md").status, 404);  // only the page's own files
+  EXPECT_EQ(client.Get("/web/..%2Fsecret").status, 404);
+  EXPECT_EQ(client.Post("/dashboard", "").status, 405);
+}
+
 TEST_F(HttpTest, RedisDownIs503AndNothingIsLost) {
   // A private Redis this test may kill.
   auto own_redis = std::make_unique<RedisServer>(
