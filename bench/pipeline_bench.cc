@@ -124,6 +124,14 @@ class TimedStore final : public store::Store {
       std::string_view activity_id) override {
     return inner_.OrdersOfActivity(activity_id);
   }
+  base::Result<std::vector<store::OrderRecord>> CancelUnpaid(std::string_view activity_id,
+                                                             int64_t before, int64_t limit,
+                                                             int64_t now_ms) override {
+    return inner_.CancelUnpaid(activity_id, before, limit, now_ms);
+  }
+  base::Result<store::PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override {
+    return inner_.PayOrder(order_id, now_ms);
+  }
 
  private:
   store::Store& inner_;

@@ -147,6 +147,11 @@ base::Status Validate(const SeckillActivity& a) {
                        a.id, name, kMinRatePerSecond);
     }
   }
+  if (a.payment_window_ms < 0 || a.payment_window_ms > kMaxPaymentWindowMs) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "activity '{}': payment_window_ms must be 0 (never expire) to {}", a.id,
+                     kMaxPaymentWindowMs);
+  }
   if (a.per_user_limit < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': per-user limit {} must be >= 1",
                      a.id, a.per_user_limit);

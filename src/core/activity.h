@@ -69,6 +69,9 @@ struct SeckillActivity {
   std::vector<std::string> items;  // kItemised: the distinct item ids
   RateLimit user_rate;             // per user of this activity; off by default
   RateLimit address_rate;          // per client address; off by default
+  // A reserved order not paid within this long after it was reserved is cancelled and its unit
+  // returned (the expire job). 0: orders never expire.
+  int64_t payment_window_ms = 0;
   // Set: a lottery. Its stock is counted (kCounted) and `stock` is the prizes' total; the
   // per-user limit counts draws.
   std::optional<Lottery> lottery;
@@ -99,6 +102,7 @@ inline constexpr int64_t kMaxUnits = 1'000'000'000'000;     // stock of one acti
 inline constexpr double kMinRatePerSecond = 0.001;          // a slower limit is no limit
 // Lottery bounds: the total weight stays far below 2^52, the range of a draw's random numbers,
 // so the modulo bias of a pick is under 2^-22.
+inline constexpr int64_t kMaxPaymentWindowMs = int64_t{30} * 24 * 3600 * 1000;  // 30 days
 inline constexpr int64_t kMaxPrizes = 64;
 inline constexpr int64_t kMaxWeight = 1'000'000'000;
 inline constexpr int64_t kMaxQueueCapacity = 10'000'000;

@@ -216,9 +216,10 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
   auto object = ParseObject(body);
   if (!object) return std::move(object).error();
   Fields fields(*object, "");
-  if (auto only = fields.Only({"id", "title", "kind", "start_ms", "end_ms", "per_user_limit",
-                               "open", "stock", "items", "user_rate", "address_rate", "prizes",
-                               "no_prize_weight", "admission", "queue_capacity"});
+  if (auto only =
+          fields.Only({"id", "title", "kind", "start_ms", "end_ms", "per_user_limit", "open",
+                       "stock", "items", "user_rate", "address_rate", "prizes", "no_prize_weight",
+                       "admission", "queue_capacity", "payment_window_ms"});
       !only) {
     return only.error();
   }
@@ -263,6 +264,7 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
   FLASHSALE_FIELD(a.items, fields.Strings("items"));
   FLASHSALE_FIELD(a.user_rate, fields.Rate("user_rate"));
   FLASHSALE_FIELD(a.address_rate, fields.Rate("address_rate"));
+  FLASHSALE_FIELD(a.payment_window_ms, fields.Int("payment_window_ms"));
   if (a.kind == core::StockKind::kItemised && fields.Find("stock") != nullptr) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "kind \"items\" takes its stock from 'items', not 'stock'");
@@ -278,8 +280,8 @@ Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body) {
   auto object = ParseObject(body);
   if (!object) return std::move(object).error();
   Fields fields(*object, "");
-  if (auto only = fields.Only(
-          {"title", "start_ms", "end_ms", "per_user_limit", "open", "user_rate", "address_rate"});
+  if (auto only = fields.Only({"title", "start_ms", "end_ms", "per_user_limit", "open", "user_rate",
+                               "address_rate", "payment_window_ms"});
       !only) {
     return only.error();
   }
@@ -291,6 +293,7 @@ Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body) {
   FLASHSALE_FIELD(update.open, fields.Bool("open"));
   FLASHSALE_FIELD(update.user_rate, fields.Rate("user_rate"));
   FLASHSALE_FIELD(update.address_rate, fields.Rate("address_rate"));
+  FLASHSALE_FIELD(update.payment_window_ms, fields.Int("payment_window_ms"));
   if (object->empty()) return MakeError(ErrorCode::kInvalidArgument, "nothing to update");
   return update;
 }

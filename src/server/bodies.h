@@ -27,7 +27,8 @@ base::Status ParseDrawBody(std::string_view body);
 // POST /api/v1/admin/activities:
 //   {"id": "phone", "title": "...", "kind": "counted"|"items", "start_ms": t, "end_ms": t,
 //    "per_user_limit": n, "open": true, "stock": n, "items": ["C1", ...],
-//    "user_rate": {"per_second": r, "burst": b}, "address_rate": {...}}
+//    "user_rate": {"per_second": r, "burst": b}, "address_rate": {...},
+//    "payment_window_ms": ms (0: orders never expire)}
 // or, for a lottery, "kind": "lottery" with "prizes": [{"id", "name", "weight", "stock"}, ...],
 // "no_prize_weight": w, "admission": "direct"|"queue"|"fifo", "queue_capacity": n (the
 // per-user limit then counts draws).
@@ -36,7 +37,7 @@ base::Status ParseDrawBody(std::string_view body);
 base::Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t now_ms);
 
 // PATCH /api/v1/admin/activities/{id}: any of title, start_ms, end_ms, per_user_limit, open,
-// user_rate, address_rate.
+// user_rate, address_rate, payment_window_ms.
 base::Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body);
 
 // POST .../stock: {"units": n} (counted) or {"items": ["C7", ...]} (itemised).

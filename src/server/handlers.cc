@@ -55,6 +55,7 @@ void WriteState(JsonWriter& w, const service::ActivityState& state) {
   w.Key("open").Bool(record.activity.open).Key("total_units").Int(record.total_units);
   WriteRate(w, "user_rate", record.activity.user_rate);
   WriteRate(w, "address_rate", record.activity.address_rate);
+  w.Key("payment_window_ms").Int(record.activity.payment_window_ms);
   w.Key("version").Int(record.version).Key("created_ms").Int(record.created_ms);
   w.Key("updated_ms").Int(record.updated_ms);
   service::WriteLotteryFields(w, record.activity);

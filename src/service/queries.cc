@@ -33,7 +33,9 @@ std::string RenderActivityDefinition(const store::ActivityRecord& record) {
       .Key("total_units")
       .Int(record.total_units)
       .Key("version")
-      .Int(record.version);
+      .Int(record.version)
+      .Key("payment_window_ms")
+      .Int(a.payment_window_ms);
   WriteLotteryFields(w, a);
   w.EndObject();
   return std::move(w).Take();

@@ -126,16 +126,21 @@ CREATE TABLE IF NOT EXISTS orders (
 )sql",
 };
 
-// Lotteries: the definition (JSON, store.h EncodeLottery) and one win per user and draw (draw_key
+// Payment windows (orders expire; a payment after expiry is flagged for a refund), and lotteries:
+// the definition (JSON, store.h EncodeLottery) and one win per user and draw (draw_key
 // is NULL for a sale's order, and NULLs never clash). Each statement checks the catalogue first,
 // so a migration stopped half-way can run again.
 constexpr std::string_view kMigration3[] = {
     "ALTER TABLE activities ADD COLUMN IF NOT EXISTS lottery TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE activities ADD COLUMN IF NOT EXISTS payment_window_ms BIGINT NOT NULL DEFAULT 0",
     R"sql(
 ALTER TABLE orders
   ADD COLUMN IF NOT EXISTS draw_no BIGINT NOT NULL DEFAULT 0,
   ADD COLUMN IF NOT EXISTS draw_key BIGINT AS (IF(draw_no > 0, draw_no, NULL)) STORED,
-  ADD UNIQUE KEY IF NOT EXISTS orders_one_per_draw (activity_id, user_id, draw_key)
+  ADD UNIQUE KEY IF NOT EXISTS orders_one_per_draw (activity_id, user_id, draw_key),
+  ADD COLUMN IF NOT EXISTS state_ms BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS refund_due TINYINT NOT NULL DEFAULT 0,
+  ADD KEY IF NOT EXISTS orders_unpaid (activity_id, state, created_ms)
 )sql",
 };
 
@@ -728,8 +733,8 @@ void InitLibrary() {
 
 constexpr std::string_view kSelectActivity =
     "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
-    "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery FROM "
-    "activities";
+    "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
+    "payment_window_ms FROM activities";
 
 ActivityRecord ReadActivity(const Row& row) {
   ActivityRecord record;
@@ -749,6 +754,7 @@ ActivityRecord ReadActivity(const Row& row) {
   record.created_ms = row.Int(13);
   record.updated_ms = row.Int(14);
   SetLotteryFromColumn(a, row.Text(15));
+  a.payment_window_ms = row.Int(16);
   return record;
 }
 
@@ -792,7 +798,7 @@ base::Status InsertItems(Connection& conn, std::string_view activity_id,
 
 constexpr std::string_view kSelectOrder =
     "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
-    "persisted_ms, stream_id, draw_no FROM orders";
+    "persisted_ms, stream_id, draw_no, state_ms, refund_due FROM orders";
 
 OrderRecord ReadOrder(const Row& row) {
   OrderRecord order;
@@ -807,6 +813,8 @@ OrderRecord ReadOrder(const Row& row) {
   order.persisted_ms = row.Int(8);
   order.stream_id = row.Text(9);
   order.draw_no = row.Int(10);
+  order.state_ms = row.Int(11);
+  order.refund_due = row.Int(12) != 0;
   return order;
 }
 
@@ -1233,14 +1241,14 @@ Result<ActivityRecord> MySqlStore::CreateActivity(const core::SeckillActivity& a
     Statement insert(conn,
                      "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, "
                      "open, total_units, user_rate, user_burst, address_rate, address_burst, "
-                     "version, created_ms, updated_ms, lottery) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                     "?, ?, ?, 1, ?, ?, ?)",
+                     "version, created_ms, updated_ms, lottery, payment_window_ms) VALUES (?, ?, "
+                     "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)",
                      "create activity");
     const std::string lottery = EncodeLottery(a.lottery);
     auto run = insert.Execute({a.id, a.title, core::ToString(a.kind), a.start_ms, a.end_ms,
                                a.per_user_limit, int64_t{a.open}, a.InitialUnits(),
                                a.user_rate.per_second, a.user_rate.burst, a.address_rate.per_second,
-                               a.address_rate.burst, now_ms, now_ms, lottery});
+                               a.address_rate.burst, now_ms, now_ms, lottery, a.payment_window_ms});
     if (!run) {
       if (run.error().code == ErrorCode::kAlreadyExists) {
         return MakeError(ErrorCode::kAlreadyExists, "activity '{}' exists already", a.id);
@@ -1272,16 +1280,19 @@ Result<ActivityRecord> MySqlStore::UpdateActivity(std::string_view id, const Act
     if (update.open) a.open = *update.open;
     if (update.user_rate) a.user_rate = *update.user_rate;
     if (update.address_rate) a.address_rate = *update.address_rate;
+    if (update.payment_window_ms) a.payment_window_ms = *update.payment_window_ms;
     a.items.clear();
     if (auto valid = core::Validate(a); !valid) return valid.error();
-    Statement write(conn,
-                    "UPDATE activities SET title = ?, start_ms = ?, end_ms = ?, per_user_limit = "
-                    "?, open = ?, user_rate = ?, user_burst = ?, address_rate = ?, address_burst "
-                    "= ?, version = version + 1, updated_ms = ? WHERE id = ?",
-                    "update activity");
-    if (auto run = write.Execute({a.title, a.start_ms, a.end_ms, a.per_user_limit, int64_t{a.open},
-                                  a.user_rate.per_second, a.user_rate.burst,
-                                  a.address_rate.per_second, a.address_rate.burst, now_ms, id});
+    Statement write(
+        conn,
+        "UPDATE activities SET title = ?, start_ms = ?, end_ms = ?, per_user_limit = "
+        "?, open = ?, user_rate = ?, user_burst = ?, address_rate = ?, address_burst "
+        "= ?, payment_window_ms = ?, version = version + 1, updated_ms = ? WHERE id = ?",
+        "update activity");
+    if (auto run =
+            write.Execute({a.title, a.start_ms, a.end_ms, a.per_user_limit, int64_t{a.open},
+                           a.user_rate.per_second, a.user_rate.burst, a.address_rate.per_second,
+                           a.address_rate.burst, a.payment_window_ms, now_ms, id});
         !run) {
       return run.error();
     }
@@ -1384,6 +1395,63 @@ Result<std::vector<OrderRecord>> MySqlStore::OrdersOfUser(std::string_view user_
     orders.reserve(query.rows().size());
     for (const Row& row : query.rows()) orders.push_back(ReadOrder(row));
     return orders;
+  });
+}
+
+Result<std::vector<OrderRecord>> MySqlStore::CancelUnpaid(std::string_view activity_id,
+                                                          int64_t created_before_ms, int64_t limit,
+                                                          int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<OrderRecord>> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    // Locked until the transaction ends: a payment racing with the expiry waits for it.
+    Statement query(conn,
+                    std::string(kSelectOrder) +
+                        " WHERE activity_id = ? AND state = 'reserved' AND created_ms < ? ORDER "
+                        "BY created_ms, order_id LIMIT ? FOR UPDATE",
+                    "unpaid orders");
+    if (auto run = query.Execute({activity_id, created_before_ms, limit}); !run) {
+      return run.error();
+    }
+    std::vector<OrderRecord> cancelled;
+    for (const Row& row : query.rows()) cancelled.push_back(ReadOrder(row));
+    Statement cancel(conn,
+                     "UPDATE orders SET state = 'cancelled', state_ms = ? WHERE order_id = ? AND "
+                     "state = 'reserved'",
+                     "cancel order");
+    for (OrderRecord& order : cancelled) {
+      if (auto run = cancel.Execute({now_ms, order.order_id}); !run) return run.error();
+      order.state = OrderState::kCancelled;
+      order.state_ms = now_ms;
+    }
+    if (auto commit = tx.Commit(); !commit) return commit.error();
+    return cancelled;
+  });
+}
+
+Result<PayOutcome> MySqlStore::PayOrder(std::string_view order_id, int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<PayOutcome> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    Statement query(conn, "SELECT state FROM orders WHERE order_id = ? FOR UPDATE", "read order");
+    if (auto run = query.Execute({order_id}); !run) return run.error();
+    if (query.rows().empty()) return MakeError(ErrorCode::kNotFound, "no order '{}'", order_id);
+    const OrderState state = OrderStateFrom(query.rows()[0].Text(0));
+    PayOutcome outcome = PayOutcome::kAlreadyPaid;
+    if (state == OrderState::kReserved) {
+      Statement pay(conn, "UPDATE orders SET state = 'paid', state_ms = ? WHERE order_id = ?",
+                    "pay order");
+      if (auto run = pay.Execute({now_ms, order_id}); !run) return run.error();
+      outcome = PayOutcome::kPaid;
+    } else if (state == OrderState::kCancelled) {
+      Statement flag(conn, "UPDATE orders SET refund_due = 1 WHERE order_id = ?", "flag refund");
+      if (auto run = flag.Execute({order_id}); !run) return run.error();
+      outcome = PayOutcome::kRefused;
+    }
+    if (auto commit = tx.Commit(); !commit) return commit.error();
+    return outcome;
   });
 }
 

@@ -63,10 +63,15 @@ CREATE UNIQUE INDEX orders_one_live_per_user ON orders (activity_id, user_id)
 CREATE INDEX orders_by_user ON orders (user_id, created_ms);
 CREATE INDEX orders_by_activity ON orders (activity_id, state);
 )sql",
-    // Lotteries: the definition (JSON, store.h EncodeLottery) and one win per user and draw.
+    // Lotteries: the definition (JSON, store.h EncodeLottery) and one win per user and draw;
+    // payment windows: orders expire, payments after expiry are flagged for a refund.
     R"sql(
 ALTER TABLE activities ADD COLUMN lottery TEXT NOT NULL DEFAULT '';
+ALTER TABLE activities ADD COLUMN payment_window_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE orders ADD COLUMN draw_no INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE orders ADD COLUMN state_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE orders ADD COLUMN refund_due INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX orders_unpaid ON orders (activity_id, state, created_ms);
 CREATE UNIQUE INDEX orders_one_per_draw ON orders (activity_id, user_id, draw_no)
   WHERE draw_no > 0;
 )sql",
@@ -188,8 +193,8 @@ class Transaction {
 
 constexpr std::string_view kSelectActivity =
     "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
-    "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery FROM "
-    "activities";
+    "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
+    "payment_window_ms FROM activities";
 
 ActivityRecord ReadActivity(const Stmt& row) {
   ActivityRecord record;
@@ -209,6 +214,7 @@ ActivityRecord ReadActivity(const Stmt& row) {
   record.created_ms = row.Int(13);
   record.updated_ms = row.Int(14);
   SetLotteryFromColumn(a, row.Text(15));
+  a.payment_window_ms = row.Int(16);
   return record;
 }
 
@@ -230,7 +236,7 @@ base::Status InsertItems(sqlite3* db, std::string_view activity_id,
 
 constexpr std::string_view kSelectOrder =
     "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
-    "persisted_ms, stream_id, draw_no FROM orders";
+    "persisted_ms, stream_id, draw_no, state_ms, refund_due FROM orders";
 
 OrderRecord ReadOrder(const Stmt& row) {
   OrderRecord order;
@@ -245,6 +251,8 @@ OrderRecord ReadOrder(const Stmt& row) {
   order.persisted_ms = row.Int(8);
   order.stream_id = row.Text(9);
   order.draw_no = row.Int(10);
+  order.state_ms = row.Int(11);
+  order.refund_due = row.Int(12) != 0;
   return order;
 }
 
@@ -365,8 +373,8 @@ Result<ActivityRecord> SqliteStore::CreateActivity(const core::SeckillActivity& 
   Stmt insert(db_,
               "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, open, "
               "total_units, user_rate, user_burst, address_rate, address_burst, version, "
-              "created_ms, updated_ms, lottery) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, "
-              "?, ?)");
+              "created_ms, updated_ms, lottery, payment_window_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+              "?, ?, ?, ?, 1, ?, ?, ?, ?)");
   insert.Bind(a.id)
       .Bind(a.title)
       .Bind(core::ToString(a.kind))
@@ -381,7 +389,8 @@ Result<ActivityRecord> SqliteStore::CreateActivity(const core::SeckillActivity& 
       .Bind(a.address_rate.burst)
       .Bind(now_ms)
       .Bind(now_ms)
-      .Bind(EncodeLottery(a.lottery));
+      .Bind(EncodeLottery(a.lottery))
+      .Bind(a.payment_window_ms);
   if (auto run = insert.Run("create activity"); !run) {
     if (run.error().code == ErrorCode::kAlreadyExists) {
       return MakeError(ErrorCode::kAlreadyExists, "activity '{}' exists already", a.id);
@@ -408,12 +417,13 @@ Result<ActivityRecord> SqliteStore::UpdateActivity(std::string_view id,
   if (update.open) a.open = *update.open;
   if (update.user_rate) a.user_rate = *update.user_rate;
   if (update.address_rate) a.address_rate = *update.address_rate;
+  if (update.payment_window_ms) a.payment_window_ms = *update.payment_window_ms;
   a.items.clear();
   if (auto valid = core::Validate(a); !valid) return valid.error();
   Stmt write(db_,
              "UPDATE activities SET title = ?, start_ms = ?, end_ms = ?, per_user_limit = ?, "
              "open = ?, user_rate = ?, user_burst = ?, address_rate = ?, address_burst = ?, "
-             "version = version + 1, updated_ms = ? WHERE id = ?");
+             "payment_window_ms = ?, version = version + 1, updated_ms = ? WHERE id = ?");
   write.Bind(a.title)
       .Bind(a.start_ms)
       .Bind(a.end_ms)
@@ -423,6 +433,7 @@ Result<ActivityRecord> SqliteStore::UpdateActivity(std::string_view id,
       .Bind(a.user_rate.burst)
       .Bind(a.address_rate.per_second)
       .Bind(a.address_rate.burst)
+      .Bind(a.payment_window_ms)
       .Bind(now_ms)
       .Bind(id);
   if (auto run = write.Run("update activity"); !run) return run.error();
@@ -529,6 +540,61 @@ Result<std::vector<OrderRecord>> SqliteStore::OrdersOfUser(std::string_view user
     orders.push_back(ReadOrder(query));
   }
   return orders;
+}
+
+Result<std::vector<OrderRecord>> SqliteStore::CancelUnpaid(std::string_view activity_id,
+                                                           int64_t created_before_ms, int64_t limit,
+                                                           int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status().error();
+  Stmt query(db_, std::string(kSelectOrder) +
+                      " WHERE activity_id = ? AND state = 'reserved' AND created_ms < ? ORDER BY "
+                      "created_ms, order_id LIMIT ?");
+  query.Bind(activity_id).Bind(created_before_ms).Bind(limit);
+  std::vector<OrderRecord> cancelled;
+  for (;;) {
+    auto row = query.Step("unpaid orders");
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    cancelled.push_back(ReadOrder(query));
+  }
+  Stmt cancel(db_,
+              "UPDATE orders SET state = 'cancelled', state_ms = ? WHERE order_id = ? AND state = "
+              "'reserved'");
+  for (OrderRecord& order : cancelled) {
+    cancel.Reset();
+    if (auto run = cancel.Bind(now_ms).Bind(order.order_id).Run("cancel order"); !run) {
+      return run.error();
+    }
+    order.state = OrderState::kCancelled;
+    order.state_ms = now_ms;
+  }
+  if (auto commit = tx.Commit(); !commit) return commit.error();
+  return cancelled;
+}
+
+Result<PayOutcome> SqliteStore::PayOrder(std::string_view order_id, int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status().error();
+  Stmt query(db_, "SELECT state FROM orders WHERE order_id = ?");
+  auto row = query.Bind(order_id).Step("read order");
+  if (!row) return std::move(row).error();
+  if (!*row) return MakeError(ErrorCode::kNotFound, "no order '{}'", order_id);
+  const OrderState state = OrderStateFrom(query.Text(0));
+  PayOutcome outcome = PayOutcome::kAlreadyPaid;
+  if (state == OrderState::kReserved) {
+    Stmt pay(db_, "UPDATE orders SET state = 'paid', state_ms = ? WHERE order_id = ?");
+    if (auto run = pay.Bind(now_ms).Bind(order_id).Run("pay order"); !run) return run.error();
+    outcome = PayOutcome::kPaid;
+  } else if (state == OrderState::kCancelled) {
+    Stmt flag(db_, "UPDATE orders SET refund_due = 1 WHERE order_id = ?");
+    if (auto run = flag.Bind(order_id).Run("flag refund"); !run) return run.error();
+    outcome = PayOutcome::kRefused;
+  }
+  if (auto commit = tx.Commit(); !commit) return commit.error();
+  return outcome;
 }
 
 Result<std::vector<OrderRecord>> SqliteStore::OrdersOfActivity(std::string_view activity_id) {

@@ -39,6 +39,10 @@ class SqliteStore final : public Store {
                                                       int64_t limit) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
   base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) override;
+  base::Result<std::vector<OrderRecord>> CancelUnpaid(std::string_view activity_id,
+                                                      int64_t created_before_ms, int64_t limit,
+                                                      int64_t now_ms) override;
+  base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override;
 
  private:
   SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

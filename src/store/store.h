@@ -37,6 +37,7 @@ struct ActivityUpdate {
   std::optional<bool> open;
   std::optional<core::RateLimit> user_rate;
   std::optional<core::RateLimit> address_rate;
+  std::optional<int64_t> payment_window_ms;
 };
 
 enum class OrderState { kReserved, kPaid, kCancelled };
@@ -67,6 +68,8 @@ struct OrderRecord {
   int64_t draw_no = 0;
   int64_t created_ms = 0;    // when Redis reserved it
   int64_t persisted_ms = 0;  // when it reached the record (set by InsertOrders)
+  int64_t state_ms = 0;      // when it was paid or cancelled (0: still reserved)
+  bool refund_due = false;   // a payment arrived after it was cancelled: to be refunded
   std::string stream_id;     // the intent's entry id in the activity's stream
 };
 
@@ -75,6 +78,12 @@ enum class InsertOutcome {
   kInserted,   // new
   kDuplicate,  // an order with this id is there already: a redelivery, nothing to do
   kConflict,   // a different live order of this user in a limit-1 activity is there: refused
+};
+
+enum class PayOutcome {
+  kPaid,         // reserved -> paid now
+  kAlreadyPaid,  // paid before (a retried confirmation)
+  kRefused,      // cancelled (expired) before the payment came: flagged for a refund
 };
 
 struct OrderCounts {
@@ -124,6 +133,15 @@ class Store {
   virtual base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                               int64_t limit) = 0;
   virtual base::Result<OrderCounts> CountOrders(std::string_view activity_id) = 0;
+  // The expire job: cancels, in one transaction, up to `limit` orders of the activity still
+  // reserved that were created before `created_before_ms` (compare-and-set: an order paid
+  // meanwhile stays paid). The orders cancelled by this call.
+  virtual base::Result<std::vector<OrderRecord>> CancelUnpaid(std::string_view activity_id,
+                                                              int64_t created_before_ms,
+                                                              int64_t limit, int64_t now_ms) = 0;
+  // A payment: reserved -> paid (compare-and-set). A payment for a cancelled order is refused and
+  // the order flagged for a refund; never turned back into a sale. kNotFound: no such order.
+  virtual base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) = 0;
   // Every order of the activity, any state, oldest first (for reconciliation).
   virtual base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) = 0;
 };

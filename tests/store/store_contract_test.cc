@@ -130,6 +130,7 @@ TEST_P(StoreContractTest, MigrateIsIdempotentAndVersioned) {
 TEST_P(StoreContractTest, CreateGetListRoundTrip) {
   auto a = Counted("phone");
   a.user_rate = {5.5, 3};
+  a.payment_window_ms = 900'000;
   auto created = store_->CreateActivity(a, 42);
   ASSERT_TRUE(created.ok()) << created.error().ToString();
   EXPECT_EQ(created->version, 1);
@@ -146,6 +147,7 @@ TEST_P(StoreContractTest, CreateGetListRoundTrip) {
   EXPECT_TRUE(got->activity.open);
   EXPECT_DOUBLE_EQ(got->activity.user_rate.per_second, 5.5);
   EXPECT_EQ(got->activity.user_rate.burst, 3);
+  EXPECT_EQ(got->activity.payment_window_ms, 900'000);
   EXPECT_FALSE(got->activity.address_rate.enabled());
 
   auto coupons = Counted("coupons");
@@ -338,6 +340,36 @@ TEST_P(StoreContractTest, OneWinPerUserAndDraw) {
   EXPECT_EQ(store_->GetOrder("w5")->draw_no, 3);
   EXPECT_EQ(store_->GetOrder("w5")->items, std::vector<std::string>{"gold"});
   EXPECT_EQ(store_->CountOrders("act")->units, 4);
+}
+
+TEST_P(StoreContractTest, UnpaidOrdersExpireOnceAndLatePaymentsAreFlaggedForARefund) {
+  std::vector<OrderRecord> batch = {Order("old1", "u1", true, 100), Order("old2", "u2", true, 200),
+                                    Order("new1", "u3", true, 900)};
+  ASSERT_TRUE(store_->InsertOrders(batch, 1000).ok());
+  ASSERT_EQ(*store_->PayOrder("old2", 1100), PayOutcome::kPaid);
+  EXPECT_EQ(*store_->PayOrder("old2", 1150), PayOutcome::kAlreadyPaid);
+
+  // Created before 500 and still reserved: only old1 (old2 is paid, new1 is recent).
+  auto expired = store_->CancelUnpaid("act", 500, 100, 1200);
+  ASSERT_TRUE(expired.ok()) << expired.error().ToString();
+  ASSERT_EQ(expired->size(), 1u);
+  EXPECT_EQ((*expired)[0].order_id, "old1");
+  EXPECT_EQ((*expired)[0].state, OrderState::kCancelled);
+  EXPECT_TRUE(store_->CancelUnpaid("act", 500, 100, 1300)->empty()) << "cancelled once";
+  auto old1 = store_->GetOrder("old1");
+  EXPECT_EQ(old1->state, OrderState::kCancelled);
+  EXPECT_EQ(old1->state_ms, 1200);
+
+  // The payment came too late: refused, flagged for a refund, still cancelled.
+  EXPECT_EQ(*store_->PayOrder("old1", 1400), PayOutcome::kRefused);
+  EXPECT_TRUE(store_->GetOrder("old1")->refund_due);
+  EXPECT_EQ(store_->GetOrder("old1")->state, OrderState::kCancelled);
+  EXPECT_EQ(store_->PayOrder("nope", 1400).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store_->GetOrder("old2")->state, OrderState::kPaid);
+  EXPECT_EQ(store_->CountOrders("act")->units, 2);
+  EXPECT_EQ(store_->CountOrders("act")->cancelled_units, 1);
+  // The limit: at most `limit` per call.
+  ASSERT_EQ(store_->CancelUnpaid("act", 1000, 1, 1500)->size(), 1u);
 }
 
 TEST_P(StoreContractTest, ACancelledOrderFreesTheUsersSlot) {
