@@ -120,6 +120,10 @@ class TimedStore final : public store::Store {
   base::Result<store::OrderCounts> CountOrders(std::string_view activity_id) override {
     return inner_.CountOrders(activity_id);
   }
+  base::Result<store::OrderAudit> AuditOrders(std::string_view activity_id,
+                                              int64_t per_user_limit) override {
+    return inner_.AuditOrders(activity_id, per_user_limit);
+  }
 
  private:
   store::Store& inner_;

@@ -103,6 +103,8 @@ class MySqlStore final : public Store {
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                       int64_t limit) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
+  base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
+                                       int64_t per_user_limit) override;
 
  private:
   explicit MySqlStore(MySqlEndpoint endpoint);

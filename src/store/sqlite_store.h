@@ -38,6 +38,8 @@ class SqliteStore final : public Store {
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                       int64_t limit) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
+  base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
+                                       int64_t per_user_limit) override;
 
  private:
   SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
