@@ -3,12 +3,14 @@
 //   flashsale worker [settings]  order consumers only (same settings as serve)
 //   flashsale token --user ID    a bearer token for token mode
 //   flashsale dead-letters --activity ID [--retry ENTRY]   list or retry dead letters (admin API)
+//   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
 //   flashsale version
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "app/config.h"
+#include "app/load.h"
 #include "app/serve.h"
 
 int main(int argc, char** argv) {
@@ -51,6 +53,12 @@ int main(int argc, char** argv) {
       ->envname("FLASHSALE_DATA_DIR")
       ->capture_default_str();
 
+  auto* load = app.add_subcommand(
+      "load",
+      "Drive a sale at a running flashsale; report throughput, latency and outcomes; "
+      "verify the sale against Redis and the database");
+  app::LoadCommand load_command(*load);
+
   app.add_subcommand("version", "Print the version");
 
   try {
@@ -79,6 +87,7 @@ int main(int argc, char** argv) {
   if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
   if (dead->parsed())
     return app::RunDeadLetters(activity_id, retry_id, base_url, admin_token, data_dir);
+  if (load->parsed()) return load_command.Run();
   std::cout << "flashsale " << FLASHSALE_VERSION << "\n";
   return 0;
 }
