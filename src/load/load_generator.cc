@@ -14,6 +14,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 // clang-format on
 #include <fmt/format.h>
@@ -184,8 +185,11 @@ class Worker {
 
   void Count(const http::response<http::string_body>& response) {
     ++report_.http_statuses[static_cast<int>(response.result_int())];
+    // Replies are small: parsed into a buffer on the stack, no allocation.
+    unsigned char scratch[4096];
+    json::monotonic_resource memory(scratch, sizeof(scratch));
     boost::system::error_code error;
-    const json::value body = json::parse(response.body(), error);
+    const json::value body = json::parse(response.body(), error, &memory);
     const json::object* object = error ? nullptr : body.if_object();
     const json::value* code = object ? object->if_contains("code") : nullptr;
     if (code == nullptr || !code->is_int64()) {
