@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers the tests, benchmarks and the embedded default start
   redis-server redis-tools mariadb-server
+  # bench/side_by_side.sh: the HTTP limit (nginx), a second load tool as a check (wrk)
+  nginx wrk curl python3
 )
 
 missing=()
