@@ -194,7 +194,7 @@ int LoadCommand::Run() const {
   verify.key_namespace = f.key_namespace.empty() ? "fs" : f.key_namespace;
   verify.drain_timeout_ms = f.drain_timeout_ms;
   if (!f.data_dir.empty()) {
-    const std::string dir = std::filesystem::absolute(f.data_dir).string();
+    const std::string dir = std::filesystem::absolute(f.data_dir).lexically_normal().string();
     verify.redis_url = "unix://" + dir + "/redis.sock";
     verify.db_url = "sqlite:" + dir + "/flashsale.db";
   }
