@@ -132,6 +132,10 @@ class TimedStore final : public store::Store {
   base::Result<store::PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override {
     return inner_.PayOrder(order_id, now_ms);
   }
+  base::Result<store::OrderAudit> AuditOrders(std::string_view activity_id,
+                                              int64_t per_user_limit) override {
+    return inner_.AuditOrders(activity_id, per_user_limit);
+  }
 
  private:
   store::Store& inner_;

@@ -6,6 +6,9 @@
 //   redis_client_bench --setup                    creates the bench activity at that URL and
 //                                                 prints the reserve call as redis-benchmark
 //                                                 arguments (bench/redis_ratio.sh uses it)
+//   redis_client_bench --setup-sold-out           the same for an activity with no stock left:
+//                                                 every call answers sold out (the sold-out
+//                                                 phase of bench/side_by_side.sh)
 //
 // Items per second is the number to compare with redis-benchmark running the same script.
 
@@ -46,6 +49,14 @@ core::SeckillActivity HotActivity() {
   return activity;
 }
 
+// No stock: every call finds it gone.
+core::SeckillActivity SoldOutActivity() {
+  core::SeckillActivity activity = HotActivity();
+  activity.id = "gone";
+  activity.stock = 0;
+  return activity;
+}
+
 std::optional<testing::RedisServer> own_server;
 
 std::string RedisUrl() {
@@ -78,15 +89,14 @@ struct Client {
     while (!done()) io.run_one();
   }
 
-  // Loads every script (redis-benchmark's EVALSHA needs them cached) and the hot activity.
-  base::Status Setup() {
+  // Loads every script (redis-benchmark's EVALSHA needs them cached) and the activity.
+  base::Status Setup(const core::SeckillActivity& activity = HotActivity()) {
     std::optional<base::Status> loaded;
     runner->LoadAll(connection->DefaultDeadline(),
                     asio::any_completion_handler<void(base::Status)>(
                         [&](base::Status status) { loaded = std::move(status); }));
     RunUntil([&] { return loaded.has_value(); });
     if (!loaded->ok()) return *loaded;
-    const core::SeckillActivity activity = HotActivity();
     std::optional<base::Status> status;
     scripts->Setup(activity, redis::SetupMode::kLoadIfMissing,
                    redis::Handler<redis::SetupResult>([&](base::Result<redis::SetupResult> result) {
@@ -151,27 +161,19 @@ BENCHMARK(BM_PipelinedReserve)->Arg(1)->Arg(16)->Arg(256)->Arg(1024)->UseRealTim
 
 // Prints the reserve call for redis-benchmark: its __rand_int__ placeholders make a fresh order
 // id and user for every request, as our benchmark does.
-int PrintSetup() {
+int PrintSetup(const core::SeckillActivity& activity) {
   Client client(RedisUrl());
-  if (auto setup = client.Setup(); !setup.ok()) {
+  if (auto setup = client.Setup(activity); !setup.ok()) {
     std::cerr << "setup failed: " << setup.error().ToString() << "\n";
     return 1;
   }
-  const redis::SeckillKeys keys{kNamespace, kActivity};
-  const auto& script = redis::ScriptSet::Embedded().Get("seckill_reserve");
-  // Same KEYS and ARGV order as the binding; ScriptCall checks them against the script header.
-  redis::ScriptCall call(script);
-  call.Key("meta", keys.meta())
-      .Key("stock", keys.stock())
-      .Key("items", keys.items())
-      .Key("buyers", keys.buyers())
-      .Key("orders", keys.orders())
-      .Key("stream", keys.stream())
-      .Arg("order_id", "o__rand_int__")
-      .Arg("user_id", "u__rand_int__")
-      .Arg("quantity", 1)
-      .Arg("now_ms", kNowMs);
-  auto argv = call.BuildArgv();
+  // The binding's own call: the same KEYS and ARGV as a purchase, whatever the script declares.
+  redis::ReserveRequest request;
+  request.order_id = "o__rand_int__";
+  request.user_id = "u__rand_int__";
+  request.quantity = 1;
+  request.now_ms = kNowMs;
+  auto argv = client.scripts->ReserveArgv(activity.id, request);
   if (!argv.ok()) {
     std::cerr << argv.error().ToString() << "\n";
     return 1;
@@ -189,7 +191,13 @@ int PrintSetup() {
 }  // namespace flashsale::bench
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string_view(argv[1]) == "--setup") return flashsale::bench::PrintSetup();
+  using flashsale::bench::PrintSetup;
+  if (argc > 1 && std::string_view(argv[1]) == "--setup") {
+    return PrintSetup(flashsale::bench::HotActivity());
+  }
+  if (argc > 1 && std::string_view(argv[1]) == "--setup-sold-out") {
+    return PrintSetup(flashsale::bench::SoldOutActivity());
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

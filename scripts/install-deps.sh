@@ -17,6 +17,8 @@ packages=(
   redis-server redis-tools mariadb-server
   # the web pages' tests: a real browser, and Node.js to drive it with playwright-core
   chromium nodejs
+  # bench/side_by_side.sh: the HTTP limit (nginx), a second load tool as a check (wrk)
+  nginx wrk curl python3
 )
 
 missing=()

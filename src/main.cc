@@ -5,12 +5,14 @@
 //   flashsale dead-letters --activity ID [--retry ENTRY]   list or retry dead letters (admin API)
 //   flashsale activity list|show ID|create FILE|open ID|close ID   activities (admin API)
 //   flashsale job prewarm|reconcile [--activity ID] [--no-repair]  run a job now (admin API)
+//   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
 //   flashsale version
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "app/config.h"
+#include "app/load.h"
 #include "app/serve.h"
 
 int main(int argc, char** argv) {
@@ -80,6 +82,12 @@ int main(int argc, char** argv) {
   job->add_flag("--no-repair", no_repair, "reconcile: report only, repair nothing");
   admin_options(job);
 
+  auto* load = app.add_subcommand(
+      "load",
+      "Drive a sale at a running flashsale; report throughput, latency and outcomes; "
+      "verify the sale against Redis and the database");
+  app::LoadCommand load_command(*load);
+
   app.add_subcommand("version", "Print the version");
 
   try {
@@ -109,6 +117,7 @@ int main(int argc, char** argv) {
   if (dead->parsed()) return app::RunDeadLetters(activity_id, retry_id, target);
   if (activity->parsed()) return app::RunActivity(action, argument, target);
   if (job->parsed()) return app::RunJobNow(job_name, job_activity, !no_repair, target);
+  if (load->parsed()) return load_command.Run();
   std::cout << "flashsale " << FLASHSALE_VERSION << "\n";
   return 0;
 }

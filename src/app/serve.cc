@@ -28,8 +28,7 @@
 #include "server/http_server.h"
 #include "service/admin.h"
 #include "service/pipeline.h"
-#include "store/mysql_store.h"
-#include "store/sqlite_store.h"
+#include "store/store.h"
 
 namespace flashsale::app {
 
@@ -58,24 +57,8 @@ HostPort ParseListen(const std::string& listen) {
 
 // The database of record, opened and migrated to the newest schema.
 Result<std::unique_ptr<store::Store>> OpenStore(const ServeConfig& config) {
-  std::string url = config.db_url;
-  if (url.empty()) url = "sqlite:" + config.data_dir + "/flashsale.db";
-  Result<std::unique_ptr<store::Store>> opened =
-      MakeError(ErrorCode::kInvalidArgument,
-                "setting 'db-url' must be sqlite:/path/to.db or "
-                "mysql://user[:password]@host[:port]/database");
-  if (url.starts_with("sqlite:")) {
-    auto store = store::SqliteStore::Open(url.substr(7));
-    opened = store ? Result<std::unique_ptr<store::Store>>(std::move(*store))
-                   : Result<std::unique_ptr<store::Store>>(std::move(store).error());
-  } else if (url.starts_with("mysql://")) {
-    auto store = store::MySqlStore::Open(url);
-    opened = store ? Result<std::unique_ptr<store::Store>>(std::move(*store))
-                   : Result<std::unique_ptr<store::Store>>(std::move(store).error());
-  }
-  if (!opened) return opened;
-  if (auto migrated = (*opened)->Migrate(); !migrated) return migrated.error();
-  return opened;
+  return store::OpenStore(config.db_url.empty() ? "sqlite:" + config.data_dir + "/flashsale.db"
+                                                : config.db_url);
 }
 
 Result<redis::ConnectionOptions> RedisOptionsFor(const ServeConfig& config,

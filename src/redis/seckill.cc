@@ -148,31 +148,35 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode
                    });
 }
 
-void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
-                             Handler<Reservation> handler) {
-  if (!core::IsValidActivityId(activity_id)) {
-    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
-  }
+namespace {
+
+// What Reserve refuses before Redis.
+base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& request) {
+  if (!core::IsValidActivityId(activity_id)) return BadActivityId(activity_id);
   if (auto valid = core::ValidatePurchase(request.user_id, request.quantity); !valid) {
-    return Reject(runner_, std::move(handler), valid.error());
+    return valid.error();
   }
   if (!base::IsValidId(request.order_id)) {
-    return Reject(
-        runner_, std::move(handler),
-        MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id));
+    return MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id);
   }
   if (!request.idempotency_token.empty() &&
       (!base::IsValidId(request.idempotency_token) || request.idempotency_ttl_ms <= 0)) {
-    return Reject(runner_, std::move(handler),
-                  MakeError(ErrorCode::kInvalidArgument,
-                            "idempotency token must be an id and its ttl positive"));
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "idempotency token must be an id and its ttl positive");
   }
-  const SeckillKeys keys(namespace_, activity_id);
+  return {};
+}
+
+// Without a token the idem key is a placeholder the script never touches (it has to be named all
+// the same: a script's keys are fixed).
+std::string IdemKey(const SeckillKeys& keys, const ReserveRequest& request) {
+  return keys.Idempotency(request.idempotency_token.empty() ? "-" : request.idempotency_token);
+}
+
+// The reserve call's KEYS and ARGV; `keys` and `idem_key` must outlive `call`.
+void FillReserve(ScriptCall& call, const SeckillKeys& keys, const std::string& idem_key,
+                 const ReserveRequest& request) {
   const bool idempotent = !request.idempotency_token.empty();
-  // Without a token the idem key is a placeholder the script never touches (it has to be named
-  // all the same: a script's keys are fixed).
-  const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
-  ScriptCall call(reserve_);
   call.Key("meta", keys.meta())
       .Key("stock", keys.stock())
       .Key("items", keys.items())
@@ -186,6 +190,31 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
       .Arg("quantity", request.quantity)
       .Arg("now_ms", request.now_ms)
       .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0);
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> SeckillScripts::ReserveArgv(std::string_view activity_id,
+                                                             const ReserveRequest& request) const {
+  if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
+  const SeckillKeys keys(namespace_, activity_id);
+  const std::string idem_key = IdemKey(keys, request);
+  ScriptCall call(reserve_);
+  FillReserve(call, keys, idem_key, request);
+  auto argv = call.BuildArgv();
+  if (!argv) return std::move(argv).error();
+  return std::vector<std::string>(argv->begin(), argv->end());
+}
+
+void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
+                             Handler<Reservation> handler) {
+  if (auto valid = CheckReserve(activity_id, request); !valid) {
+    return Reject(runner_, std::move(handler), std::move(valid).error());
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  const std::string idem_key = IdemKey(keys, request);
+  ScriptCall call(reserve_);
+  FillReserve(call, keys, idem_key, request);
   Run<Reservation>(
       runner_, call, std::move(handler),
       [&script = reserve_](ReplyView reply) -> Result<Reservation> {

@@ -177,6 +177,10 @@ class SeckillScripts {
                Handler<Reservation> handler);
   // A lottery draw (the activity must be a lottery; a sale answers kUnknownActivity).
   void Draw(std::string_view activity_id, const DrawRequest& request, Handler<DrawResult> handler);
+  // The EVALSHA arguments Reserve would send ("EVALSHA", sha, numkeys, keys..., args...), for
+  // tools that send the call themselves (redis-benchmark in bench/); the same checks first.
+  base::Result<std::vector<std::string>> ReserveArgv(std::string_view activity_id,
+                                                     const ReserveRequest& request) const;
   void Release(std::string_view activity_id, std::string_view order_id,
                Handler<ReleaseResult> handler);
   void AddStock(std::string_view activity_id, int64_t units, std::span<const std::string> items,

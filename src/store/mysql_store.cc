@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "base/strings.h"
+#include "store/audit_sql.h"
 
 namespace flashsale::store {
 
@@ -1481,6 +1482,20 @@ Result<OrderCounts> MySqlStore::CountOrders(std::string_view activity_id) {
     if (auto run = query.Execute({activity_id}); !run) return run.error();
     const Row& row = query.rows().at(0);
     return OrderCounts{row.Int(0), row.Int(1), row.Int(2)};
+  });
+}
+
+Result<OrderAudit> MySqlStore::AuditOrders(std::string_view activity_id, int64_t per_user_limit) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<OrderAudit> {
+    OrderAudit audit;
+    Statement over(conn, std::string(kUsersOverLimit), "audit orders");
+    if (auto run = over.Execute({activity_id, per_user_limit}); !run) return run.error();
+    for (const Row& row : over.rows()) audit.users_over_limit.emplace_back(row.Text(0), row.Int(1));
+    Statement duplicates(conn, std::string(kDuplicateIntents), "audit orders");
+    if (auto run = duplicates.Execute({activity_id}); !run) return run.error();
+    audit.duplicate_intents = duplicates.rows().at(0).Int(0);
+    return audit;
   });
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "base/strings.h"
+#include "store/audit_sql.h"
 
 namespace flashsale::store {
 
@@ -621,6 +622,24 @@ Result<OrderCounts> SqliteStore::CountOrders(std::string_view activity_id) {
   auto row = query.Bind(activity_id).Step("count orders");
   if (!row) return std::move(row).error();
   return OrderCounts{query.Int(0), query.Int(1), query.Int(2)};
+}
+
+Result<OrderAudit> SqliteStore::AuditOrders(std::string_view activity_id, int64_t per_user_limit) {
+  std::lock_guard lock(mutex_);
+  OrderAudit audit;
+  Stmt over(db_, std::string(kUsersOverLimit));
+  over.Bind(activity_id).Bind(per_user_limit);
+  for (;;) {
+    auto row = over.Step("audit orders");
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    audit.users_over_limit.emplace_back(over.Text(0), over.Int(1));
+  }
+  Stmt duplicates(db_, std::string(kDuplicateIntents));
+  auto row = duplicates.Bind(activity_id).Step("audit orders");
+  if (!row) return std::move(row).error();
+  audit.duplicate_intents = duplicates.Int(0);
+  return audit;
 }
 
 }  // namespace flashsale::store

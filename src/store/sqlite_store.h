@@ -43,6 +43,8 @@ class SqliteStore final : public Store {
                                                       int64_t created_before_ms, int64_t limit,
                                                       int64_t now_ms) override;
   base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override;
+  base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
+                                       int64_t per_user_limit) override;
 
  private:
   SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

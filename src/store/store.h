@@ -7,10 +7,12 @@
 // Implementations are safe to call from several threads, one call at a time.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -92,6 +94,16 @@ struct OrderCounts {
   int64_t cancelled_units = 0;
 };
 
+// What an audit of one activity's orders found that must never be there.
+struct OrderAudit {
+  // Users whose live orders hold more units than the per-user limit (at most 10, by user id),
+  // with the units they hold.
+  std::vector<std::pair<std::string, int64_t>> users_over_limit;
+  // Rows more than one per order intent: rows written from a stream entry another row was
+  // written from too (an intent recorded twice under two order ids).
+  int64_t duplicate_intents = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -144,6 +156,13 @@ class Store {
   virtual base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) = 0;
   // Every order of the activity, any state, oldest first (for reconciliation).
   virtual base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) = 0;
+  // Looks for a double sale in the record: see OrderAudit. For `flashsale load --verify`.
+  virtual base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
+                                               int64_t per_user_limit) = 0;
 };
+
+// Opens the store a URL names, sqlite:/path/to.db or mysql://user[:password]@host[:port]/db, and
+// migrates it to the newest schema. kInvalidArgument for any other URL.
+base::Result<std::unique_ptr<Store>> OpenStore(const std::string& url);
 
 }  // namespace flashsale::store

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "base/subprocess.h"
+#include "support/flashsale_process.h"
 #include "support/http_client.h"
 
 namespace flashsale {
@@ -39,79 +40,17 @@ namespace json = boost::json;
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::FreePort;
 using testing::HttpClient;
 using testing::HttpResult;
+using testing::ReadFile;
+using testing::RedisServersFor;
+using testing::TempDir;
 
 constexpr auto kStartupTimeout = seconds(20);
 constexpr auto kExitTimeout = seconds(30);
 
 // --- Helpers -----------------------------------------------------------------------------------
-
-// A temporary directory, removed with everything in it at the end of the scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "fs-proc-XXXXXX").string();
-    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(std::string_view name) const { return path_ + "/" + std::string(name); }
-
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-// A loopback port that was free a moment ago (bound to port 0, then closed).
-uint16_t FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("no free port");
-  }
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-// The pids of live redis-server processes whose command line names `data_dir` (the embedded
-// server's title is "redis-server unixsocket:<data_dir>/redis.sock").
-std::vector<pid_t> RedisServersFor(const std::string& data_dir) {
-  std::vector<pid_t> pids;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return pids;
-  const std::string needle = data_dir + "/redis.sock";
-  while (const dirent* entry = ::readdir(proc)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
-    if (pid <= 0) continue;
-    std::string cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
-    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (cmdline.find("redis-server") != std::string::npos &&
-        cmdline.find(needle) != std::string::npos) {
-      pids.push_back(pid);
-    }
-  }
-  ::closedir(proc);
-  return pids;
-}
 
 // The parent pid of `pid` (from /proc/<pid>/stat), or -1.
 pid_t ParentOf(pid_t pid) {
@@ -162,55 +101,16 @@ int64_t Code(const HttpResult& result) {
 
 // --- The child ---------------------------------------------------------------------------------
 
-// One `flashsale` process, its stdout and stderr in `log`. At the end of the scope it is
-// SIGKILLed if still running, and so is any redis-server it left on `data_dir` (a test that
-// failed half-way must not leave processes behind).
-class Flashsale {
+// The flashsale binary under test (see support/flashsale_process.h).
+class Flashsale : public testing::FlashsaleProcess {
  public:
   Flashsale(std::vector<std::string> args, std::string log, std::string data_dir = "")
-      : log_(std::move(log)), data_dir_(std::move(data_dir)) {
-    args.insert(args.begin(), FLASHSALE_BINARY);
-    auto spawned = base::Subprocess::Spawn(args, log_);
-    if (!spawned) throw std::runtime_error("spawn flashsale: " + spawned.error().message);
-    process_.emplace(std::move(spawned).value());
-  }
-  ~Flashsale() {
-    if (process_ && process_->Running()) {
-      process_->Signal(SIGKILL);
-      process_->Wait(seconds(10));
-    }
-    if (!data_dir_.empty()) {
-      for (const pid_t pid : RedisServersFor(data_dir_)) ::kill(pid, SIGKILL);
-    }
-  }
-  Flashsale(const Flashsale&) = delete;
-  Flashsale& operator=(const Flashsale&) = delete;
-
-  pid_t pid() const { return process_->pid(); }
-  bool Running() { return process_->Running(); }
-  void Signal(int signal) { process_->Signal(signal); }
-  // The exit status once it has exited within `timeout`; empty if it has not.
-  std::optional<int> WaitExit(milliseconds timeout) {
-    if (!process_->Wait(timeout)) return std::nullopt;
-    return process_->exit_status();
-  }
-  std::string Log() const { return ReadFile(log_); }
-
-  // Polls until the log contains `text` (bounded); true if it does.
-  bool WaitForLog(std::string_view text, milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (Log().find(text) == std::string::npos) {
-      if (std::chrono::steady_clock::now() >= until) return false;
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-    return true;
-  }
-
- private:
-  std::string log_;
-  std::string data_dir_;
-  std::optional<base::Subprocess> process_;
+      : FlashsaleProcess(FLASHSALE_BINARY, std::move(args), std::move(log), std::move(data_dir)) {}
 };
+
+::testing::AssertionResult WaitHealthy(Flashsale& child, uint16_t port) {
+  return testing::WaitHealthy(child, port, kStartupTimeout);
+}
 
 // Runs `flashsale args...` to completion (bounded): its exit status and its output.
 struct Finished {
@@ -224,22 +124,6 @@ Finished RunToExit(const std::vector<std::string>& args, const TempDir& tmp,
   finished.status = child.WaitExit(kExitTimeout);
   finished.output = child.Log();
   return finished;
-}
-
-// Polls /healthz until it answers 200, the child exits, or the startup timeout passes.
-::testing::AssertionResult WaitHealthy(Flashsale& child, uint16_t port) {
-  const auto until = std::chrono::steady_clock::now() + kStartupTimeout;
-  HttpClient client("127.0.0.1", port);
-  while (std::chrono::steady_clock::now() < until) {
-    if (!child.Running()) {
-      return ::testing::AssertionFailure() << "flashsale exited during startup:\n" << child.Log();
-    }
-    if (client.Request("GET", "/healthz", {}, {}, seconds(2)).status == 200) {
-      return ::testing::AssertionSuccess();
-    }
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return ::testing::AssertionFailure() << "no 200 from /healthz within 20 s:\n" << child.Log();
 }
 
 // SIGTERM, then the exit status within the bound.

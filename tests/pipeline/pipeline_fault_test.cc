@@ -55,6 +55,7 @@
 #include "service/order_consumer.h"
 #include "service/registry.h"
 #include "store/mysql_store.h"
+#include "support/flashsale_process.h"
 #include "support/io_thread.h"
 #include "support/mariadb_server.h"
 #include "support/redis_helpers.h"
@@ -67,7 +68,9 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using testing::IoThread;
 using testing::MariaDbServer;
+using testing::ReadFile;
 using testing::RedisServer;
+using testing::TempDir;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -77,13 +80,6 @@ constexpr auto kExitTimeout = 30s;      // until a signalled worker has exited
 constexpr auto kProgressTimeout = 30s;  // until the pipeline has made the progress a test waits for
 
 // --- Small helpers -----------------------------------------------------------------------------
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
 
 std::string Tail(const std::string& text, size_t max_bytes = 3000) {
   return text.size() > max_bytes ? "..." + text.substr(text.size() - max_bytes) : text;
@@ -132,27 +128,6 @@ std::string FirstMissing(const std::set<std::string>& a, const std::set<std::str
   }
   return out;
 }
-
-// A temporary directory, removed at the end of its scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "fs-fault-XXXXXX").string();
-    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(std::string_view name) const { return path_ + "/" + std::string(name); }
-
- private:
-  std::string path_;
-};
 
 // --- A `flashsale worker` child process --------------------------------------------------------
 
@@ -673,7 +648,8 @@ class PipelineFaultTest : public ::testing::Test {
   }
 
   static MariaDbServer* mariadb_;
-  TempDir tmp_;  // worker data directory and logs; outlives the workers (test-body locals)
+  TempDir tmp_{
+      "fs-fault"};  // worker data directory and logs; outlives the workers (test-body locals)
   std::unique_ptr<RedisServer> redis_;
   std::string db_url_;
   std::string db_name_;

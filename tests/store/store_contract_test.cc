@@ -384,6 +384,32 @@ TEST_P(StoreContractTest, ACancelledOrderFreesTheUsersSlot) {
   EXPECT_EQ(counts->cancelled_units, 1);
 }
 
+TEST_P(StoreContractTest, AuditOrdersFindsUsersOverTheLimitAndIntentsRecordedTwice) {
+  auto clean = store_->AuditOrders("act", 2);
+  ASSERT_TRUE(clean.ok()) << clean.error().ToString();
+  EXPECT_TRUE(clean->users_over_limit.empty());
+  EXPECT_EQ(clean->duplicate_intents, 0);
+
+  // gina: 2 units, within the limit of 2; hank: 3 units; ivan: one intent written under two
+  // order ids; a cancelled order does not count towards the limit.
+  std::vector<OrderRecord> batch = {Order("g1", "gina", false), Order("g2", "gina", false),
+                                    Order("h1", "hank", false), Order("h2", "hank", false),
+                                    Order("i1", "ivan", false), Order("i2", "ivan", false)};
+  batch[3].quantity = 2;
+  batch[5].stream_id = batch[4].stream_id;
+  auto cancelled = Order("g3", "gina", false);
+  cancelled.state = OrderState::kCancelled;
+  batch.push_back(cancelled);
+  ASSERT_TRUE(store_->InsertOrders(batch, 1).ok());
+
+  auto audit = store_->AuditOrders("act", 2);
+  ASSERT_TRUE(audit.ok()) << audit.error().ToString();
+  EXPECT_EQ(audit->users_over_limit, (std::vector<std::pair<std::string, int64_t>>{{"hank", 3}}));
+  EXPECT_EQ(audit->duplicate_intents, 1);
+  EXPECT_EQ(store_->AuditOrders("act", 1)->users_over_limit.size(), 3u);
+  EXPECT_TRUE(store_->AuditOrders("other", 1)->users_over_limit.empty());
+}
+
 TEST_P(StoreContractTest, OrdersOfUserNewestFirst) {
   std::vector<OrderRecord> batch = {Order("a", "erin", false, 10), Order("b", "erin", false, 30),
                                     Order("c", "erin", false, 20), Order("d", "frank", false, 5)};

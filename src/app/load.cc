@@ -1,0 +1,255 @@
+#include "app/load.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/url/parse.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "load/load_generator.h"
+#include "load/verify.h"
+
+namespace flashsale::app {
+
+struct LoadCommand::Flags {
+  std::string url = "http://127.0.0.1:8080";
+  std::string activity = "demo";
+  std::string action = "purchase";
+  std::string mode = "closed";
+  int connections = 64;
+  int threads = 1;
+  int64_t requests = 0;
+  double duration_s = 0;
+  double rate = 0;
+  int64_t burst = 0;
+  double within_s = 1;
+  int64_t users = 1000000;
+  std::string user_ids = "random";
+  std::string user_prefix = "u";
+  uint64_t seed = 1;
+  std::string identity = "gateway";
+  std::string token_secret;
+  std::string data_dir;
+  std::string redis_url;
+  std::string db_url;
+  std::string key_namespace;
+  bool verify = true;
+  bool verify_given = false;
+  int64_t drain_timeout_ms = 30000;
+  int64_t connect_timeout_ms = 5000;
+  int64_t request_timeout_ms = 10000;
+};
+
+LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<Flags>()) {
+  Flags& f = *flags_;
+  command.add_option("--url", f.url, "The flashsale to load, http://host:port")
+      ->capture_default_str();
+  command.add_option("--activity", f.activity, "The activity")->capture_default_str();
+  command.add_option("--action", f.action, "purchase or draw")
+      ->check(CLI::IsMember({"purchase", "draw"}))
+      ->capture_default_str();
+  command
+      .add_option("--mode", f.mode,
+                  "closed: fixed concurrency, each connection sends when answered; open: a fixed "
+                  "arrival rate (--rate), latency from the intended send time")
+      ->check(CLI::IsMember({"closed", "open"}))
+      ->capture_default_str();
+  command.add_option("--connections", f.connections, "Keep-alive connections")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  command.add_option("--threads", f.threads, "I/O threads of the load generator")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  command.add_option("--requests", f.requests, "Requests to send (0: until --duration)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--duration", f.duration_s, "Seconds to send for (0: until --requests)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--rate", f.rate, "Open loop: requests per second")
+      ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--burst", f.burst,
+                  "A burst: this many users arrive within --within seconds of the opening (the "
+                  "open loop at burst/within per second)")
+      ->check(CLI::NonNegativeNumber);
+  command.add_option("--within", f.within_s, "Seconds the --burst arrives within")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--users", f.users, "User ids are <prefix><n>, n in [0, users)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 62))
+      ->capture_default_str();
+  command
+      .add_option("--user-ids", f.user_ids,
+                  "random: uniform among --users; sequential: request i is user i mod --users")
+      ->check(CLI::IsMember({"random", "sequential"}))
+      ->capture_default_str();
+  command.add_option("--user-prefix", f.user_prefix, "Prefix of the user ids")
+      ->capture_default_str();
+  command.add_option("--seed", f.seed, "Seed of the random user ids")->capture_default_str();
+  command
+      .add_option("--identity", f.identity,
+                  "gateway: X-User-Id; token: bearer tokens signed with --token-secret or the "
+                  "secret in --data-dir")
+      ->check(CLI::IsMember({"gateway", "token"}))
+      ->capture_default_str();
+  command.add_option("--token-secret", f.token_secret, "The server's secret (token identity)")
+      ->envname("FLASHSALE_SECRET");
+  command.add_option("--data-dir", f.data_dir,
+                     "The data directory of the running `flashsale serve`: its Redis socket, "
+                     "SQLite file and secret (turns --verify on)");
+  command.add_option("--redis-url", f.redis_url, "The sale's Redis, to verify against");
+  command.add_option("--db-url", f.db_url, "The sale's database, to verify against");
+  command.add_option("--namespace", f.key_namespace, "The server's Redis key namespace (fs)");
+  command
+      .add_flag("--verify,!--no-verify", f.verify,
+                "Verify the sale against Redis and the database at the end (default: on when "
+                "--data-dir, --redis-url, --db-url or --namespace is given)")
+      ->each([&f](const std::string&) { f.verify_given = true; });
+  command
+      .add_option("--drain-timeout-ms", f.drain_timeout_ms,
+                  "Verify: how long to wait for the order pipeline to drain")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command.add_option("--connect-timeout-ms", f.connect_timeout_ms, "Connect deadline")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command.add_option("--request-timeout-ms", f.request_timeout_ms, "Deadline of each request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+LoadCommand::~LoadCommand() = default;
+
+namespace {
+
+std::string ReadLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Thousands of connections need thousands of descriptors: the soft limit up to the hard one.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
+
+int LoadCommand::Run() const {
+  const Flags& f = *flags_;
+  auto usage = [](const std::string& message) {
+    std::cerr << "flashsale load: " << message << "\n";
+    return 2;
+  };
+  load::LoadOptions options;
+  auto url = boost::urls::parse_uri(f.url);
+  if (!url || url->scheme() != "http" || url->host().empty()) {
+    return usage("--url '" + f.url + "' must be http://host:port");
+  }
+  options.host = url->host_address();
+  options.port = url->has_port() ? url->port_number() : 80;
+  options.activity = f.activity;
+  options.action = f.action;
+  options.mode = f.mode == "open" ? load::LoadMode::kOpen : load::LoadMode::kClosed;
+  options.connections = f.connections;
+  options.threads = f.threads;
+  options.requests = f.requests;
+  options.duration_s = f.duration_s;
+  options.rate = f.rate;
+  if (f.burst > 0) {
+    options.mode = load::LoadMode::kOpen;
+    options.requests = f.burst;
+    options.rate = f.within_s > 0 ? static_cast<double>(f.burst) / f.within_s
+                                  : load::OpenLoopSchedule::kAtOnce;
+  }
+  options.users = f.users;
+  options.random_users = f.user_ids == "random";
+  options.user_prefix = f.user_prefix;
+  options.seed = f.seed;
+  options.connect_timeout_ms = f.connect_timeout_ms;
+  options.request_timeout_ms = f.request_timeout_ms;
+  if (f.identity == "token") {
+    options.token_secret = f.token_secret;
+    if (options.token_secret.empty() && !f.data_dir.empty()) {
+      options.token_secret = ReadLine(f.data_dir + "/secret");
+    }
+    if (options.token_secret.empty()) {
+      return usage("token identity needs --token-secret or the --data-dir of the server");
+    }
+  }
+
+  // Verification: where the sale's Redis and database are.
+  load::VerifyOptions verify;
+  verify.activity = f.activity;
+  verify.key_namespace = f.key_namespace.empty() ? "fs" : f.key_namespace;
+  verify.drain_timeout_ms = f.drain_timeout_ms;
+  if (!f.data_dir.empty()) {
+    const std::string dir = std::filesystem::absolute(f.data_dir).lexically_normal().string();
+    verify.redis_url = "unix://" + dir + "/redis.sock";
+    verify.db_url = "sqlite:" + dir + "/flashsale.db";
+  }
+  if (!f.redis_url.empty()) verify.redis_url = f.redis_url;
+  if (!f.db_url.empty()) verify.db_url = f.db_url;
+  const bool can_verify =
+      !f.data_dir.empty() || !f.redis_url.empty() || !f.db_url.empty() || !f.key_namespace.empty();
+  const bool verifying = f.verify_given ? f.verify : can_verify;
+  if (verifying && (verify.redis_url.empty() || verify.db_url.empty())) {
+    return usage(
+        "--verify needs the sale's Redis and database: --data-dir of the server, or "
+        "--redis-url and --db-url");
+  }
+  options.keep_order_ids = verifying;
+
+  // Progress on stderr: rewritten in place on a terminal, else one line a second.
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  options.progress_interval_ms = tty ? 250 : 1000;
+  options.progress = [tty](const load::LoadProgress& progress) {
+    std::cerr << (tty ? "\r" : "") << load::FormatProgress(progress) << (tty ? "\033[K" : "\n");
+    std::cerr.flush();
+  };
+
+  RaiseFileLimit();
+  auto report = load::RunLoad(options);
+  if (tty) std::cerr << "\r\033[K";
+  if (!report) return usage(report.error().message);
+
+  const std::string what = options.mode == load::LoadMode::kOpen
+                               ? fmt::format("open loop at {:.0f}/s", options.rate)
+                               : fmt::format("closed loop");
+  const std::string title = fmt::format(
+      "flashsale load: {}, {} connections, {} thread(s), {} users ({}), POST {}/api/v1/activities/"
+      "{}/{}",
+      what, options.connections, options.threads, options.users, f.user_ids, f.url,
+      options.activity, options.action);
+  std::cout << load::FormatReport(*report, title);
+  std::cout.flush();
+  if (report->completed == 0) {
+    std::cerr << "flashsale load: no request was answered\n";
+    return 1;
+  }
+  if (!verifying) return 0;
+
+  verify.reserved_replies = report->Count(1);
+  verify.reserved_order_ids = std::move(report->reserved_order_ids);
+  auto verified = load::VerifySale(verify);
+  if (!verified) {
+    std::cerr << "flashsale load: could not verify: " << verified.error().ToString() << "\n";
+    return 1;
+  }
+  std::cout << "verify (" << verify.redis_url << ", " << verify.db_url << "):\n"
+            << load::FormatVerification(*verified);
+  std::cout.flush();
+  return verified->ok() ? 0 : 1;
+}
+
+}  // namespace flashsale::app
