@@ -281,9 +281,10 @@ TEST(LoadTest, VerificationFailsNamingTheCheckWhenTheDatabaseIsTamperedWith) {
   // a limit-1 order, so the schema's own guard lets it in).
   const std::string copied = report->reserved_order_ids.back();
   Tamper(serve.db_path(),
-         fmt::format("INSERT INTO orders SELECT order_id || 'x', activity_id, user_id, quantity, "
-                     "items, state, 0, created_ms, persisted_ms, stream_id FROM orders WHERE "
-                     "order_id = '{}'",
+         fmt::format("INSERT INTO orders (order_id, activity_id, user_id, quantity, items, state, "
+                     "single_unit, created_ms, persisted_ms, stream_id) SELECT order_id || 'x', "
+                     "activity_id, user_id, quantity, items, state, 0, created_ms, persisted_ms, "
+                     "stream_id FROM orders WHERE order_id = '{}'",
                      copied));
   auto after_copy = load::VerifySale(serve.Verify("tamper", *report));
   ASSERT_TRUE(after_copy.ok()) << after_copy.error().ToString();
