@@ -39,7 +39,12 @@ class LotteryHttpTest : public ::testing::Test {
     delete redis_;
     redis_ = nullptr;
   }
-  void SetUp() override { server_ = std::make_unique<ServerFixture>(*redis_); }
+  void SetUp() override {
+    // No registry polling: a test counts the Redis commands a local refusal does not make.
+    testing::ServerFixtureOptions options;
+    options.server.registry_poll = std::chrono::hours(1);
+    server_ = std::make_unique<ServerFixture>(*redis_, options);
+  }
 
   HttpResult Create(const std::string& body) {
     return server_->Client().Post("/api/v1/admin/activities", body, server_->Admin());
