@@ -4,7 +4,7 @@
 //   flashsale token --user ID    a bearer token for token mode
 //   flashsale dead-letters --activity ID [--retry ENTRY]   list or retry dead letters (admin API)
 //   flashsale activity list|show ID|create FILE|open ID|close ID   activities (admin API)
-//   flashsale job prewarm|reconcile [--activity ID] [--no-repair]  run a job now (admin API)
+//   flashsale job prewarm|reconcile|expire [--activity ID] [--no-repair]  a job now (admin API)
 //   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
 //   flashsale version
 
@@ -73,11 +73,13 @@ int main(int argc, char** argv) {
   admin_options(activity);
 
   auto* job = app.add_subcommand(
-      "job", "Run a job now, once across all instances: prewarm or reconcile; prints its report");
+      "job",
+      "Run a job now, once across all instances: prewarm, reconcile or expire; prints its "
+      "report");
   std::string job_name;
   std::string job_activity;
   bool no_repair = false;
-  job->add_option("job", job_name, "prewarm | reconcile")->required();
+  job->add_option("job", job_name, "prewarm | reconcile | expire")->required();
   job->add_option("--activity", job_activity, "Only this activity (default: all)");
   job->add_flag("--no-repair", no_repair, "reconcile: report only, repair nothing");
   admin_options(job);

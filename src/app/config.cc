@@ -250,6 +250,13 @@ const std::vector<Setting>& Settings() {
        .help = "How often the reconciliation job runs (once across all instances): the "
                "invariant checked per activity, provable drift repaired; 0: never",
        .min = 0},
+      {.name = "expire-every-ms",
+       .field = &ServeConfig::expire_every_ms,
+       .placeholder = "MS",
+       .help = "How often the expire job runs (once across all instances): reserved orders "
+               "unpaid past their activity's payment window are cancelled, units returned; 0: "
+               "never",
+       .min = 0},
       {.name = "rebuild-grace-ms",
        .field = &ServeConfig::rebuild_grace_ms,
        .placeholder = "MS",

@@ -62,6 +62,7 @@ struct ServeConfig {
   int64_t prewarm_every_ms = 10000;    // 0: never
   int64_t reconcile_every_ms = 60000;  // 0: never
   int64_t rebuild_grace_ms = 20000;    // >= 0
+  int64_t expire_every_ms = 5000;      // 0: never
   bool trust_forwarded_for = false;
   std::string log_level = "info";  // trace | debug | info | warn | error
 

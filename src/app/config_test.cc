@@ -387,6 +387,7 @@ const std::vector<Listed>& EverySetting() {
       {"--max-deliveries", "5", "FLASHSALE_MAX_DELIVERIES"},
       {"--prewarm-every-ms", "10000", "FLASHSALE_PREWARM_EVERY_MS"},
       {"--reconcile-every-ms", "60000", "FLASHSALE_RECONCILE_EVERY_MS"},
+      {"--expire-every-ms", "5000", "FLASHSALE_EXPIRE_EVERY_MS"},
       {"--rebuild-grace-ms", "20000", "FLASHSALE_REBUILD_GRACE_MS"},
       {"--trust-forwarded-for", "false", "FLASHSALE_TRUST_FORWARDED_FOR"},
       {"--log-level", "info", "FLASHSALE_LOG_LEVEL"},

@@ -139,6 +139,7 @@ service::PipelineDeps PipelineDepsFor(const ServeConfig& config,
   deps.metrics = &metrics;
   deps.jobs.prewarm_every = std::chrono::milliseconds(config.prewarm_every_ms);
   deps.jobs.reconcile_every = std::chrono::milliseconds(config.reconcile_every_ms);
+  deps.jobs.expire_every = std::chrono::milliseconds(config.expire_every_ms);
   return deps;
 }
 

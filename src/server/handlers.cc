@@ -292,6 +292,36 @@ asio::awaitable<Reply> HandleDraw(Call& call) {
   co_return OutcomeReply(call, *result, true);
 }
 
+asio::awaitable<Reply> HandlePay(Call& call) {
+  const std::string_view order_id = call.params[0];
+  if (!base::IsValidId(order_id)) {
+    co_return ErrorReply(http::status::bad_request, Word::kBadRequest,
+                         "order ids are 1-64 characters of [A-Za-z0-9_.:@-]");
+  }
+  auto paid = co_await service::ConfirmPayment(call.worker.service, call.user_id, order_id);
+  if (!paid) {
+    if (paid.error().code == base::ErrorCode::kNotFound) {
+      co_return ErrorReply(http::status::not_found, Word::kNotFound,
+                           "no such order of yours in the record (an order reserved a moment ago "
+                           "may not be recorded yet: retry)");
+    }
+    co_return ErrorToReply(paid.error());
+  }
+  JsonWriter w;
+  w.BeginObject().Key("order_id").String(order_id);
+  if (*paid == store::PayOutcome::kRefused) {
+    w.Key("status").String("refund_due");
+    w.Key("error").String(
+        "the order expired before the payment came; the payment is flagged "
+        "for a refund");
+    w.EndObject();
+    co_return Json(http::status::conflict, Word::kConflict, w);
+  }
+  w.Key("status").String("paid").Key("replayed").Bool(*paid == store::PayOutcome::kAlreadyPaid);
+  w.EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
 asio::awaitable<Reply> HandleTicket(Call& call) {
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
   auto wait_ms = ParseTicketQuery(call.query);

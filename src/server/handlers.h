@@ -40,6 +40,7 @@ struct Call {
 boost::asio::awaitable<Reply> HandlePurchase(Call& call);
 boost::asio::awaitable<Reply> HandleDraw(Call& call);
 boost::asio::awaitable<Reply> HandleTicket(Call& call);
+boost::asio::awaitable<Reply> HandlePay(Call& call);
 boost::asio::awaitable<Reply> HandleActivityInfo(Call& call);
 boost::asio::awaitable<Reply> HandleActivityList(Call& call);
 boost::asio::awaitable<Reply> HandleOrders(Call& call);

@@ -20,6 +20,7 @@ constexpr Route kRoutes[] = {
     {verb::get, "/api/v1/activities", RouteId::kActivity, Access::kPublic, HandleActivityList},
     {verb::get, "/api/v1/activities/{id}", RouteId::kActivity, Access::kPublic, HandleActivityInfo},
     {verb::get, "/api/v1/orders", RouteId::kOrders, Access::kUser, HandleOrders},
+    {verb::post, "/api/v1/orders/{id}/pay", RouteId::kOrders, Access::kUser, HandlePay},
     // Operators.
     {verb::get, "/api/v1/admin/activities", RouteId::kAdmin, Access::kAdmin, HandleAdminList},
     {verb::post, "/api/v1/admin/activities", RouteId::kAdmin, Access::kAdmin, HandleAdminCreate},

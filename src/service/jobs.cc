@@ -86,13 +86,61 @@ asio::awaitable<std::string> Prewarm(ServiceContext& context, const store::Activ
   co_return std::move(w).Take();
 }
 
+// The expire job for one activity: the JSON line of what it did.
+asio::awaitable<Result<std::string>> Expire(ServiceContext& context,
+                                            const store::ActivityRecord& record) {
+  constexpr int64_t kBatch = 1000;
+  const std::string id = record.activity.id;
+  const int64_t window = record.activity.payment_window_ms;
+  int64_t cancelled = 0;
+  int64_t returned = 0;
+  int64_t not_returned = 0;
+  while (window > 0) {
+    const int64_t now_ms = context.clock().NowMs();
+    const auto cancel = [id, before = now_ms - window, now_ms](store::Store& store) {
+      return store.CancelUnpaid(id, before, kBatch, now_ms);
+    };
+    auto orders = co_await context.OnDb(cancel);
+    if (!orders.ok()) co_return std::move(orders).error();
+    for (const auto& order : *orders) {
+      // The record cancelled it first: a payment racing with the expiry is refused from here on,
+      // and the unit goes back exactly once.
+      auto released =
+          co_await context.seckill().AsyncRelease(id, order.order_id, asio::use_awaitable);
+      if (released.ok() && released->outcome == redis::ReleaseOutcome::kReleased) {
+        returned += released->quantity;
+      } else if (!released.ok()) {
+        ++not_returned;  // reconciliation returns it (cancelled, not returned)
+      }
+    }
+    cancelled += static_cast<int64_t>(orders->size());
+    if (static_cast<int64_t>(orders->size()) < kBatch) break;
+  }
+  base::JsonWriter w;
+  w.BeginObject().Key("activity_id").String(id).Key("payment_window_ms").Int(window);
+  w.Key("cancelled").Int(cancelled).Key("units_returned").Int(returned);
+  w.Key("not_returned_yet").Int(not_returned).EndObject();
+  co_return std::move(w).Take();
+}
+
 }  // namespace
 
-std::string_view ToString(Job job) { return job == Job::kPrewarm ? "prewarm" : "reconcile"; }
+std::string_view ToString(Job job) {
+  switch (job) {
+    case Job::kPrewarm:
+      return "prewarm";
+    case Job::kReconcile:
+      return "reconcile";
+    case Job::kExpire:
+      return "expire";
+  }
+  return "reconcile";
+}
 
 std::optional<Job> JobFrom(std::string_view name) {
   if (name == "prewarm") return Job::kPrewarm;
   if (name == "reconcile") return Job::kReconcile;
+  if (name == "expire") return Job::kExpire;
   return std::nullopt;
 }
 
@@ -151,6 +199,15 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
       w.Raw(co_await Prewarm(context, record));
       continue;
     }
+    if (request.job == Job::kExpire) {
+      auto expired = co_await Expire(context, record);
+      if (!expired.ok()) {
+        failed = std::move(expired).error();
+        break;
+      }
+      w.Raw(*expired);
+      continue;
+    }
     auto report = co_await Reconcile(context, record, request.repair);
     if (!report.ok()) {
       failed = std::move(report).error();
@@ -187,7 +244,9 @@ asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedu
   using Clock = std::chrono::steady_clock;
   std::map<Job, Clock::time_point> next;
   const std::pair<Job, std::chrono::milliseconds> jobs[] = {
-      {Job::kPrewarm, schedule.prewarm_every}, {Job::kReconcile, schedule.reconcile_every}};
+      {Job::kPrewarm, schedule.prewarm_every},
+      {Job::kReconcile, schedule.reconcile_every},
+      {Job::kExpire, schedule.expire_every}};
   while (!*stop) {
     for (const auto& [job, every] : jobs) {
       if (every.count() <= 0 || *stop || Clock::now() < next[job]) continue;

@@ -4,7 +4,11 @@
 //              record into Redis (the setup script: stock loaded once); a sale that is running
 //              is never touched (its Redis state is reconciliation's to judge);
 //   reconcile  service/reconcile.h for every activity: the invariant's terms, the repairs it can
-//              prove, the drift it cannot explain.
+//              prove, the drift it cannot explain;
+//   expire     for activities with a payment window: reserved orders unpaid past it are cancelled
+//              in the record (compare-and-set, once) and their units returned in Redis (once:
+//              the release script); a crash between the two leaves a cancelled order whose unit
+//              reconciliation returns.
 // A run takes the job's lock (redis/lock.h) and a watchdog extends it while the run goes on; a
 // run that loses its lock stops before its next activity. On a schedule (serve and worker run
 // one), an instance first claims the job's period (SET NX PX on the job's "next" key), so each
@@ -26,7 +30,7 @@
 
 namespace flashsale::service {
 
-enum class Job { kPrewarm, kReconcile };
+enum class Job { kPrewarm, kReconcile, kExpire };
 std::string_view ToString(Job job);
 std::optional<Job> JobFrom(std::string_view name);
 
@@ -58,6 +62,7 @@ boost::asio::awaitable<base::Result<std::string>> RunJob(ServiceContext& context
 struct JobSchedule {
   std::chrono::milliseconds prewarm_every{10'000};    // 0: never
   std::chrono::milliseconds reconcile_every{60'000};  // 0: never
+  std::chrono::milliseconds expire_every{5'000};      // 0: never
 };
 
 // Until *stop: runs each job once per period across all instances.

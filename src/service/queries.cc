@@ -54,6 +54,20 @@ void WriteLotteryFields(base::JsonWriter& w, const core::SeckillActivity& activi
   w.Key("queue_capacity").Int(lottery.queue_capacity);
 }
 
+asio::awaitable<Result<store::PayOutcome>> ConfirmPayment(ServiceContext& context,
+                                                          std::string_view user_id,
+                                                          std::string_view order_id) {
+  const auto pay = [user = std::string(user_id), id = std::string(order_id),
+                    now_ms =
+                        context.clock().NowMs()](store::Store& store) -> Result<store::PayOutcome> {
+    auto order = store.GetOrder(id);
+    if (!order.ok()) return std::move(order).error();
+    if (order->user_id != user) return MakeError(ErrorCode::kNotFound, "no order '{}'", id);
+    return store.PayOrder(id, now_ms);
+  };
+  co_return co_await context.OnDb(pay);
+}
+
 asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
                                                       std::string_view activity_id) {
   const SnapshotPtr snapshot = context.snapshot();

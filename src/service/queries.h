@@ -33,6 +33,14 @@ void WriteLotteryFields(base::JsonWriter& w, const core::SeckillActivity& activi
 boost::asio::awaitable<base::Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
                                                                    std::string_view activity_id);
 
+// A payment confirmation for the caller's order (the payment provider's callback, or the
+// buyer's client after paying): reserved -> paid. A payment for an order the expire job cancelled
+// is refused and flagged for a refund (kRefused); never an extra unit sold. kNotFound: no such
+// order of this user in the record (a just-reserved order may not be recorded yet: retry).
+boost::asio::awaitable<base::Result<store::PayOutcome>> ConfirmPayment(ServiceContext& context,
+                                                                       std::string_view user_id,
+                                                                       std::string_view order_id);
+
 struct UserOrder {
   std::string activity_id;
   redis::RecordedOrder order;

@@ -439,5 +439,82 @@ TEST(ServeProcessTest, LotteriesFromTheDemoAndTheCliDrawAndQueuedTicketsAreAnswe
   ASSERT_TRUE(StopsCleanly(serve));
 }
 
+// --- h) ----------------------------------------------------------------------------------------
+
+TEST(ServeProcessTest, UnpaidOrdersExpireTheirUnitsComeBackAndALatePaymentIsRefused) {
+  TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const uint16_t port = FreePort();
+  // The expire job only on demand here, so the test decides when it runs.
+  Flashsale serve(ServeArgs(port, data_dir,
+                            {"--threads", "1", "--identity", "gateway", "--expire-every-ms", "0"}),
+                  tmp / "serve.log", data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+  const std::string url = fmt::format("http://127.0.0.1:{}", port);
+  const std::string admin_token = ReadFile(data_dir + "/admin-token");
+  const std::map<std::string, std::string> admin = {
+      {"Authorization", "Bearer " + admin_token.substr(0, admin_token.find('\n'))}};
+  HttpClient client("127.0.0.1", port);
+  auto created = client.Post("/api/v1/admin/activities",
+                             R"({"id":"pay","stock":3,"payment_window_ms":300})", admin);
+  ASSERT_EQ(created.status, 201) << created.body;
+
+  std::map<std::string, std::string> order_of;
+  for (const std::string user : {"ann", "ben", "cid"}) {
+    auto bought = client.Post("/api/v1/activities/pay/purchase", "", {{"X-User-Id", user}});
+    ASSERT_EQ(Code(bought), 1) << bought.body;
+    order_of[user] = std::string(Json(bought).at("order_id").as_string());
+  }
+  // Paid once recorded (the order pipeline persists within moments).
+  HttpResult paid;
+  for (int i = 0; i < 100; ++i) {
+    paid = client.Post("/api/v1/orders/" + order_of["ann"] + "/pay", "", {{"X-User-Id", "ann"}});
+    if (paid.status != 404) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(paid.status, 200) << paid.body;
+  EXPECT_EQ(Json(paid).at("status").as_string(), "paid");
+  // Someone else's order is not theirs to pay.
+  EXPECT_EQ(
+      client.Post("/api/v1/orders/" + order_of["ben"] + "/pay", "", {{"X-User-Id", "eve"}}).status,
+      404);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the payment window
+  auto status = [&] { return Json(client.Get("/api/v1/admin/activities/pay", admin)); };
+  // Every order recorded (bounded wait).
+  for (int i = 0; i < 200 && status().at("persisted").at("orders").as_int64() != 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(status().at("persisted").at("orders").as_int64(), 3);
+  const Finished expired =
+      RunToExit({"job", "expire", "--activity", "pay", "--url", url, "--data-dir", data_dir}, tmp,
+                "expire.log");
+  ASSERT_EQ(ExitCode(expired.status), 0) << expired.output;
+  EXPECT_NE(expired.output.find("\"cancelled\":2"), std::string::npos) << expired.output;
+  EXPECT_NE(expired.output.find("\"units_returned\":2"), std::string::npos) << expired.output;
+  const json::value after = status();
+  EXPECT_EQ(after.at("redis").at("remaining").as_int64(), 2) << "the two unpaid units are back";
+  EXPECT_EQ(after.at("persisted").at("units").as_int64(), 1);
+  EXPECT_EQ(after.at("persisted").at("cancelled_units").as_int64(), 2);
+  // Once: a second run finds nothing to cancel.
+  const Finished again =
+      RunToExit({"job", "expire", "--activity", "pay", "--url", url, "--data-dir", data_dir}, tmp,
+                "expire2.log");
+  EXPECT_NE(again.output.find("\"cancelled\":0"), std::string::npos) << again.output;
+
+  // Ben pays too late: refused, flagged for a refund, never an extra unit.
+  auto late = client.Post("/api/v1/orders/" + order_of["ben"] + "/pay", "", {{"X-User-Id", "ben"}});
+  EXPECT_EQ(late.status, 409) << late.body;
+  EXPECT_EQ(Json(late).at("status").as_string(), "refund_due");
+  EXPECT_EQ(status().at("redis").at("remaining").as_int64(), 2);
+  // Ann's confirmation again is harmless; Ben may buy again (his slot was freed).
+  auto repeat =
+      client.Post("/api/v1/orders/" + order_of["ann"] + "/pay", "", {{"X-User-Id", "ann"}});
+  EXPECT_EQ(repeat.status, 200);
+  EXPECT_TRUE(Json(repeat).at("replayed").as_bool());
+  EXPECT_EQ(Code(client.Post("/api/v1/activities/pay/purchase", "", {{"X-User-Id", "ben"}})), 1);
+  ASSERT_TRUE(StopsCleanly(serve));
+}
+
 }  // namespace
 }  // namespace flashsale
