@@ -12,18 +12,6 @@ using base::ErrorCode;
 using base::MakeError;
 using base::Result;
 
-namespace {
-
-asio::awaitable<Result<Reply>> Eval(ScriptRunner& runner, const ScriptCall& call) {
-  co_return co_await runner.AsyncEval(call, asio::use_awaitable);
-}
-
-asio::awaitable<Result<Reply>> Send(Connection& connection, const Command& command) {
-  co_return co_await connection.AsyncSend(command, asio::use_awaitable);
-}
-
-}  // namespace
-
 DrawQueue::DrawQueue(ScriptRunner& runner, std::string key_namespace)
     : runner_(runner),
       namespace_(std::move(key_namespace)),
@@ -52,7 +40,7 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
       .Arg("capacity", request.capacity)
       .Arg("ticket_ttl_ms", request.ticket_ttl_ms)
       .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0);
-  auto reply = co_await Eval(runner_, call);
+  auto reply = co_await Await(runner_, call);
   if (!reply.ok()) co_return std::move(reply).error();
   if (!reply->is_array() || reply->size() != 2 || !(*reply)[0].is_integer()) {
     co_return MakeError(ErrorCode::kProtocol, "script {} returned {}", enqueue_.name,
@@ -85,7 +73,7 @@ asio::awaitable<Result<TicketState>> DrawQueue::Ticket(std::string_view activity
   const std::string ticket_key = keys.Ticket(ticket_id);
   ScriptCall call(ticket_);
   call.Key("ticket", ticket_key).Key("orders", keys.orders()).Arg("user_id", user_id);
-  auto reply = co_await Eval(runner_, call);
+  auto reply = co_await Await(runner_, call);
   if (!reply.ok()) co_return std::move(reply).error();
   const auto bad = [&] {
     return MakeError(ErrorCode::kProtocol, "script {} returned {}", ticket_.name,
@@ -141,8 +129,8 @@ asio::awaitable<base::Status> DrawQueue::Done(std::string_view activity_id,
   args.erase(args.begin() + 2);
   args[0] = "XDEL";
   const Command del(args);
-  auto acked = co_await Send(runner_.connection(), ack);
-  auto deleted = co_await Send(runner_.connection(), del);
+  auto acked = co_await Await(runner_.connection(), ack);
+  auto deleted = co_await Await(runner_.connection(), del);
   if (!acked.ok()) co_return std::move(acked).error();
   if (!deleted.ok()) co_return std::move(deleted).error();
   co_return base::Status();
@@ -151,7 +139,7 @@ asio::awaitable<base::Status> DrawQueue::Done(std::string_view activity_id,
 asio::awaitable<Result<int64_t>> DrawQueue::Length(std::string_view activity_id) {
   const SeckillKeys keys(namespace_, activity_id);
   const Command xlen({"XLEN", keys.queue()});
-  auto reply = co_await Send(runner_.connection(), xlen);
+  auto reply = co_await Await(runner_.connection(), xlen);
   if (!reply.ok()) co_return std::move(reply).error();
   if (!reply->is_integer()) {
     co_return MakeError(ErrorCode::kProtocol, "XLEN: unexpected {}", reply->Describe());

@@ -16,14 +16,6 @@ namespace {
 constexpr int64_t kPage = 1000;
 constexpr size_t kRestoreChunk = 250;
 
-asio::awaitable<Result<Reply>> Send(Connection& connection, const Command& command) {
-  co_return co_await connection.AsyncSend(command, asio::use_awaitable);
-}
-
-asio::awaitable<Result<Reply>> Eval(ScriptRunner& runner, const ScriptCall& call) {
-  co_return co_await runner.AsyncEval(call, asio::use_awaitable);
-}
-
 // The order ids of a whole stream, read in pages (XRANGE with an exclusive start).
 asio::awaitable<base::Status> CollectOrderIds(Connection& connection, const std::string& key,
                                               std::set<std::string>& out) {
@@ -31,7 +23,7 @@ asio::awaitable<base::Status> CollectOrderIds(Connection& connection, const std:
   const IntArg count(kPage);
   for (;;) {
     const Command range({"XRANGE", key, start, "+", "COUNT", count});
-    auto reply = co_await Send(connection, range);
+    auto reply = co_await Await(connection, range);
     if (!reply.ok()) co_return std::move(reply).error();
     if (!reply->is_array()) {
       co_return MakeError(ErrorCode::kProtocol, "XRANGE: unexpected {}", reply->Describe());
@@ -65,7 +57,7 @@ asio::awaitable<Result<std::vector<OrderRecordEntry>>> ActivityInspector::Orders
   const IntArg count(kPage);
   do {
     const Command scan({"HSCAN", keys.orders(), cursor, "COUNT", count});
-    auto reply = co_await Send(runner_.connection(), scan);
+    auto reply = co_await Await(runner_.connection(), scan);
     if (!reply.ok()) co_return std::move(reply).error();
     if (!reply->is_array() || reply->size() != 2 || !(*reply)[1].is_array()) {
       co_return MakeError(ErrorCode::kProtocol, "HSCAN: unexpected {}", reply->Describe());
@@ -107,7 +99,7 @@ asio::awaitable<Result<bool>> ActivityInspector::Reappend(std::string_view activ
   const SeckillKeys keys(namespace_, activity_id);
   ScriptCall call(reappend_);
   call.Key("orders", keys.orders()).Key("stream", keys.stream()).Arg("order_id", order_id);
-  auto reply = co_await Eval(runner_, call);
+  auto reply = co_await Await(runner_, call);
   if (!reply.ok()) co_return std::move(reply).error();
   if (!reply->is_integer()) {
     co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", reappend_.name,
@@ -136,7 +128,7 @@ asio::awaitable<Result<int64_t>> ActivityInspector::RestoreOrders(
         .Key("orders", keys.orders())
         .Key("user_orders", keys.user_orders())
         .Rest("orders", args);
-    auto reply = co_await Eval(runner_, call);
+    auto reply = co_await Await(runner_, call);
     if (!reply.ok()) co_return std::move(reply).error();
     if (!reply->is_integer()) {
       co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", restore_.name,

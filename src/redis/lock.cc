@@ -16,10 +16,6 @@ std::string NewToken(base::Random& random) {
   return fmt::format("{:016x}{:016x}", random.Next(), random.Next());
 }
 
-asio::awaitable<Result<Reply>> Eval(ScriptRunner& runner, const ScriptCall& call) {
-  co_return co_await runner.AsyncEval(call, asio::use_awaitable);
-}
-
 Result<bool> OneOrZero(const Script& script, const Result<Reply>& reply) {
   if (!reply.ok()) return reply.error();
   if (!reply->is_integer() || (reply->integer() != 0 && reply->integer() != 1)) {
@@ -46,7 +42,7 @@ asio::awaitable<Result<std::optional<Lease>>> DistributedLock::TryAcquire(
       .Key("fence", fence_key_)
       .Arg("token", lease.token)
       .Arg("ttl_ms", static_cast<int64_t>(ttl.count()));
-  auto reply = co_await Eval(runner_, call);
+  auto reply = co_await Await(runner_, call);
   if (!reply.ok()) co_return std::move(reply).error();
   if (!reply->is_array() || reply->size() != 2 || !(*reply)[0].is_integer() ||
       !(*reply)[1].is_integer()) {
@@ -64,14 +60,14 @@ asio::awaitable<Result<bool>> DistributedLock::Extend(const Lease& lease,
   call.Key("lock", lease.key)
       .Arg("token", lease.token)
       .Arg("ttl_ms", static_cast<int64_t>(ttl.count()));
-  auto reply = co_await Eval(runner_, call);
+  auto reply = co_await Await(runner_, call);
   co_return OneOrZero(extend_, reply);
 }
 
 asio::awaitable<Result<bool>> DistributedLock::Release(const Lease& lease) {
   ScriptCall call(release_);
   call.Key("lock", lease.key).Arg("token", lease.token);
-  auto reply = co_await Eval(runner_, call);
+  auto reply = co_await Await(runner_, call);
   co_return OneOrZero(release_, reply);
 }
 

@@ -38,12 +38,6 @@ Result<std::vector<StreamEntry>> ParseEntries(ReplyView entries) {
   return out;
 }
 
-// (Commands are passed by reference and built by the caller as named locals: GCC 12 mishandles
-// temporaries with destructors inside a co_await expression.)
-asio::awaitable<Result<Reply>> Send(Connection& connection, const Command& command) {
-  co_return co_await connection.AsyncSend(command, asio::use_awaitable);
-}
-
 Command Build(std::vector<std::string_view> args) { return Command(args); }
 
 }  // namespace
@@ -64,7 +58,7 @@ OrderStream::OrderStream(ScriptRunner& runner, std::string key_namespace)
 asio::awaitable<base::Status> EnsureStreamGroup(Connection& connection, std::string_view key,
                                                 std::string_view group) {
   const Command create = Build({"XGROUP", "CREATE", key, group, "0", "MKSTREAM"});
-  auto reply = co_await Send(connection, create);
+  auto reply = co_await Await(connection, create);
   if (reply.ok() || reply.error().message.starts_with("BUSYGROUP")) co_return base::Status();
   co_return std::move(reply).error();
 }
@@ -77,7 +71,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> ReadGroupNew(Connection& conne
   const IntArg n(count);
   const Command read =
       Build({"XREADGROUP", "GROUP", group, consumer, "COUNT", n, "STREAMS", key, ">"});
-  auto reply = co_await Send(connection, read);
+  auto reply = co_await Await(connection, read);
   if (!reply.ok()) co_return std::move(reply).error();
   if (reply->is_nil()) co_return std::vector<StreamEntry>{};
   if (!reply->is_array() || reply->size() != 1 || (*reply)[0].size() != 2) {
@@ -94,7 +88,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> AutoClaim(Connection& connecti
   const IntArg idle(min_idle_ms);
   const IntArg n(count);
   const Command claim = Build({"XAUTOCLAIM", key, group, consumer, idle, "0-0", "COUNT", n});
-  auto reply = co_await Send(connection, claim);
+  auto reply = co_await Await(connection, claim);
   if (!reply.ok()) co_return std::move(reply).error();
   // [next cursor, entries, ids of deleted entries (removed from the pending list by Redis)]
   if (!reply->is_array() || reply->size() < 2) {
@@ -136,8 +130,8 @@ asio::awaitable<Result<int64_t>> OrderStream::Ack(std::string_view activity_id,
   args[1] = keys.failures();
   args.erase(args.begin() + 2);
   const Command forget(args);
-  auto reply = co_await Send(runner_.connection(), ack);
-  auto forgotten = co_await Send(runner_.connection(), forget);
+  auto reply = co_await Await(runner_.connection(), ack);
+  auto forgotten = co_await Await(runner_.connection(), forget);
   if (!reply.ok()) co_return std::move(reply).error();
   if (!forgotten.ok()) co_return std::move(forgotten).error();
   co_return reply->is_integer() ? reply->integer() : int64_t{0};
@@ -152,7 +146,7 @@ asio::awaitable<Result<int64_t>> OrderStream::Touch(std::string_view activity_id
   args.insert(args.end(), ids.begin(), ids.end());
   args.push_back("JUSTID");  // JUSTID: the delivery count does not grow
   const Command touch(args);
-  auto reply = co_await Send(runner_.connection(), touch);
+  auto reply = co_await Await(runner_.connection(), touch);
   if (!reply.ok()) co_return std::move(reply).error();
   if (!reply->is_array()) {
     co_return MakeError(ErrorCode::kProtocol, "XCLAIM: unexpected {}", reply->Describe());
@@ -164,7 +158,7 @@ asio::awaitable<Result<int64_t>> OrderStream::RecordFailure(std::string_view act
                                                             std::string_view entry_id) {
   const SeckillKeys keys(namespace_, activity_id);
   const Command incr = Build({"HINCRBY", keys.failures(), entry_id, "1"});
-  auto reply = co_await Send(runner_.connection(), incr);
+  auto reply = co_await Await(runner_.connection(), incr);
   if (!reply.ok()) co_return std::move(reply).error();
   co_return reply->integer();
 }
@@ -193,7 +187,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ListDead(
   const SeckillKeys keys(namespace_, activity_id);
   const IntArg n(count);
   const Command range = Build({"XRANGE", keys.dead(), "-", "+", "COUNT", n});
-  auto reply = co_await Send(runner_.connection(), range);
+  auto reply = co_await Await(runner_.connection(), range);
   if (!reply.ok()) co_return std::move(reply).error();
   co_return ParseEntries(*reply);
 }
@@ -218,9 +212,9 @@ asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_i
   const Command xlen = Build({"XLEN", keys.stream()});
   const Command dead = Build({"XLEN", keys.dead()});
   const Command groups = Build({"XINFO", "GROUPS", keys.stream()});
-  auto length = co_await Send(runner_.connection(), xlen);
-  auto dead_length = co_await Send(runner_.connection(), dead);
-  auto group_list = co_await Send(runner_.connection(), groups);
+  auto length = co_await Await(runner_.connection(), xlen);
+  auto dead_length = co_await Await(runner_.connection(), dead);
+  auto group_list = co_await Await(runner_.connection(), groups);
   if (!length.ok()) co_return std::move(length).error();
   if (!dead_length.ok()) co_return std::move(dead_length).error();
   info.length = length->integer();
@@ -254,7 +248,7 @@ asio::awaitable<Result<int64_t>> OrderStream::Trim(std::string_view activity_id)
   std::string threshold = info->last_delivered_id;
   if (info->pending > 0) {
     const Command pending = Build({"XPENDING", keys.stream(), kGroup});
-    auto summary = co_await Send(runner_.connection(), pending);
+    auto summary = co_await Await(runner_.connection(), pending);
     if (!summary.ok()) co_return std::move(summary).error();
     if (!summary->is_array() || summary->size() < 2 || !(*summary)[1].is_string()) {
       co_return MakeError(ErrorCode::kProtocol, "XPENDING: unexpected {}", summary->Describe());
@@ -264,7 +258,7 @@ asio::awaitable<Result<int64_t>> OrderStream::Trim(std::string_view activity_id)
   if (threshold.empty() || threshold == "0-0") co_return int64_t{0};
   // MINID removes entries below the threshold only; '~' may remove fewer, never more.
   const Command trim = Build({"XTRIM", keys.stream(), "MINID", "~", threshold});
-  auto trimmed = co_await Send(runner_.connection(), trim);
+  auto trimmed = co_await Await(runner_.connection(), trim);
   if (!trimmed.ok()) co_return std::move(trimmed).error();
   co_return trimmed->integer();
 }

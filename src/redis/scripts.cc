@@ -4,6 +4,7 @@
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <sstream>
 #include <stdexcept>
 
@@ -286,6 +287,14 @@ void ScriptRunner::LoadAll(Deadline deadline,
           }
         }));
   }
+}
+
+boost::asio::awaitable<Result<Reply>> Await(Connection& connection, const Command& command) {
+  co_return co_await connection.AsyncSend(command, boost::asio::use_awaitable);
+}
+
+boost::asio::awaitable<Result<Reply>> Await(ScriptRunner& runner, const ScriptCall& call) {
+  co_return co_await runner.AsyncEval(call, boost::asio::use_awaitable);
 }
 
 }  // namespace flashsale::redis

@@ -17,6 +17,7 @@
 // behind it (wire order is execution order on one connection).
 
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -148,5 +149,11 @@ class ScriptRunner {
 
   std::shared_ptr<State> state_;
 };
+
+// One command or script call, awaited: for coroutines that make one call at a time. (Named
+// functions taking named arguments: GCC 12 mishandles temporaries with destructors inside a
+// co_await expression, so callers build the Command or ScriptCall first.)
+boost::asio::awaitable<base::Result<Reply>> Await(Connection& connection, const Command& command);
+boost::asio::awaitable<base::Result<Reply>> Await(ScriptRunner& runner, const ScriptCall& call);
 
 }  // namespace flashsale::redis
