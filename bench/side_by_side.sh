@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # flashsale against the two limits of this machine, in one run, on loopback:
 #   flashsale    `flashsale serve` (release build) on a private redis-server, gateway identity,
-#                SQLite, one order consumer persisting the orders while it serves
+#                SQLite, one order consumer persisting the orders while it serves (the scheduled
+#                jobs off: a reconciliation scanning every order would land in a phase)
 #   Redis limit  redis-benchmark running the same reserve script on that redis-server, pipelined
 #                (the approach of bench/redis_ratio.sh)
 #   HTTP limit   nginx answering flashsale's own reply as a constant, from memory
@@ -56,6 +57,7 @@ wait_for redis-cli -s "$socket" ping
 fs_port=$(free_port)
 "$bin" serve --listen "127.0.0.1:$fs_port" --data-dir "$dir/fs" --redis-url "unix://$socket" \
   --identity gateway --threads "$threads" --log-level warn --admin-token bench-admin-token \
+  --reconcile-every-ms 0 --prewarm-every-ms 0 --expire-every-ms 0 \
   >"$dir/fs.log" 2>&1 &
 pids+=($!)
 wait_for curl -sf "http://127.0.0.1:$fs_port/healthz"
