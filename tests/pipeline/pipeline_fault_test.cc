@@ -1244,5 +1244,33 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   EXPECT_NE(worker->Log().find("rebuilt"), std::string::npos) << worker->Describe();
 }
 
+TEST_F(DrillTest, DatabaseWritesFailingForAWhileLoseNothingAndTheInvariantHolds) {
+  constexpr int64_t kStock = 1500;
+  ASSERT_NO_FATAL_FAILURE(CreateActivity("dbdown", kStock));
+  auto worker = StartWorker("worker", {.reconcile_every_ms = 300});
+  ASSERT_TRUE(worker->WaitStarted());
+  Producer producer = MakeProducer("dbdown");
+  ASSERT_EQ(producer.Reserve(0, 300, 16).order_ids.size(), 300u);
+  mariadb_->Stop();  // every write fails from here
+  ASSERT_EQ(producer.Reserve(300, 900, 16).order_ids.size(), 900u) << "sales go on";
+  std::this_thread::sleep_for(2s);
+  EXPECT_TRUE(worker->Running()) << worker->Describe();
+  mariadb_->Start();
+  // The backlog drains: every unit Redis sold is one row, none twice, nothing dead-lettered...
+  ASSERT_NO_FATAL_FAILURE(ExpectExactlyOnce("dbdown", 0, {worker.get()}));
+  // ...and the invariant holds to the unit, as reconciliation sees it too.
+  EXPECT_EQ(Remaining("dbdown") + UnitsInDb("dbdown"), kStock);
+  EXPECT_EQ(UnitsInDb("dbdown"), 1200);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string report =
+            redis_->String({"GET", service::ReconcileReportKey(namespace_, "dbdown")});
+        return report.find("\"db_live\":1200") != std::string::npos &&
+               report.find("\"drift\":0") != std::string::npos;
+      },
+      kProgressTimeout))
+      << redis_->String({"GET", service::ReconcileReportKey(namespace_, "dbdown")});
+}
+
 }  // namespace
 }  // namespace flashsale
