@@ -149,6 +149,15 @@
     const r = state.reconciliation;
     if (r === null || r === undefined) return "not available";
     if (typeof r === "string") return r;
+    if (typeof r.drift === "number") {
+      // The last reconciliation report: the invariant holds (drift 0) or by how much it does not.
+      const repaired = (r.returned || 0) + (r.reappended || 0);
+      let text = r.drift === 0 ? "ok (drift 0)" : `drift ${r.drift}`;
+      if (r.rebuilt) text += ", rebuilt";
+      if (repaired > 0) text += `, ${repaired} repaired`;
+      if (r.loaded === false && !r.rebuilt) text += ", not in Redis";
+      return text;
+    }
     return r.status || r.state || JSON.stringify(r);
   }
 
