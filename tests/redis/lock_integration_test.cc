@@ -70,7 +70,8 @@ TEST_F(LockTest, AHolderPausedPastItsLeaseLosesItAndItsLateWritesAreFenced) {
   EXPECT_FALSE(*io_.Run(lock.Release(*stale)));
   // ... and its draw is refused before anything is written.
   auto draw = [&](const std::string& order, int64_t fence) {
-    DrawRequest request{.order_id = order, .user_id = "u-" + order, .now_ms = 1500, .fence = fence};
+    const std::string user = "u-" + order;  // the request holds views: keep it alive
+    DrawRequest request{.order_id = order, .user_id = user, .now_ms = 1500, .fence = fence};
     return io_.Run(scripts_->AsyncDraw("fifo", request, boost::asio::use_awaitable));
   };
   auto late = draw("late", stale->fence);
