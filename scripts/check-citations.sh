@@ -28,8 +28,8 @@ while IFS=: read -r file line id; do
   grep -qx -- "$id" <<<"$defined" || fail "$file:$line cites $id, which docs/requirements.md does not define"
 done < <(grep -noE '\bS[03]-[0-9]+\b' "${files[@]}" | grep -v '^docs/requirements.md:' || true)
 
-# 3. Cited repository paths exist (a glob must match something). Paths under build/ and data
-#    directories are produced at run time and not checked.
+# 3. Cited repository files exist (a path with an extension; a glob must match something).
+#    Paths under build/ and data directories are produced at run time and not checked.
 prefixes='src|tests|docs|scripts|bench|web|cmake|examples|fuzz|deploy|api|packaging'
 while IFS=: read -r file line path; do
   path=${path%.}  # a path that ends a sentence
@@ -37,6 +37,7 @@ while IFS=: read -r file line path; do
   case "$path" in
     *'<'* | *'{'* | *'$'* | */) continue ;;  # a pattern or a folder named by a placeholder
   esac
+  [[ "${path##*/}" == *.* ]] || continue  # a folder or a URL path, not a file
   if [[ "$path" == *'*'* ]]; then
     compgen -G "$path" >/dev/null || fail "$file:$line cites $path, which matches no file"
   elif [ ! -e "$path" ]; then
