@@ -149,6 +149,10 @@ service::ServiceSettings SettingsFor(const ServeConfig& config) {
   settings.key_namespace = config.key_namespace;
   settings.idempotency_ttl_ms = config.idempotency_ttl_s * 1000;
   settings.rebuild_grace = std::chrono::milliseconds(config.rebuild_grace_ms);
+  if (config.durability == "wait") {
+    settings.wait_replicas = 1;
+    settings.wait_timeout = std::chrono::milliseconds(config.durability_wait_ms);
+  }
   return settings;
 }
 

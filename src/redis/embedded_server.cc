@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
@@ -76,9 +77,44 @@ std::string LogTail(const std::string& path, uintmax_t from) {
   return fmt::format("the end of {}:\n{}", path, std::string_view(text).substr(start));
 }
 
+// Blocks SIGPIPE in this thread for a scope, and discards one raised meanwhile: hiredis writes
+// with write(), and a server that closes the socket as we write (it is shutting down) would
+// otherwise kill the whole process with SIGPIPE.
+class ScopedNoSigpipe {
+ public:
+  ScopedNoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~ScopedNoSigpipe() {
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec now{0, 0};
+        while (sigtimedwait(&pipe_, nullptr, &now) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  ScopedNoSigpipe(const ScopedNoSigpipe&) = delete;
+  ScopedNoSigpipe& operator=(const ScopedNoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
+
 // True when a redis-server answers PING with PONG on the socket (not while it loads its AOF:
 // it answers -LOADING then).
 bool AnswersPing(const std::string& socket_path) {
+  const ScopedNoSigpipe no_sigpipe;
   const timeval timeout{0, 500 * 1000};
   redisContext* context = redisConnectUnixWithTimeout(socket_path.c_str(), timeout);
   if (context == nullptr) return false;
@@ -139,6 +175,7 @@ base::Error InUse(const std::string& data_dir, const std::string& lock_path) {
 // The pid a redis-server reports in INFO server (process_id), or -1; then SHUTDOWN, which makes
 // it write and fsync its AOF and exit (no reply comes when it works).
 pid_t ShutdownOverSocket(const std::string& socket_path) {
+  const ScopedNoSigpipe no_sigpipe;
   const timeval timeout{1, 0};
   redisContext* context = redisConnectUnixWithTimeout(socket_path.c_str(), timeout);
   if (context == nullptr) return -1;

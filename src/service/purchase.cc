@@ -133,6 +133,11 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       if (result.outcome == Outcome::kSoldOut && result.remaining == 0) {
         context.MarkSoldOut(activity.id);
       }
+      // Durability wait: a unit taken is answered as done only once a replica has it.
+      if (result.outcome == Outcome::kReserved) {
+        auto durable = co_await context.ConfirmDurable(result.order_id);
+        if (!durable.ok()) co_return std::move(durable).error();
+      }
       co_return result;
     }
     last_error = std::move(reservation).error();
