@@ -513,8 +513,7 @@ TEST(RedisFailureDrill, Drill62ServeKilledMidSaleAndStartedAgainFsync) {
   std::cout << fmt::format(
       "drill 6.2: load finished {} ms after the kill; first reserved purchase {} ms after the "
       "kill of serve; {} retries, {} unknown outcomes\n",
-      MsSince(killed_at),
-      load.recovered_ms(), load.retries(), load.unknown_outcomes());
+      MsSince(killed_at), load.recovered_ms(), load.retries(), load.unknown_outcomes());
   EXPECT_EQ(load.reserved(), kDrillStock) << "sold out exactly, each unit acknowledged once";
   ExpectWholeCheck(data_dir, kDrillStock, load.order_ids());
 }
