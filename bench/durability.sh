@@ -48,6 +48,7 @@ primary_port=$(free_port)
 replica_port=$(free_port)
 mkdir -p "$dir/primary" "$dir/replica"
 redis-server --port "$primary_port" --bind 127.0.0.1 --dir "$dir/primary" --save "" \
+  --repl-diskless-sync-delay 0 \
   --appendonly yes --appendfsync everysec --daemonize no --logfile "$dir/primary.log" &
 pids+=($!)
 wait_for redis-cli -p "$primary_port" ping

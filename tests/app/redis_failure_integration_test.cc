@@ -378,7 +378,8 @@ TEST(RedisSupervisionTest, KilledServeTakesItsRedisServerAlongAndTheNextServeSta
 
 TEST(DurabilityTest, WaitWhenTheReplicaDoesNotConfirmIsAnUnknownOutcomeWithTheOrderId) {
   TempDir tmp;
-  testing::RedisServer primary;
+  testing::RedisServer primary(
+      testing::RedisServerOptions{.extra_args = {"--repl-diskless-sync-delay", "0"}});
   testing::RedisServer replica(testing::RedisServerOptions{
       .extra_args = {"--replicaof", "127.0.0.1", std::to_string(primary.port())}});
   ASSERT_TRUE(Eventually(
