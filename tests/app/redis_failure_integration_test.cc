@@ -327,6 +327,65 @@ TEST(RedisSupervisionTest, KilledRedisServerIsRestartedByServeAndPurchasesResume
   EXPECT_EQ(Code(Buy(client, "before")), 1) << "replayed by its Idempotency-Key";
 }
 
+// The number after `name ` on its own line of a Prometheus text, or -1.
+int64_t MetricValue(const std::string& text, const std::string& name) {
+  const std::string needle = "\n" + name + " ";
+  const size_t at = text.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::stoll(text.substr(at + needle.size()));
+}
+
+TEST(RedisSupervisionTest, APurchaseInFlightWhenRedisServerDiesIsAnUnknownOutcomeWithItsOrderId) {
+  TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const uint16_t port = FreePort();
+  Flashsale serve(ServeArgs(port, data_dir,
+                            {"--demo", "--demo-stock", "10", "--threads", "1", "--redis-timeout-ms",
+                             "30000", "--registry-poll-ms", "60000"}),
+                  tmp / "serve.log", data_dir);
+  ASSERT_TRUE(testing::WaitHealthy(serve, port, kStartupTimeout));
+  HttpClient client("127.0.0.1", port);
+  ASSERT_EQ(Code(Buy(client, "warm")), 1);  // the scripts are loaded
+  const std::vector<pid_t> redis = RedisServersFor(data_dir);
+  ASSERT_EQ(redis.size(), 1u);
+
+  // The script is written to a redis-server that reads nothing (stopped), which then dies.
+  const int64_t sent_before =
+      MetricValue(client.Get("/metrics").body, "flashsale_redis_commands_total");
+  ASSERT_GE(sent_before, 0);
+  ASSERT_EQ(::kill(redis[0], SIGSTOP), 0);
+  HttpResult in_flight;
+  std::thread buyer([&] {
+    HttpClient other("127.0.0.1", port);
+    in_flight = Buy(other, "inflight");
+  });
+  const bool written = Eventually(
+      [&] {
+        return MetricValue(client.Get("/metrics").body, "flashsale_redis_commands_total") >
+               sent_before;
+      },
+      seconds(30));
+  ::kill(redis[0], SIGKILL);
+  buyer.join();
+  ASSERT_TRUE(written);
+  // Its fate is unknown (the retries found Redis gone): never "unavailable", which says it did
+  // not happen.
+  EXPECT_EQ(in_flight.status, 503) << in_flight.body;
+  EXPECT_EQ(Field(in_flight, "status"), "unknown_outcome") << in_flight.body;
+  EXPECT_NE(Field(in_flight, "error").find("order id"), std::string::npos) << in_flight.body;
+  EXPECT_TRUE(in_flight.headers.contains("retry-after"));
+  // Once Redis is back, the same request (same Idempotency-Key) gets a definite answer.
+  HttpResult again;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        again = Buy(client, "inflight");
+        return again.status == 200;
+      },
+      kRecoveryTimeout, milliseconds(50)))
+      << again.body;
+  EXPECT_EQ(Code(again), 1) << again.body;
+}
+
 TEST(RedisSupervisionTest, KilledServeTakesItsRedisServerAlongAndTheNextServeStarts) {
   TempDir tmp;
   const std::string data_dir = tmp / "data";
