@@ -98,6 +98,11 @@ std::string CheckIdentity(const std::string& value) {
   return fmt::format("must be token or gateway, not \"{}\"", value);
 }
 
+std::string CheckDurability(const std::string& value) {
+  if (value == "async" || value == "wait" || value == "fsync") return "";
+  return fmt::format("must be async, wait or fsync, not \"{}\"", value);
+}
+
 std::string CheckLogLevel(const std::string& value) {
   for (std::string_view level : {"trace", "debug", "info", "warn", "error"}) {
     if (value == level) return "";
@@ -134,6 +139,20 @@ const std::vector<Setting>& Settings() {
        .placeholder = "PATH",
        .help = "The redis-server binary that runs the private Redis",
        .check = NotEmpty},
+      {.name = "durability",
+       .field = &ServeConfig::durability,
+       .placeholder = "async|wait|fsync",
+       .help = "When a reservation counts as acknowledged: async (when Redis replies), wait "
+               "(also confirmed by a replica, WAIT 1; a Redis of yours with a replica), fsync "
+               "(the private Redis fsyncs its AOF before replying)",
+       .check = CheckDurability},
+      {.name = "durability-wait-ms",
+       .field = &ServeConfig::durability_wait_ms,
+       .placeholder = "MS",
+       .help = "With durability wait: how long a reply waits for the replica before the buyer is "
+               "told the outcome is unknown, 1..60000",
+       .min = 1,
+       .max = 60000},
       {.name = "db-url",
        .field = &ServeConfig::db_url,
        .placeholder = "URL",

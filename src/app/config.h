@@ -40,6 +40,8 @@ struct ServeConfig {
   std::string data_dir = "./flashsale-data";  // embedded Redis, SQLite, generated secrets
   std::string redis_url;                      // empty: a private redis-server in data_dir
   std::string redis_server = "redis-server";  // the binary for the embedded server
+  std::string durability = "async";           // async | wait | fsync (docs/durability.md)
+  int64_t durability_wait_ms = 200;           // wait: WAIT's timeout, 1..60000
   std::string db_url;                         // empty: sqlite:<data_dir>/flashsale.db
   std::string key_namespace = "fs";           // 1..64 of [A-Za-z0-9_.-]
   std::string identity = "token";             // token | gateway

@@ -149,6 +149,10 @@ service::ServiceSettings SettingsFor(const ServeConfig& config) {
   settings.key_namespace = config.key_namespace;
   settings.idempotency_ttl_ms = config.idempotency_ttl_s * 1000;
   settings.rebuild_grace = std::chrono::milliseconds(config.rebuild_grace_ms);
+  if (config.durability == "wait") {
+    settings.wait_replicas = 1;
+    settings.wait_timeout = std::chrono::milliseconds(config.durability_wait_ms);
+  }
   return settings;
 }
 
@@ -159,6 +163,23 @@ service::ConsumerOptions ConsumerOptionsFor(const ServeConfig& config) {
   options.claim_idle = std::chrono::milliseconds(config.claim_idle_ms);
   options.max_deliveries = config.max_deliveries;
   return options;
+}
+
+// fsync is a setting of the private Redis; wait needs a replica, which only a Redis of yours
+// can have (the private one listens on a unix socket only).
+base::Status CheckDurability(const ServeConfig& config) {
+  if (config.durability == "fsync" && !config.redis_url.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "setting 'durability': fsync applies to the private Redis only; with "
+                     "redis-url, set 'appendfsync always' on your Redis (and keep durability "
+                     "async), or use durability wait with a replica");
+  }
+  if (config.durability == "wait" && config.redis_url.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "setting 'durability': wait needs a Redis with a replica (redis-url); the "
+                     "private Redis has none: use durability fsync for it");
+  }
+  return {};
 }
 
 }  // namespace
@@ -210,12 +231,17 @@ int RunServe(const ServeConfig& config) {
     admin_token = *generated;
   }
 
-  // Redis: the URL given, or a private redis-server in the data directory.
+  // Redis: the URL given, or a private redis-server in the data directory, supervised
+  // (restarted from its AOF when it dies; see redis/embedded_server.h).
+  if (auto durability = CheckDurability(config); !durability) return fail(durability.error());
   std::unique_ptr<redis::EmbeddedServer> embedded;
   std::string redis_url = config.redis_url;
   if (redis_url.empty()) {
-    auto started =
-        redis::EmbeddedServer::Start({.data_dir = config.data_dir, .binary = config.redis_server});
+    auto started = redis::EmbeddedServer::Start(
+        {.data_dir = config.data_dir,
+         .binary = config.redis_server,
+         .appendfsync = config.durability == "fsync" ? "always" : "everysec",
+         .supervise = true});
     if (!started) return fail(started.error());
     embedded = std::move(*started);
     redis_url = embedded->url();
@@ -267,6 +293,17 @@ int RunServe(const ServeConfig& config) {
   service::PipelineMetrics pipeline_metrics;
   metrics.AddSource(
       [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
+  if (embedded) {
+    metrics.AddSource([&embedded](std::string& out) {
+      out += fmt::format(
+          "# HELP flashsale_embedded_redis_restarts_total Times the private redis-server was "
+          "restarted after it exited.\n# TYPE flashsale_embedded_redis_restarts_total counter\n"
+          "flashsale_embedded_redis_restarts_total {}\n"
+          "# HELP flashsale_embedded_redis_up 1 while the private redis-server runs.\n"
+          "# TYPE flashsale_embedded_redis_up gauge\nflashsale_embedded_redis_up {}\n",
+          embedded->restarts(), embedded->up() ? 1 : 0);
+    });
+  }
 
   server::HttpServer server(options, deps);
   if (auto started = server.Start(); !started) {
