@@ -75,10 +75,13 @@ ErrorCode CodeFor(unsigned code) {
     case ER_DUP_KEY:
     case ER_DUP_ENTRY_WITH_KEY_NAME:
       return ErrorCode::kAlreadyExists;
-    // The statement (a lock wait) or the transaction (a deadlock) was rolled back: nothing
-    // happened, and trying again later may work.
+    // The statement (a lock wait) or the transaction (a deadlock, or on Galera a certification
+    // conflict, which the server reports as a deadlock) was rolled back: nothing happened, and
+    // trying again later may work. ER_UNKNOWN_COM_ERROR is how a Galera node that is not part of
+    // the primary component (or not synced yet) refuses every statement.
     case ER_LOCK_WAIT_TIMEOUT:
     case ER_LOCK_DEADLOCK:
+    case ER_UNKNOWN_COM_ERROR:
     case ER_STATEMENT_TIMEOUT:
     case ER_QUERY_INTERRUPTED:
     case ER_CON_COUNT_ERROR:
@@ -170,6 +173,8 @@ Connection::~Connection() { mysql_close(mysql_); }
 
 Error Connection::Fail(std::string_view what, unsigned code, std::string_view message) {
   if (IsConnectionLoss(code) || IsClientError(code)) broken_ = true;
+  // Galera: a certification conflict (at COMMIT, or an autocommitted statement) and a transaction
+  // aborted by a replicated one that won ("brute force" abort) both arrive as ER_LOCK_DEADLOCK.
   if (code == ER_LOCK_DEADLOCK) deadlocked_ = true;
   const ErrorCode error_code = IsConnectionLoss(code) ? ErrorCode::kUnavailable
                                : IsClientError(code)  ? ErrorCode::kInternal
