@@ -116,6 +116,7 @@ struct TwoWriters {
   std::string Scalar(const std::string& sql) const {
     return SharedGalera().Scalar(1, sql, database);
   }
+  void Exec(const std::string& sql) const { SharedGalera().Query(1, sql, database); }
 };
 TwoWriters NewTwoWriters() {
   GaleraCluster& cluster = SharedGalera();
@@ -149,6 +150,7 @@ struct TwoWriters {
   std::string second_url;
   std::string database;
   std::string Scalar(const std::string& sql) const { return SharedMariaDb().Scalar(sql, database); }
+  void Exec(const std::string& sql) const { SharedMariaDb().Query(sql, database); }
 };
 TwoWriters NewTwoWriters() {
   const std::string url = SharedMariaDb().UniqueDatabase();
@@ -641,6 +643,23 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   EXPECT_EQ(*first->SchemaVersion(), 3);
   EXPECT_EQ(*second->SchemaVersion(), 3);
   EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "3");
+}
+
+// A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
+// until the lease runs out; the next one then migrates and gives the lease back.
+TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
+  const TwoWriters writers = NewTwoWriters();
+  auto first = OpenMySql(writers.first_url);
+  ASSERT_TRUE(first->Migrate().ok());
+  writers.Exec(
+      "UPDATE schema_lock SET holder = 'dead', until_ms = "
+      "CAST(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) "
+      "* 1000 AS SIGNED) + 2000 WHERE id = 1");
+  auto second = OpenMySql(writers.second_url);
+  auto migrated = second->Migrate();
+  ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
+  EXPECT_EQ(*second->SchemaVersion(), 3);
+  EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 
 using Outcomes = base::Result<std::vector<InsertOutcome>>;

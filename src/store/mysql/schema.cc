@@ -121,11 +121,13 @@ constexpr std::array<std::span<const std::string_view>, 3> kMigrations = {kMigra
 // a migration commits the transaction that holds the row lock, and Galera's row locks are local to
 // a node anyway. The compare-and-set is one replicated write: on a single server the row lock
 // orders two attempts and the loser finds the row taken; on Galera two attempts on different nodes
-// conflict in certification, and the loser gets a deadlock error (1213) and tries again. A holder
-// that dies keeps the lease until it ends (kLeaseMs); migrations are idempotent, so a lease that
-// ran out under a slow migrator costs at most a repeated CREATE ... IF NOT EXISTS.
+// conflict in certification, and the loser gets a deadlock error (1213) and tries again. The holder
+// renews the lease before each migration and stops if it was lost; a holder that dies keeps it
+// until it ends (kLeaseMs, shorter than a waiter's 20 s, so a crash does not block the restart).
+// A single statement slower than the lease could let a second migrator in: the statements are
+// idempotent (IF NOT EXISTS), and the holder then stops at its next renewal.
 
-constexpr int64_t kLeaseMs = 60'000;
+constexpr int64_t kLeaseMs = 15'000;
 constexpr auto kRetryPause = std::chrono::milliseconds(100);
 
 constexpr std::string_view kCreateSchemaLock = R"sql(
@@ -187,6 +189,25 @@ base::Status TakeLease(Connection& conn, std::string_view holder, std::string_vi
   }
 }
 
+// The lease extended by kLeaseMs; kUnavailable if it is no longer `holder`'s.
+base::Status RenewLease(Connection& conn, std::string_view holder, std::string_view where) {
+  // GREATEST: the row always changes, so the affected rows (changed rows) tell whether it is
+  // still ours, also within the millisecond it was taken.
+  Statement renew(conn,
+                  fmt::format("UPDATE schema_lock SET until_ms = GREATEST(until_ms + 1, {} + ?) "
+                              "WHERE id = 1 AND holder = ?",
+                              kNowMs),
+                  "renew the migration lease");
+  if (auto run = renew.Execute({kLeaseMs, holder}); !run) return run;
+  if (renew.affected_rows() != 1) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "mysql migrate {}: the migration lease ran out and was taken by another "
+                     "migrator",
+                     where);
+  }
+  return {};
+}
+
 // A name no other migrator has: the server's UUID().
 Result<std::string> NewHolder(Connection& conn) {
   Statement uuid(conn, "SELECT UUID()", "name the migrator");
@@ -207,7 +228,7 @@ struct LeaseRelease {
   }
 };
 
-base::Status ApplyMigrations(Connection& conn) {
+base::Status ApplyMigrations(Connection& conn, std::string_view holder, std::string_view where) {
   if (auto status = conn.Exec(kCreateSchemaMigrations, "create schema_migrations"); !status) {
     return status;
   }
@@ -221,6 +242,7 @@ base::Status ApplyMigrations(Connection& conn) {
     const auto version = static_cast<int64_t>(i + 1);
     if (auto run = check.Execute({version}); !run) return run;
     if (!check.rows().empty()) continue;
+    if (auto renewed = RenewLease(conn, holder, where); !renewed) return renewed;
     for (std::string_view statement : kMigrations[i]) {
       if (auto status = conn.Exec(statement, fmt::format("migration {}", version)); !status) {
         return status;
@@ -238,7 +260,7 @@ base::Status Migrate(Connection& conn, std::string_view where) {
   if (!holder) return std::move(holder).error();
   if (auto taken = TakeLease(conn, *holder, where); !taken) return taken;
   LeaseRelease release{conn, *holder};
-  return ApplyMigrations(conn);
+  return ApplyMigrations(conn, *holder, where);
 }
 
 Result<int> SchemaVersion(Connection& conn) {
