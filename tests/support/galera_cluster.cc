@@ -37,11 +37,12 @@ bool PortFree(int port) {
   return free;
 }
 
-// A base port whose kPortSpan ports are free now, below the ephemeral range.
+// A base port whose kPortSpan ports are free now, below the ephemeral range (32768 and up), where
+// no client socket takes one of them between this check and the nodes' binds.
 int FreeBasePort() {
   std::random_device device;
   for (int attempt = 0; attempt < 50; ++attempt) {
-    const int base = 20000 + static_cast<int>(device() % 800) * 40;
+    const int base = 20000 + static_cast<int>(device() % 300) * kPortSpan;
     bool all_free = true;
     for (int port = base; port < base + kPortSpan && all_free; ++port) all_free = PortFree(port);
     if (all_free) return base;
@@ -75,30 +76,38 @@ GaleraCluster::GaleraCluster() {
       dir_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
                 std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
                 std::filesystem::perms::others_exec);
-  base_port_ = FreeBasePort();
-  const std::string log = dir_ + "/galera-start.log";
-  if (!RunScript({"start", dir_ + "/cluster", "--base-port", std::to_string(base_port_)}, log,
-                 kStartTimeout)) {
-    const std::string output = ReadFile(log);
-    RunScript({"stop", dir_ + "/cluster"}, dir_ + "/galera-stop.log", kStopTimeout);
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-    throw std::runtime_error("scripts/galera.sh start failed:\n" + output);
+  // A port found free can be taken before a node binds it (the script then stops the nodes it
+  // started): a second try, on other ports, in a fresh directory.
+  std::string output;
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    base_port_ = FreeBasePort();
+    const std::string cluster = fmt::format("{}/cluster{}", dir_, attempt);
+    const std::string log = fmt::format("{}/galera-start{}.log", dir_, attempt);
+    if (RunScript({"start", cluster, "--base-port", std::to_string(base_port_)}, log,
+                  kStartTimeout)) {
+      cluster_dir_ = cluster;
+      return;
+    }
+    output += ReadFile(log);
+    RunScript({"stop", cluster}, log + ".stop", kStopTimeout);
   }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+  throw std::runtime_error("scripts/galera.sh start failed twice:\n" + output);
 }
 
 GaleraCluster::~GaleraCluster() {
-  RunScript({"stop", dir_ + "/cluster"}, dir_ + "/galera-stop.log", kStopTimeout);
+  RunScript({"stop", cluster_dir_}, dir_ + "/galera-stop.log", kStopTimeout);
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
 }
 
 std::string GaleraCluster::socket_path(int node) const {
-  return fmt::format("{}/cluster/node{}/mysqld.sock", dir_, node);
+  return fmt::format("{}/node{}/mysqld.sock", cluster_dir_, node);
 }
 
 pid_t GaleraCluster::pid(int node) const {
-  std::ifstream in(fmt::format("{}/cluster/node{}/mariadbd.pid", dir_, node));
+  std::ifstream in(fmt::format("{}/node{}/mariadbd.pid", cluster_dir_, node));
   pid_t pid = -1;
   if (!(in >> pid)) return -1;
   return pid;
@@ -149,7 +158,7 @@ void GaleraCluster::Kill(int node) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::filesystem::remove(fmt::format("{}/cluster/node{}/mariadbd.pid", dir_, node));
+  std::filesystem::remove(fmt::format("{}/node{}/mariadbd.pid", cluster_dir_, node));
 }
 
 int GaleraCluster::ClusterSize(int node) const {

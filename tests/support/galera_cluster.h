@@ -55,7 +55,8 @@ class GaleraCluster {
   std::string Scalar(int node, const std::string& sql, const std::string& database = {}) const;
 
  private:
-  std::string dir_;
+  std::string dir_;          // the temporary directory
+  std::string cluster_dir_;  // scripts/galera.sh's DIR, in dir_
   int base_port_ = 0;
 };
 
