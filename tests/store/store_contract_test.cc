@@ -662,6 +662,23 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 
+// What one writer committed, the other reads at once (on Galera: through another node, which the
+// store asks to read causally).
+TEST(MariaDbStoreTest, WhatOneWriterCommittedTheOtherReadsAtOnce) {
+  const TwoWriters writers = NewTwoWriters();
+  auto first = OpenMySql(writers.first_url);
+  auto second = OpenMySql(writers.second_url);
+  ASSERT_TRUE(first->Migrate().ok());
+  for (int i = 0; i < 100; ++i) {
+    const std::string id = fmt::format("o{}", i);
+    auto inserted =
+        first->InsertOrders(std::vector<OrderRecord>{Order(id, fmt::format("u{}", i))}, 1);
+    ASSERT_TRUE(inserted.ok()) << inserted.error().ToString();
+    auto read = second->GetOrder(id);
+    ASSERT_TRUE(read.ok()) << "order " << id << ": " << read.error().ToString();
+  }
+}
+
 using Outcomes = base::Result<std::vector<InsertOutcome>>;
 
 // Both stores insert `batch` at the same moment, on two threads.

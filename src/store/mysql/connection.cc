@@ -166,7 +166,21 @@ Result<std::unique_ptr<Connection>> Connection::Open(const MySqlEndpoint& endpoi
       return std::move(status).error();
     }
   }
+  if (auto causal = conn->ReadCausallyOnGalera(); !causal) return std::move(causal).error();
   return conn;
+}
+
+// A Galera node certifies a write set with the whole cluster before COMMIT returns, but applies
+// the other nodes' write sets a moment later: without this, a read through one node could miss
+// what another node committed just before (an order, an activity an admin created elsewhere).
+// wsrep_sync_wait = 1 makes each read wait until the node has applied everything committed in the
+// cluster when the read began. A server without Galera has no wsrep_on variable, or has it OFF.
+base::Status Connection::ReadCausallyOnGalera() {
+  auto wsrep = TextRows("SHOW VARIABLES LIKE 'wsrep_on'", "session setup");
+  if (!wsrep) return std::move(wsrep).error();
+  const bool galera = !wsrep->empty() && wsrep->front().size() == 2 && wsrep->front()[1] == "ON";
+  if (!galera) return {};
+  return Exec("SET SESSION wsrep_sync_wait = 1", "session setup");
 }
 
 Connection::~Connection() { mysql_close(mysql_); }

@@ -17,7 +17,9 @@
 // Deadlocks. A transaction the server rolled back as a deadlock victim is run again, up to 3 runs
 // in all (nothing of a victim's transaction remains). On MariaDB Galera a certification conflict
 // (another node committed a write to the same rows or unique keys first) arrives as the same error
-// and is retried the same way; a node outside the primary component refuses with kUnavailable. Two
+// and is retried the same way; a node outside the primary component refuses with kUnavailable.
+// Reads on a Galera node are causal (wsrep_sync_wait = 1, connection.cc): they see what any node
+// committed before them. Two
 // writers of the same orders are kept from the usual cause, the next-key locks InnoDB takes on a
 // unique-key clash: InsertOrders reads whether a committed order clashes before it inserts.
 //
