@@ -19,6 +19,8 @@ packages=(
   chromium nodejs
   # bench/side_by_side.sh: the HTTP limit (nginx), a second load tool as a check (wrk)
   nginx wrk curl python3
+  # operations: the prometheus tests (promtool, a prometheus server scraping serve and worker)
+  prometheus
 )
 
 missing=()

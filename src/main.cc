@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
       std::cerr << "flashsale worker: " << config.error().message << "\n";
       return 2;
     }
-    return app::RunWorker(*config);
+    return app::RunWorker(*config, worker_settings.Given("listen", app::EnvFromProcess));
   }
   if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
   if (dead->parsed()) return app::RunDeadLetters(activity_id, retry_id, target);

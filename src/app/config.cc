@@ -580,6 +580,24 @@ base::Result<ServeConfig> ServeSettings::Resolve(const EnvLookup& getenv) const 
   return config;
 }
 
+bool ServeSettings::Given(std::string_view name, const EnvLookup& getenv) const {
+  const auto& settings = Settings();
+  for (size_t i = 0; i < settings.size(); ++i) {
+    if (settings[i].name != name) continue;
+    if (options_[i]->count() > 0 || getenv(EnvName(settings[i])).has_value()) return true;
+    std::optional<std::string> file = config_file_->count() > 0 ? config_file_->as<std::string>()
+                                                                : getenv(std::string(kConfigEnv));
+    if (!file.has_value() || file->empty()) return false;
+    try {
+      const toml::table table = toml::parse_file(*file);
+      return table.contains(name) || table.contains(Underscored(name));
+    } catch (const toml::parse_error&) {
+      return false;
+    }
+  }
+  return false;
+}
+
 base::Result<ServeCommandLine> ParseServeConfig(std::vector<std::string> args,
                                                 const EnvLookup& getenv) {
   CLI::App command{"Run the flash-sale HTTP service", "flashsale serve"};

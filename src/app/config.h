@@ -22,6 +22,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -91,6 +92,10 @@ class ServeSettings {
   // flags, in that order, every value checked. kInvalidArgument naming the setting and the
   // source on the first problem.
   base::Result<ServeConfig> Resolve(const EnvLookup& getenv) const;
+
+  // After `command` was parsed: whether setting `name` ("listen") was given at all, by its flag,
+  // its variable or the config file (a file that cannot be parsed counts as not giving it).
+  bool Given(std::string_view name, const EnvLookup& getenv) const;
 
  private:
   CLI::Option* config_file_;

@@ -320,7 +320,7 @@ int RunServe(const ServeConfig& config) {
   return 0;
 }
 
-int RunWorker(const ServeConfig& config) {
+int RunWorker(const ServeConfig& config, bool serve_http) {
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   auto fail = [](const base::Error& error) {
     spdlog::error("{}", error.message);
@@ -352,9 +352,46 @@ int RunWorker(const ServeConfig& config) {
     db_pool.join();
     return fail(started.error());
   }
-  std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}\n",
+  // /healthz, /readyz and /metrics on the listen address, when one was given: one I/O thread, a
+  // port of its own (two workers, or a worker and a serve, never share one by accident).
+  server::Metrics metrics;
+  metrics.AddSource(
+      [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
+  service::ActivityRegistry http_registry;
+  std::optional<server::HttpServer> http;
+  std::string serving;
+  if (serve_http) {
+    const HostPort listen = ParseListen(config.listen);
+    server::ServerOptions options;
+    options.host = listen.host;
+    options.port = listen.port;
+    options.threads = 1;
+    options.routes = server::OpsRoutes();
+    options.reuse_port = false;
+    options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+    options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
+    server::ServerDeps deps;
+    deps.redis = *redis_options;
+    deps.store = store->get();
+    deps.db_executor = db_pool.get_executor();
+    deps.registry = &http_registry;
+    deps.service_settings = &settings;
+    deps.clock = &base::SystemClock::Instance();
+    deps.metrics = &metrics;
+    http.emplace(options, deps);
+    if (auto started = http->Start(); !started) {
+      pipeline.Stop();
+      db_pool.join();
+      return fail(started.error());
+    }
+    serving = fmt::format(
+        "; /metrics, /healthz, /readyz on http://{}:{}",
+        listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host,
+        http->port());
+  }
+  std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}{}\n",
                            config.consumers, redis_options->endpoint.Describe(),
-                           (*store)->Describe());
+                           (*store)->Describe(), serving);
   std::cout.flush();
   asio::io_context signals_io;
   asio::signal_set signals(signals_io, SIGINT, SIGTERM);
@@ -362,6 +399,7 @@ int RunWorker(const ServeConfig& config) {
     spdlog::info("signal {}: stopping the consumers", signal);
   });
   signals_io.run();
+  if (http) http->Stop();
   pipeline.Stop();
   db_pool.join();
   spdlog::info("stopped: {} orders persisted, {} duplicates, {} dead letters",

@@ -120,7 +120,7 @@ class HttpServer::Worker {
     acceptor_.emplace(io_);
     acceptor_->open(endpoint.protocol(), error);
     if (!error) acceptor_->set_option(tcp::acceptor::reuse_address(true), error);
-    if (!error) acceptor_->set_option(ReusePort(true), error);
+    if (!error) acceptor_->set_option(ReusePort(options_.reuse_port), error);
     if (!error) acceptor_->bind(endpoint, error);
     if (!error) acceptor_->listen(asio::socket_base::max_listen_connections, error);
     if (error) {
@@ -340,7 +340,8 @@ class HttpServer::Worker {
 
   asio::awaitable<Reply> Handle(const Request& request, std::string_view address,
                                 RouteId& route_id) {
-    RouteMatch match = MatchRoute(Routes(), request.method(), request.target());
+    RouteMatch match = MatchRoute(options_.routes.empty() ? Routes() : options_.routes,
+                                  request.method(), request.target());
     if (match.route == nullptr) {
       if (!match.allow.empty()) {
         Reply reply = ErrorReply(http::status::method_not_allowed, Word::kMethodNotAllowed,

@@ -49,8 +49,16 @@ constexpr Route kRoutes[] = {
     {verb::get, "/web/{file}", RouteId::kPage, Access::kPublic, HandleWebFile},
 };
 
+// flashsale worker: no buyer, admin or page routes.
+constexpr Route kOpsRoutes[] = {
+    {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},
+    {verb::get, "/readyz", RouteId::kReady, Access::kPublic, HandleReady},
+    {verb::get, "/metrics", RouteId::kMetrics, Access::kPublic, HandleMetrics},
+};
+
 }  // namespace
 
 std::span<const Route> Routes() { return kRoutes; }
+std::span<const Route> OpsRoutes() { return kOpsRoutes; }
 
 }  // namespace flashsale::server
