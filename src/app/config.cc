@@ -98,6 +98,22 @@ std::string CheckIdentity(const std::string& value) {
   return fmt::format("must be token or gateway, not \"{}\"", value);
 }
 
+std::string CheckLogFormat(const std::string& value) {
+  if (value == "text" || value == "json") return "";
+  return fmt::format("must be text or json, not \"{}\"", value);
+}
+
+std::string CheckFraction(const std::string& value) {
+  double fraction = -1;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, fraction);
+  if (value.empty() || ec != std::errc() || ptr != end || !(fraction >= 0 && fraction <= 1)) {
+    return fmt::format("must be a number from 0 to 1 (0.01: one request in 100), not \"{}\"",
+                       value);
+  }
+  return "";
+}
+
 std::string CheckLogLevel(const std::string& value) {
   for (std::string_view level : {"trace", "debug", "info", "warn", "error"}) {
     if (value == level) return "";
@@ -271,6 +287,18 @@ const std::vector<Setting>& Settings() {
        .placeholder = "LEVEL",
        .help = "Least severe log messages written: trace, debug, info, warn or error",
        .check = CheckLogLevel},
+      {.name = "log-format",
+       .field = &ServeConfig::log_format,
+       .placeholder = "text|json",
+       .help = "text, or json: one JSON object per line on stderr (time, level, message, and a "
+               "request's method, target, status, activity, order_id, outcome where there is one)",
+       .check = CheckLogFormat},
+      {.name = "access-log-sample",
+       .field = &ServeConfig::access_log_sample,
+       .placeholder = "FRACTION",
+       .help = "Fraction of HTTP requests written to the log, 0..1 (0.01: one in 100; 1: all; 0: "
+               "none)",
+       .check = CheckFraction},
   };
   return settings;
 }

@@ -11,6 +11,8 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -22,6 +24,7 @@
 #include "base/crypto.h"
 #include "base/ids.h"
 #include "base/json_writer.h"
+#include "base/log_format.h"
 #include "core/token.h"
 #include "redis/embedded_server.h"
 #include "redis/scripts.h"
@@ -53,6 +56,18 @@ HostPort ParseListen(const std::string& listen) {
     out.host = out.host.substr(1, out.host.size() - 2);
   std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), out.port);
   return out;
+}
+
+// The level, and JSON lines on stderr for --log-format json.
+void ConfigureLogs(const ServeConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (config.log_format == "json") base::UseJsonLogs();
+}
+
+// --access-log-sample (checked to be 0..1) as "one request in N"; 0: none.
+int64_t AccessLogEvery(const std::string& sample) {
+  const double fraction = std::strtod(sample.c_str(), nullptr);
+  return fraction <= 0 ? 0 : std::max<int64_t>(1, std::llround(1 / fraction));
 }
 
 // The database of record, opened and migrated to the newest schema.
@@ -185,7 +200,7 @@ Result<std::string> ReadOrCreateSecret(const std::string& path) {
 }
 
 int RunServe(const ServeConfig& config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  ConfigureLogs(config);
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
   if (fs_error) {
@@ -247,6 +262,7 @@ int RunServe(const ServeConfig& config) {
   options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
   options.trust_forwarded_for = config.trust_forwarded_for;
+  options.access_log_every = AccessLogEvery(config.access_log_sample);
 
   const bool gateway = config.identity == "gateway" || config.demo;
   asio::thread_pool db_pool(1);
@@ -321,7 +337,7 @@ int RunServe(const ServeConfig& config) {
 }
 
 int RunWorker(const ServeConfig& config, bool serve_http) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  ConfigureLogs(config);
   auto fail = [](const base::Error& error) {
     spdlog::error("{}", error.message);
     return 1;

@@ -47,6 +47,9 @@ struct ServerOptions {
   // Share the port with other listeners (SO_REUSEPORT, one per I/O thread). Off: the port is
   // this server's alone, and binding one another process holds fails.
   bool reuse_port = true;
+  // The access log: one request in this many is logged (method, target, status, activity, order
+  // id, outcome, latency; JSON fields with --log-format json). 0: none.
+  int64_t access_log_every = 0;
 };
 
 struct ServerDeps {
