@@ -20,8 +20,9 @@ packages=(
   chromium nodejs
   # bench/side_by_side.sh: the HTTP limit (nginx), a second load tool as a check (wrk)
   nginx wrk curl python3
-  # operations: the prometheus tests (promtool, a prometheus server scraping serve and worker)
-  prometheus
+  # operations: the prometheus tests (promtool, a prometheus server scraping serve and worker);
+  # the Debian package and its test (dpkg-shlibdeps, systemd-analyze, the man page checked)
+  prometheus dpkg-dev systemd groff-base man-db
 )
 
 missing=()

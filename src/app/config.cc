@@ -608,6 +608,61 @@ base::Result<ServeConfig> ServeSettings::Resolve(const EnvLookup& getenv) const 
   return config;
 }
 
+namespace {
+
+std::string TomlString(std::string_view value) {
+  std::string out = "\"";
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// `text` as comment lines of at most ~98 columns.
+void AppendWrapped(std::string_view text, std::string& out) {
+  std::string line = "#";
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view word = text.substr(start, end - start);
+    if (line.size() + 1 + word.size() > 98 && line.size() > 1) {
+      out += line + "\n";
+      line = "#";
+    }
+    line += " ";
+    line += word;
+    start = end + 1;
+  }
+  out += line + "\n";
+}
+
+}  // namespace
+
+std::string ConfigFileTemplate() {
+  static const ServeConfig kDefaults;
+  std::string out =
+      "# flashsale settings (flashsale serve and flashsale worker --config FILE).\n"
+      "# Every setting is shown commented out at its default. Each one can also be set by its\n"
+      "# FLASHSALE_ environment variable or its --flag, which take precedence over this file.\n"
+      "# Keys may be written with dashes or underscores (data-dir or data_dir).\n";
+  for (const Setting& setting : Settings()) {
+    out += "\n";
+    AppendWrapped(fmt::format("{} (env {})", setting.help, EnvName(setting)), out);
+    std::string value;
+    if (const auto* field = std::get_if<std::string ServeConfig::*>(&setting.field)) {
+      value = TomlString(kDefaults.**field);
+    } else if (const auto* number = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
+      value = std::to_string(kDefaults.**number);
+    } else {
+      value = kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
+    }
+    out += fmt::format("# {} = {}\n", setting.name, value);
+  }
+  return out;
+}
+
 bool ServeSettings::Given(std::string_view name, const EnvLookup& getenv) const {
   const auto& settings = Settings();
   for (size_t i = 0; i < settings.size(); ++i) {

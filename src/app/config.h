@@ -104,6 +104,11 @@ class ServeSettings {
   std::vector<CLI::Option*> options_;  // one per setting, in the order of ServeConfig
 };
 
+// A TOML config file with every setting commented out at its default, each with its help and
+// its variable: the packaged /etc/flashsale/flashsale.toml (generated from the settings, so it
+// cannot drift from them). Uncommenting any line gives a valid file.
+std::string ConfigFileTemplate();
+
 // What ParseServeConfig found: the resolved settings, or a request for help.
 struct ServeCommandLine {
   ServeConfig config;               // the resolved settings; the defaults when help is set
