@@ -20,7 +20,7 @@ struct ActivitySample {
   std::optional<int64_t> remaining;
   std::optional<int64_t> reserved;
   std::optional<int64_t> persisted;
-  int64_t frozen = 0;
+  int64_t frozen = 0;  // 1 while the service holds the sale stopped (nothing freezes one yet)
 };
 
 // Label values in the text format escape backslash, double quote and newline.

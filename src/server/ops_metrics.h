@@ -6,9 +6,9 @@
 // is frozen.
 //
 // flashsale_activity_frozen is 1 for an activity whose sale this service has stopped on its own
-// (a Redis failure it could not rule out an oversell after). Nothing in this service freezes an
-// activity yet, so the gauge is 0 for every activity until that exists; alert rules and the
-// dashboard already watch it.
+// (a Redis failure it could not rule out an oversell after). Nothing in this service freezes a
+// sale yet, so the gauge is 0 for every activity until that exists (ActivitySample::frozen in
+// ops_metrics.cc is where a freeze is to be reported); alert rules and the dashboard watch it.
 
 #include <boost/asio/awaitable.hpp>
 #include <string>
