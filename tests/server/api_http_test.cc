@@ -68,6 +68,8 @@ TEST_F(ApiHttpTest, TheDescriptionDocumentsExactlyTheRouteTable) {
   const json::value spec = json::parse(RepositoryFile("api/openapi.json"), error);
   ASSERT_FALSE(error) << error.message();
   EXPECT_EQ(spec.at("openapi").as_string(), "3.1.0");
+  EXPECT_EQ(spec.at("info").at("version").as_string(), FLASHSALE_PROJECT_VERSION)
+      << "api/openapi.json's info.version is not the project's version (CMakeLists.txt)";
   const json::object& paths = spec.at("paths").as_object();
   std::set<std::string> in_table;
   for (const Route& route : Routes()) {
