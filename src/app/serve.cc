@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -67,7 +68,9 @@ void ConfigureLogs(const ServeConfig& config) {
 // --access-log-sample (checked to be 0..1) as "one request in N"; 0: none.
 int64_t AccessLogEvery(const std::string& sample) {
   const double fraction = std::strtod(sample.c_str(), nullptr);
-  return fraction <= 0 ? 0 : std::max<int64_t>(1, std::llround(1 / fraction));
+  if (!(fraction > 0)) return 0;
+  // A tiny fraction would overflow: one in a trillion is as good as never.
+  return std::max<int64_t>(1, std::llround(std::min(1 / fraction, 1e12)));
 }
 
 // The database of record, opened and migrated to the newest schema.
