@@ -467,3 +467,35 @@ TEST(EnvFromProcessTest, UnsetIsNullopt) {
 
 }  // namespace
 }  // namespace flashsale::app
+
+namespace flashsale::app {
+namespace {
+
+// The packaged config file: every setting appears, commented out at its default; uncommented,
+// the file is valid and resolves to the defaults.
+TEST(ConfigFileTemplateTest, NamesEverySettingAtItsDefaultAndParsesUncommented) {
+  const std::string text = ConfigFileTemplate();
+  std::string uncommented;
+  size_t settings = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# ", 0) == 0 && line.find(" = ") != std::string::npos &&
+        line.find(' ', 2) == line.find(" = ")) {
+      uncommented += line.substr(2) + "\n";
+      ++settings;
+    }
+  }
+  EXPECT_GE(settings, 30U);
+  EXPECT_NE(text.find("# listen = \"127.0.0.1:8080\""), std::string::npos) << text;
+  EXPECT_NE(text.find("# demo = false"), std::string::npos);
+  EXPECT_NE(text.find("# threads = 0"), std::string::npos);
+  const std::string path = ::testing::TempDir() + "/flashsale-template.toml";
+  std::ofstream(path) << uncommented;
+  auto parsed = ParseServeConfig({"--config", path},
+                                 [](const std::string&) { return std::optional<std::string>(); });
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message << "\n" << uncommented;
+  EXPECT_EQ(parsed->config, ServeConfig{});
+}
+
+}  // namespace
+}  // namespace flashsale::app

@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -22,6 +25,7 @@
 #include "base/crypto.h"
 #include "base/ids.h"
 #include "base/json_writer.h"
+#include "base/log_format.h"
 #include "core/token.h"
 #include "redis/embedded_server.h"
 #include "redis/scripts.h"
@@ -53,6 +57,20 @@ HostPort ParseListen(const std::string& listen) {
     out.host = out.host.substr(1, out.host.size() - 2);
   std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), out.port);
   return out;
+}
+
+// The level, and JSON lines on stderr for --log-format json.
+void ConfigureLogs(const ServeConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (config.log_format == "json") base::UseJsonLogs();
+}
+
+// --access-log-sample (checked to be 0..1) as "one request in N"; 0: none.
+int64_t AccessLogEvery(const std::string& sample) {
+  const double fraction = std::strtod(sample.c_str(), nullptr);
+  if (!(fraction > 0)) return 0;
+  // A tiny fraction would overflow: one in a trillion is as good as never.
+  return std::max<int64_t>(1, std::llround(std::min(1 / fraction, 1e12)));
 }
 
 // The database of record, opened and migrated to the newest schema.
@@ -206,7 +224,7 @@ Result<std::string> ReadOrCreateSecret(const std::string& path) {
 }
 
 int RunServe(const ServeConfig& config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  ConfigureLogs(config);
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
   if (fs_error) {
@@ -273,6 +291,7 @@ int RunServe(const ServeConfig& config) {
   options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
   options.trust_forwarded_for = config.trust_forwarded_for;
+  options.access_log_every = AccessLogEvery(config.access_log_sample);
 
   const bool gateway = config.identity == "gateway" || config.demo;
   asio::thread_pool db_pool(1);
@@ -357,8 +376,8 @@ int RunServe(const ServeConfig& config) {
   return 0;
 }
 
-int RunWorker(const ServeConfig& config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
+int RunWorker(const ServeConfig& config, bool serve_http) {
+  ConfigureLogs(config);
   auto fail = [](const base::Error& error) {
     spdlog::error("{}", error.message);
     return 1;
@@ -389,9 +408,46 @@ int RunWorker(const ServeConfig& config) {
     db_pool.join();
     return fail(started.error());
   }
-  std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}\n",
+  // /healthz, /readyz and /metrics on the listen address, when one was given: one I/O thread, a
+  // port of its own (two workers, or a worker and a serve, never share one by accident).
+  server::Metrics metrics;
+  metrics.AddSource(
+      [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
+  service::ActivityRegistry http_registry;
+  std::optional<server::HttpServer> http;
+  std::string serving;
+  if (serve_http) {
+    const HostPort listen = ParseListen(config.listen);
+    server::ServerOptions options;
+    options.host = listen.host;
+    options.port = listen.port;
+    options.threads = 1;
+    options.routes = server::OpsRoutes();
+    options.reuse_port = false;
+    options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+    options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
+    server::ServerDeps deps;
+    deps.redis = *redis_options;
+    deps.store = store->get();
+    deps.db_executor = db_pool.get_executor();
+    deps.registry = &http_registry;
+    deps.service_settings = &settings;
+    deps.clock = &base::SystemClock::Instance();
+    deps.metrics = &metrics;
+    http.emplace(options, deps);
+    if (auto started = http->Start(); !started) {
+      pipeline.Stop();
+      db_pool.join();
+      return fail(started.error());
+    }
+    serving = fmt::format(
+        "; /metrics, /healthz, /readyz on http://{}:{}",
+        listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host,
+        http->port());
+  }
+  std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}{}\n",
                            config.consumers, redis_options->endpoint.Describe(),
-                           (*store)->Describe());
+                           (*store)->Describe(), serving);
   std::cout.flush();
   asio::io_context signals_io;
   asio::signal_set signals(signals_io, SIGINT, SIGTERM);
@@ -399,6 +455,7 @@ int RunWorker(const ServeConfig& config) {
     spdlog::info("signal {}: stopping the consumers", signal);
   });
   signals_io.run();
+  if (http) http->Stop();
   pipeline.Stop();
   db_pool.join();
   spdlog::info("stopped: {} orders persisted, {} duplicates, {} dead letters",
