@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/result.h"
 #include "load/load_generator.h"
 #include "load/verify.h"
 #include "redis/cluster.h"
@@ -259,6 +260,53 @@ TEST(ClusterSaleTest, ThreeInstancesOneLoadExactAndARestockReachesEveryInstance)
   auto verification = load::VerifySale(verify);
   EXPECT_TRUE(Verified(verification));
   EXPECT_EQ(order_ids.size(), 3u);
+}
+
+// The activity's slot moves to another primary while the sale runs (SETSLOT IMPORTING/MIGRATING,
+// MIGRATE of its keys two at a time, SETSLOT NODE): the instance follows ASK, TRYAGAIN and MOVED;
+// every request is answered, nothing is an error, and the whole sale verifies exactly.
+TEST(ClusterSaleTest, ASlotMigratedMidSaleKeepsTheSaleExact) {
+  RedisCluster cluster;
+  Instances serve(cluster, 1);
+  ASSERT_TRUE(serve.Start());
+  const uint16_t from = cluster.ports()[0];
+  const uint16_t to = cluster.ports()[1];
+  const std::string id = ActivityOn(cluster, from, "moving");
+  const int slot = redis::KeySlot(id);
+  constexpr int64_t kStock = 300;
+  constexpr int64_t kRequests = 900;
+  ASSERT_TRUE(serve.CreateActivity(id, kStock));
+
+  load::LoadOptions options = serve.Load(id);
+  options.mode = load::LoadMode::kOpen;  // spread over ~3 s, so the migration lands mid-sale
+  options.rate = 300;
+  options.connections = 16;
+  options.requests = kRequests;
+  options.users = kRequests;
+  base::Result<load::LoadReport> report = base::Error{base::ErrorCode::kInternal, "not run"};
+  std::thread sale([&] { report = load::RunLoad(options); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  cluster.BeginMigration(slot, from, to);
+  while (cluster.MoveKeys(slot, from, to, 2) > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  cluster.FinishMigration(slot, to);
+  sale.join();
+
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_EQ(cluster.PrimaryOf(slot), to);
+  EXPECT_EQ(report->completed, kRequests);
+  EXPECT_EQ(report->ErrorCount(), 0) << load::FormatReport(*report, "load report:");
+  // Every answer is reserved or sold out, or a 503 (did not run) if a retry ran out of time.
+  const int64_t unavailable =
+      report->http_statuses.contains(503) ? report->http_statuses.at(503) : 0;
+  EXPECT_EQ(report->Count(1) + report->Count(-1) + unavailable, kRequests)
+      << load::FormatReport(*report, "load report:");
+  EXPECT_EQ(report->Count(1), kStock) << load::FormatReport(*report, "load report:");
+  EXPECT_TRUE(Verified(load::VerifySale(serve.Verify(id, *report)))) << serve.Logs();
+  // And the keys are on the new primary only.
+  const std::string stock_key = fmt::format("fs:seckill:{{{}}}:stock", id);
+  EXPECT_EQ(cluster.Command(to, {"EXISTS", stock_key})->integer, 1);
 }
 
 }  // namespace
