@@ -60,7 +60,22 @@ pids+=($!)
 single_pid=$!
 wait_for redis-cli -p "$single_port" ping
 
-base=$(python3 -c 'import random; print(random.randint(20000, 40000))')
+# A base port with base..base+2 and their cluster bus ports (+10000) free.
+base=$(python3 -c '
+import random, socket
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+while True:
+    b = random.randint(20000, 40000)
+    if all(free(p) and free(p + 10000) for p in range(b, b + 3)):
+        print(b); break
+')
 scripts/redis-cluster.sh start "$cluster_dir" --masters 3 --base-port "$base" --appendonly no \
   >"$dir/cluster.log"
 cluster_ports=("$base" $((base + 1)) $((base + 2)))
