@@ -262,6 +262,59 @@ TEST(ClusterSaleTest, ThreeInstancesOneLoadExactAndARestockReachesEveryInstance)
   EXPECT_EQ(order_ids.size(), 3u);
 }
 
+// A lottery with an admission queue, on the cluster: every ticket answered once by the queue
+// consumer, exactly the prizes won, every win persisted (admin status, bounded wait).
+TEST(ClusterSaleTest, AQueuedLotteryAnswersEveryTicketAndPersistsEveryWin) {
+  RedisCluster cluster;
+  Instances serve(cluster, 1);
+  ASSERT_TRUE(serve.Start());
+  const uint16_t port = serve.ports()[0];
+  HttpClient admin("127.0.0.1", port);
+  auto created = admin.Post(
+      "/api/v1/admin/activities",
+      R"({"id":"queued","title":"Q","kind":"lottery","per_user_limit":1,"start_ms":0,)"
+      R"("end_ms":4000000000000,"prizes":[{"id":"mug","name":"Mug","weight":1,"stock":20}],)"
+      R"("no_prize_weight":0,"admission":"queue","queue_capacity":1000})",
+      Instances::Admin());
+  ASSERT_TRUE(created.status == 200 || created.status == 201) << created.body;
+  constexpr int kUsers = 50;
+  std::vector<std::string> tickets;
+  HttpClient client("127.0.0.1", port);
+  for (int i = 0; i < kUsers; ++i) {
+    auto queued =
+        client.Post("/api/v1/activities/queued/draw", "", {{"X-User-Id", fmt::format("q{}", i)}});
+    ASSERT_EQ(queued.status, 202) << queued.body;
+    const size_t at = queued.body.find("\"ticket_url\":\"");
+    ASSERT_NE(at, std::string::npos) << queued.body;
+    const size_t start = at + 14;
+    tickets.push_back(queued.body.substr(start, queued.body.find('"', start) - start));
+  }
+  int won = 0, sold_out = 0;
+  for (int i = 0; i < kUsers; ++i) {
+    std::string body;
+    int status = 0;
+    for (int attempt = 0; attempt < 20 && status != 200; ++attempt) {
+      auto polled =
+          client.Get(tickets[i] + "?wait_ms=3000", {{"X-User-Id", fmt::format("q{}", i)}});
+      status = polled.status;
+      body = polled.body;
+    }
+    ASSERT_EQ(status, 200) << "ticket " << i << ": " << body;
+    if (body.find("\"won\"") != std::string::npos) ++won;
+    if (body.find("\"sold_out\"") != std::string::npos) ++sold_out;
+  }
+  EXPECT_EQ(won, 20);
+  EXPECT_EQ(sold_out, kUsers - 20);
+  std::string status_body;
+  bool persisted = false;
+  for (int attempt = 0; attempt < 300 && !persisted; ++attempt) {
+    status_body = admin.Get("/api/v1/admin/activities/queued", Instances::Admin()).body;
+    persisted = status_body.find("\"persisted\":{\"orders\":20,") != std::string::npos;
+    if (!persisted) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(persisted) << status_body;
+}
+
 // The activity's slot moves to another primary while the sale runs (SETSLOT IMPORTING/MIGRATING,
 // MIGRATE of its keys two at a time, SETSLOT NODE): the instance follows ASK, TRYAGAIN and MOVED;
 // every request is answered, nothing is an error, and the whole sale verifies exactly.
