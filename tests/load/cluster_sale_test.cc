@@ -202,6 +202,18 @@ TEST(ClusterSaleTest, ThreeActivitiesOnThreePrimariesSellExactlyAndVerify) {
     }
   }
   EXPECT_EQ(primaries.size(), 3u);
+
+  // Reconciliation on the cluster: every activity checked on its own primary, no drift.
+  HttpClient admin("127.0.0.1", serve.ports()[0]);
+  auto reconciled = admin.Post("/api/v1/admin/jobs/reconcile", "", Instances::Admin());
+  ASSERT_EQ(reconciled.status, 200) << reconciled.body;
+  size_t checked = 0;
+  for (size_t at = reconciled.body.find("\"drift\":"); at != std::string::npos;
+       at = reconciled.body.find("\"drift\":", at + 1)) {
+    ++checked;
+    EXPECT_EQ(reconciled.body.substr(at + 8, 2), "0,") << reconciled.body;
+  }
+  EXPECT_EQ(checked, 3u) << reconciled.body;
 }
 
 TEST(ClusterSaleTest, ThreeInstancesOneLoadExactAndARestockReachesEveryInstance) {
