@@ -4,6 +4,7 @@
 // in the middle of a sale (ASK, TRYAGAIN, then MOVED): every reservation answered, the sale exact.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <boost/asio/use_awaitable.hpp>
@@ -174,6 +175,37 @@ TEST_F(ClusterTest, ActivitiesOnEveryPrimaryAndNoScriptPerNode) {
     EXPECT_EQ(status.stream_length, 5);
   }
   EXPECT_GE(io_.Call([&] { return runner_->reloads(); }), 1u);
+}
+
+// A node that stops answering after the command was written: the outcome is unknown and the
+// router never resends it (the INCR runs once, when the node comes back).
+TEST_F(ClusterTest, ALostReplyIsAnUnknownOutcomeNeverResent) {
+  const std::string key = ns_ + ":counter";
+  const uint16_t port = cluster_->PrimaryOf(KeySlot(key));
+  ConnectionOptions options;
+  options.command_timeout = 300ms;
+  auto connection = testing::Connect(io_, cluster_->url(), options);
+  auto warm = testing::Exec(io_, *connection, {"GET", key}, 5s);  // the map is loaded
+  ASSERT_TRUE(warm.ok()) << warm.error().ToString();
+  const pid_t pid = cluster_->Pid(port);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto incr = testing::Exec(io_, *connection, {"INCR", key}, 300ms);
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  ASSERT_FALSE(incr.ok());
+  EXPECT_EQ(incr.error().code, base::ErrorCode::kUnknownOutcome) << incr.error().ToString();
+  // Once the node runs again it executes the INCR it had received, once.
+  std::string value;
+  for (int attempt = 0; attempt < 100 && value != "1"; ++attempt) {
+    auto get = testing::Exec(io_, *connection, {"GET", key}, 5s);
+    if (get.ok() && get->is_string()) value = std::string(get->str());
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(value, "1");
+  std::this_thread::sleep_for(500ms);
+  auto again = testing::Exec(io_, *connection, {"GET", key}, 5s);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->str(), "1");  // not resent behind the caller's back
+  testing::Stop(io_, connection);
 }
 
 // A sale running on one I/O thread while the test thread moves the activity's slot to another

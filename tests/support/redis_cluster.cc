@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/subprocess.h"
+#include "support/flashsale_process.h"
 
 #ifndef FLASHSALE_SOURCE_DIR
 #error "FLASHSALE_SOURCE_DIR must name the source tree (for scripts/redis-cluster.sh)"
@@ -138,6 +139,13 @@ SyncReply RedisCluster::Command(uint16_t port, const std::vector<std::string>& a
 SyncReply RedisCluster::Command(uint16_t port, std::initializer_list<std::string_view> args) const {
   std::vector<std::string> copy(args.begin(), args.end());
   return Command(port, copy);
+}
+
+pid_t RedisCluster::Pid(uint16_t port) const {
+  const std::string text = ReadFile(fmt::format("{}/nodes/{}/redis.pid", dir_, port));
+  const long pid = std::strtol(text.c_str(), nullptr, 10);
+  if (pid <= 0) throw std::runtime_error(fmt::format("no pid file for the node on {}", port));
+  return static_cast<pid_t>(pid);
 }
 
 int RedisCluster::Keyslot(std::string_view key) const {

@@ -3,6 +3,8 @@
 // temporary directory on free loopback ports (and their cluster bus ports, +10000), stopped by
 // the script (which signals exactly the PIDs in its pid files) at the end.
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -35,6 +37,8 @@ class RedisCluster {
   // a connection error. No redirection is followed.
   SyncReply Command(uint16_t port, const std::vector<std::string>& args) const;
   SyncReply Command(uint16_t port, std::initializer_list<std::string_view> args) const;
+  // The pid of the node on `port` (from its pid file), for SIGSTOP/SIGCONT in fault tests.
+  pid_t Pid(uint16_t port) const;
   // CLUSTER KEYSLOT on the first node.
   int Keyslot(std::string_view key) const;
   // The port of the primary serving `slot` (CLUSTER SHARDS on the first node).
