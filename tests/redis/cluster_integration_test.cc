@@ -208,6 +208,42 @@ TEST_F(ClusterTest, ALostReplyIsAnUnknownOutcomeNeverResent) {
   testing::Stop(io_, connection);
 }
 
+// A slot left half migrated: a script whose keys are split between the two nodes gets TRYAGAIN;
+// the router retries with backoff, a bounded number of times, then answers kUnavailable (it did
+// not run). Once the migration completes, the same order goes through, once.
+TEST_F(ClusterTest, TryAgainIsRetriedABoundedNumberOfTimesThenUnavailable) {
+  const uint16_t from = cluster_->ports()[1];
+  const uint16_t to = cluster_->ports()[0];
+  const std::string id = ActivityOn(from, "stuck");
+  const int slot = KeySlot(id);
+  auto setup = io_.Run(scripts_->AsyncSetup(Activity(id, 5), boost::asio::use_awaitable));
+  ASSERT_TRUE(setup.ok()) << setup.error().ToString();
+  auto first = Reserve(id, "o0", "u0");  // creates the buyers, orders and stream keys
+  ASSERT_TRUE(first.ok());
+  cluster_->BeginMigration(slot, from, to);
+  ASSERT_EQ(cluster_->MoveKeys(slot, from, to, 1), 1);  // one key moved, the rest not
+  const uint64_t retried_before = io_.Call([&] { return connection_->cluster()->retried(); });
+  auto stuck = Reserve(id, "o1", "u1");
+  ASSERT_FALSE(stuck.ok());
+  EXPECT_EQ(stuck.error().code, base::ErrorCode::kUnavailable) << stuck.error().ToString();
+  EXPECT_NE(stuck.error().message.find("TRYAGAIN"), std::string::npos) << stuck.error().message;
+  const uint64_t retried = io_.Call([&] { return connection_->cluster()->retried(); });
+  EXPECT_GE(retried - retried_before, 1u);
+  EXPECT_LE(retried - retried_before, static_cast<uint64_t>(ClusterRouter::kMaxRetries));
+
+  while (cluster_->MoveKeys(slot, from, to, 10) > 0) {
+  }
+  cluster_->FinishMigration(slot, to);
+  auto after = Reserve(id, "o1", "u1");
+  ASSERT_TRUE(after.ok()) << after.error().ToString();
+  EXPECT_EQ(after->outcome, Outcome::kReserved);
+  EXPECT_FALSE(after->replayed);  // the stuck call had not run
+  const auto status = Status(id);
+  EXPECT_EQ(status.reserved, 2);
+  EXPECT_EQ(status.remaining, 3);
+  EXPECT_EQ(status.stream_length, 2);
+}
+
 // A sale running on one I/O thread while the test thread moves the activity's slot to another
 // primary in steps (IMPORTING/MIGRATING, MIGRATE of its keys a few at a time, SETSLOT NODE).
 TEST_F(ClusterTest, SlotMigratedMidSaleEveryReservationAnsweredSaleExact) {
