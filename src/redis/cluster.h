@@ -73,7 +73,9 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
   uint64_t asked() const { return asked_; }
   uint64_t retried() const { return retried_; }
   size_t primaries() const;
-  // Every call through the router, as the owning Connection reports them.
+  // Every call through the router, as the owning Connection reports them: commands, replies,
+  // errors by kind, timeouts, latency. Link events (connects, disconnects) happen on the node
+  // connections and are logged, not counted here.
   const ConnectionStats& stats() const { return stats_; }
 
  private:
