@@ -148,7 +148,8 @@ const std::vector<Setting>& Settings() {
       {.name = "redis-url",
        .field = &ServeConfig::redis_url,
        .placeholder = "URL",
-       .help = "Redis to use, redis://[[user]:password@]host[:port][/db] or unix:///path.sock; "
+       .help = "Redis to use, redis://[[user]:password@]host[:port][/db], unix:///path.sock or "
+               "redis+cluster://host:port[,host:port...] (a Redis Cluster); "
                "empty starts a private redis-server in data-dir"},
       {.name = "redis-server",
        .field = &ServeConfig::redis_server,
