@@ -1,0 +1,174 @@
+// The holes an audit found (issue 15), each driven from outside over real sockets against a real
+// redis-server and a real SQLite file: the definition checks, the identity headers, what the
+// API returns being accepted back.
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <string>
+
+#include "server/server_fixture.h"
+
+namespace flashsale::server {
+namespace {
+
+namespace json = boost::json;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::RedisServer;
+using testing::SendRaw;
+using testing::ServerFixture;
+using testing::ServerFixtureOptions;
+using testing::StatusCodes;
+
+json::value Json(const HttpResult& result) {
+  boost::system::error_code error;
+  json::value value = json::parse(result.body, error);
+  if (error) return json::value(result.body);
+  return value;
+}
+
+std::string ErrorText(const HttpResult& result) {
+  const json::value value = Json(result);
+  if (!value.is_object() || !value.as_object().contains("error")) return result.body;
+  return std::string(value.at("error").as_string());
+}
+
+class AuditTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { redis_ = new RedisServer(); }
+  static void TearDownTestSuite() {
+    delete redis_;
+    redis_ = nullptr;
+  }
+  void SetUp() override { Start({}); }
+  void Start(ServerFixtureOptions options) {
+    server_.reset();
+    server_ = std::make_unique<ServerFixture>(*redis_, options);
+  }
+  HttpResult Create(const std::string& body) {
+    return server_->Client().Post("/api/v1/admin/activities", body, server_->Admin());
+  }
+
+  static RedisServer* redis_;
+  std::unique_ptr<ServerFixture> server_;
+};
+RedisServer* AuditTest::redis_ = nullptr;
+
+// Point 8: cancelled wins were never returned to the prize stock, so a payment window on a
+// lottery destroyed prizes. It is refused at creation and by PATCH, naming the field.
+TEST_F(AuditTest, PaymentWindowOnALotteryIsRefused) {
+  auto created = Create(R"({"id":"lw","kind":"lottery","payment_window_ms":60000,
+                            "prizes":[{"id":"p","name":"P","weight":1,"stock":3}]})");
+  EXPECT_EQ(created.status, 400) << created.body;
+  EXPECT_NE(ErrorText(created).find("payment_window_ms"), std::string::npos) << created.body;
+
+  ASSERT_EQ(Create(R"({"id":"lw2","kind":"lottery",
+                       "prizes":[{"id":"p","name":"P","weight":1,"stock":3}]})")
+                .status,
+            201);
+  auto patched = server_->Client().Request("PATCH", "/api/v1/admin/activities/lw2",
+                                           R"({"payment_window_ms":60000})", server_->Admin());
+  EXPECT_EQ(patched.status, 400) << patched.body;
+  EXPECT_NE(ErrorText(patched).find("payment_window_ms"), std::string::npos) << patched.body;
+  // Zero (never expire) stays accepted, and sales keep their windows.
+  EXPECT_EQ(server_->Client()
+                .Request("PATCH", "/api/v1/admin/activities/lw2", R"({"payment_window_ms":0})",
+                         server_->Admin())
+                .status,
+            200);
+  EXPECT_EQ(Create(R"({"id":"sw","stock":3,"payment_window_ms":60000})").status, 201);
+}
+
+// Point 11: a prize id with ':' passed validation, then the setup script refused it (503).
+TEST_F(AuditTest, PrizeIdsWithAColonAre400) {
+  auto created = Create(R"({"id":"colon","kind":"lottery",
+                            "prizes":[{"id":"a:b","name":"AB","weight":1,"stock":3}]})");
+  EXPECT_EQ(created.status, 400) << created.body;
+  EXPECT_NE(ErrorText(created).find("a:b"), std::string::npos) << created.body;
+  // The same lottery with a plain id is created and loaded.
+  auto plain = Create(R"({"id":"colon","kind":"lottery",
+                          "prizes":[{"id":"a_b","name":"AB","weight":1,"stock":3}]})");
+  EXPECT_EQ(plain.status, 201) << plain.body;
+}
+
+// Point 12: with two X-User-Id headers the first one bought; a gateway that appends instead of
+// replacing let the client choose its user. Also two Authorization headers in token mode.
+TEST_F(AuditTest, MoreThanOneIdentityHeaderIs400) {
+  ASSERT_EQ(Create(R"({"id":"twice","stock":5})").status, 201);
+  const std::string two_users =
+      "POST /api/v1/activities/twice/purchase HTTP/1.1\r\nHost: x\r\nX-User-Id: mallory\r\n"
+      "X-User-Id: alice\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  const std::string raw = SendRaw(server_->port(), two_users);
+  EXPECT_EQ(StatusCodes(raw), std::vector<int>{400}) << raw;
+  // Nobody bought: both users still can.
+  HttpClient client = server_->Client();
+  for (const char* user : {"mallory", "alice"}) {
+    auto bought = client.Post("/api/v1/activities/twice/purchase", "", ServerFixture::User(user));
+    EXPECT_EQ(std::string(Json(bought).at("status").as_string()), "reserved")
+        << user << ": " << bought.body;
+  }
+
+  ServerFixtureOptions token_mode;
+  token_mode.mode = IdentityMode::kToken;
+  Start(token_mode);
+  ASSERT_EQ(Create(R"({"id":"twice2","stock":5})").status, 201);
+  const std::string a = server_->identity().signer.Issue("alice", ServerFixture::kStartMs + 60'000);
+  const std::string b = server_->identity().signer.Issue("bob", ServerFixture::kStartMs + 60'000);
+  const std::string two_tokens = fmt::format(
+      "POST /api/v1/activities/twice2/purchase HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n"
+      "Authorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+      a, b);
+  const std::string raw2 = SendRaw(server_->port(), two_tokens);
+  EXPECT_EQ(StatusCodes(raw2), std::vector<int>{400}) << raw2;
+}
+
+// Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept
+// back: total_units, null rates, the version and times, a lottery's prizes.
+TEST_F(AuditTest, AnActivityRoundTrips) {
+  for (const std::string& body : {
+           std::string(R"({"id":"rt","title":"Round","stock":7,"per_user_limit":2,
+                           "user_rate":{"per_second":5,"burst":10},"payment_window_ms":60000})"),
+           std::string(R"({"id":"rt","title":"Round","kind":"lottery","per_user_limit":1,
+                           "prizes":[{"id":"p","name":"P","weight":1,"stock":2}],
+                           "no_prize_weight":3,"admission":"queue","queue_capacity":10})"),
+       }) {
+    Start({});
+    ASSERT_EQ(Create(body).status, 201) << body;
+    HttpClient client = server_->Client();
+    auto got = client.Get("/api/v1/admin/activities/rt", server_->Admin());
+    ASSERT_EQ(got.status, 200) << got.body;
+    json::object activity = Json(got).at("activity").as_object();
+
+    auto patched = client.Request("PATCH", "/api/v1/admin/activities/rt", json::serialize(activity),
+                                  server_->Admin());
+    EXPECT_EQ(patched.status, 200) << patched.body;
+
+    activity["id"] = "rt2";
+    auto posted =
+        client.Post("/api/v1/admin/activities", json::serialize(activity), server_->Admin());
+    ASSERT_EQ(posted.status, 201) << posted.body;
+    json::object copy = Json(posted).at("activity").as_object();
+    for (const char* field : {"kind", "title", "start_ms", "end_ms", "per_user_limit", "open",
+                              "total_units", "user_rate", "address_rate", "payment_window_ms"}) {
+      EXPECT_EQ(copy.at(field), activity.at(field)) << field << " in " << posted.body;
+    }
+    if (activity.contains("prizes")) {
+      EXPECT_EQ(copy.at("prizes"), activity.at("prizes"));
+    }
+    EXPECT_EQ(Json(posted).at("redis").at("total").as_int64(), activity.at("total_units"));
+
+    // A PATCH that would change what PATCH cannot change is refused, naming the field.
+    activity["id"] = "rt";
+    activity["total_units"] = 1000;
+    auto changed = client.Request("PATCH", "/api/v1/admin/activities/rt", json::serialize(activity),
+                                  server_->Admin());
+    EXPECT_EQ(changed.status, 400) << changed.body;
+    EXPECT_NE(ErrorText(changed).find("total_units"), std::string::npos) << changed.body;
+  }
+}
+
+}  // namespace
+}  // namespace flashsale::server
