@@ -152,6 +152,12 @@ base::Status Validate(const SeckillActivity& a) {
                      "activity '{}': payment_window_ms must be 0 (never expire) to {}", a.id,
                      kMaxPaymentWindowMs);
   }
+  if (a.lottery && a.payment_window_ms != 0) {
+    // A cancelled win is never returned to its prize, so a window would destroy prizes.
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "lottery '{}': payment_window_ms must be 0 (a lottery's wins do not expire)",
+                     a.id);
+  }
   if (a.per_user_limit < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': per-user limit {} must be >= 1",
                      a.id, a.per_user_limit);
