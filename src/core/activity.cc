@@ -85,9 +85,11 @@ base::Status ValidateLottery(const SeckillActivity& a) {
   std::unordered_set<std::string_view> seen;
   int64_t total_weight = lottery.no_prize_weight;
   for (const auto& prize : lottery.prizes) {
-    if (!base::IsValidId(prize.id) || prize.id.find(' ') != std::string::npos) {
+    // ':' separates the prize ids in the draw script's keys and replies.
+    if (!base::IsValidId(prize.id) || prize.id.find_first_of(" :") != std::string::npos) {
       return MakeError(ErrorCode::kInvalidArgument,
-                       "lottery '{}': prize id '{}' must be 1-64 characters of [A-Za-z0-9_.:@-]",
+                       "lottery '{}': prize id '{}' must be 1-64 characters of [A-Za-z0-9_.@-] "
+                       "(no ':')",
                        a.id, prize.id);
     }
     if (!seen.insert(prize.id).second) {
