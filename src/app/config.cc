@@ -161,6 +161,12 @@ const std::vector<Setting>& Settings() {
        .placeholder = "TEXT",
        .help = "Bearer token of the admin API; empty: generated once into "
                "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps"},
+      {.name = "gateway-secret",
+       .field = &ServeConfig::gateway_secret,
+       .placeholder = "TEXT",
+       .help = "Gateway identity: a secret the gateway sends in X-Gateway-Secret with every user "
+               "request (compared in constant time; missing or wrong is 401); empty: not asked. "
+               "Prefer the file or the variable: flags show in ps"},
       {.name = "demo",
        .field = &ServeConfig::demo,
        .help = "Demo mode: create the open activity 'demo' (see demo-stock) and take the user from "

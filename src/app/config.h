@@ -45,6 +45,7 @@ struct ServeConfig {
   std::string identity = "token";             // token | gateway
   std::string secret;                         // empty: generated once into <data_dir>/secret
   std::string admin_token;                    // empty: generated once into <data_dir>/admin-token
+  std::string gateway_secret;                 // gateway identity: X-Gateway-Secret; empty: off
   bool demo = false;
   int64_t demo_stock = 100;         // >= 0
   int64_t max_header_bytes = 8192;  // 1024..1048576

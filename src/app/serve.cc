@@ -261,6 +261,7 @@ int RunServe(const ServeConfig& config) {
   deps.identity.mode = gateway ? server::IdentityMode::kGateway : server::IdentityMode::kToken;
   deps.identity.signer = core::TokenSigner(secret);
   deps.identity.admin_token = admin_token;
+  deps.identity.gateway_secret = config.gateway_secret;
   deps.clock = &base::SystemClock::Instance();
   deps.metrics = &metrics;
 

@@ -352,6 +352,11 @@ class HttpServer::Worker {
     }
     route_id = match.route->id;
     Call call{request, match.params, match.query, {}, address, services_};
+    if (match.route->access != Access::kPublic) {
+      if (auto headers = CheckIdentityHeaders(request); !headers) {
+        co_return ErrorReply(http::status::bad_request, Word::kBadRequest, headers.error().message);
+      }
+    }
     switch (match.route->access) {
       case Access::kPublic:
         break;

@@ -125,6 +125,25 @@ TEST_F(AuditTest, MoreThanOneIdentityHeaderIs400) {
   EXPECT_EQ(StatusCodes(raw2), std::vector<int>{400}) << raw2;
 }
 
+// Point 12: an optional secret shared by the gateway and the service. Set, a request without it
+// or with a wrong one is 401 and buys nothing; with it, the gateway's user buys.
+TEST_F(AuditTest, GatewaySecretWhenSetIsRequired) {
+  ServerFixtureOptions options;
+  options.gateway_secret = "s3cret-between-gateway-and-service";
+  Start(options);
+  ASSERT_EQ(Create(R"({"id":"gw","stock":5})").status, 201);
+  HttpClient client = server_->Client();
+  auto none = client.Post("/api/v1/activities/gw/purchase", "", ServerFixture::User("u1"));
+  EXPECT_EQ(none.status, 401) << none.body;
+  auto wrong = client.Post("/api/v1/activities/gw/purchase", "",
+                           {{"X-User-Id", "u1"}, {"X-Gateway-Secret", "guess"}});
+  EXPECT_EQ(wrong.status, 401) << wrong.body;
+  auto right = client.Post("/api/v1/activities/gw/purchase", "",
+                           {{"X-User-Id", "u1"}, {"X-Gateway-Secret", options.gateway_secret}});
+  EXPECT_EQ(right.status, 200) << right.body;
+  EXPECT_EQ(Json(right).at("status").as_string(), "reserved") << right.body;
+}
+
 // Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept
 // back: total_units, null rates, the version and times, a lottery's prizes.
 TEST_F(AuditTest, AnActivityRoundTrips) {

@@ -26,6 +26,7 @@ ServerFixture::ServerFixture(const RedisServer& redis, ServerFixtureOptions opti
   identity_.mode = options.mode;
   identity_.signer = core::TokenSigner(settings_.secret);
   identity_.admin_token = std::string(kAdminToken);
+  identity_.gateway_secret = options.gateway_secret;
 
   server::ServerDeps deps;
   deps.redis.endpoint = *redis::ParseUrl(redis.unix_url());

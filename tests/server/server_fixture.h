@@ -22,6 +22,7 @@ struct ServerFixtureOptions {
   std::string key_namespace;  // empty: a fresh one
   std::string data_dir;       // empty: a fresh temporary one (shared dirs share the SQLite file)
   server::ServerOptions server;
+  std::string gateway_secret;  // gateway mode: X-Gateway-Secret required when set
 };
 
 class ServerFixture {
