@@ -413,7 +413,8 @@ asio::awaitable<Reply> HandleAdminGet(Call& call) {
 
 asio::awaitable<Reply> HandleAdminUpdate(Call& call) {
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
-  auto update = ParseActivityUpdate(call.request.body());
+  const service::SnapshotPtr snapshot = call.worker.service.snapshot();
+  auto update = ParseActivityUpdate(call.request.body(), snapshot->Find(call.params[0]));
   if (!update) co_return ErrorToReply(update.error());
   auto state = co_await service::UpdateActivity(call.worker.service, call.params[0], *update);
   if (!state) co_return ErrorToReply(state.error());
