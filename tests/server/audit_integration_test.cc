@@ -144,6 +144,44 @@ TEST_F(AuditTest, GatewaySecretWhenSetIsRequired) {
   EXPECT_EQ(Json(right).at("status").as_string(), "reserved") << right.body;
 }
 
+// Point 13: public replies said which Redis (socket path, host, port) or database failed. They
+// now say what happened in words; the details are for the log and the admin.
+TEST_F(AuditTest, PublicErrorRepliesNameNoInternalEndpoint) {
+  auto own_redis = std::make_unique<RedisServer>();
+  ServerFixture server(*own_redis);
+  HttpClient client = server.Client();
+  ASSERT_EQ(client.Post("/api/v1/admin/activities", R"({"id":"hidden","stock":10})", server.Admin())
+                .status,
+            201);
+  ASSERT_EQ(client
+                .Post("/api/v1/admin/activities",
+                      R"({"id":"hiddenl","kind":"lottery",
+                          "prizes":[{"id":"p","name":"P","weight":1,"stock":3}]})",
+                      server.Admin())
+                .status,
+            201);
+  own_redis->Kill();
+  const std::vector<std::string> secrets = {
+      own_redis->dir(), own_redis->socket_path(), "unix:", "redis.sock", "127.0.0.1",
+      "sqlite:",        server.data_dir()};
+  auto expect_clean = [&](const HttpResult& reply, const std::string& what) {
+    EXPECT_EQ(reply.status, 503) << what << ": " << reply.body;
+    for (const std::string& secret : secrets) {
+      EXPECT_EQ(reply.body.find(secret), std::string::npos)
+          << what << " names '" << secret << "': " << reply.body;
+    }
+  };
+  expect_clean(client.Post("/api/v1/activities/hidden/purchase", "", ServerFixture::User("a")),
+               "purchase");
+  expect_clean(client.Post("/api/v1/activities/hiddenl/draw", "", ServerFixture::User("a")),
+               "draw");
+  expect_clean(client.Get("/readyz"), "readyz");
+  // The admin still learns which Redis failed.
+  auto admin_ready = client.Get("/readyz", server.Admin());
+  EXPECT_EQ(admin_ready.status, 503) << admin_ready.body;
+  EXPECT_NE(admin_ready.body.find(own_redis->socket_path()), std::string::npos) << admin_ready.body;
+}
+
 // Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept
 // back: total_units, null rates, the version and times, a lottery's prizes.
 TEST_F(AuditTest, AnActivityRoundTrips) {
