@@ -379,7 +379,14 @@ class HttpServer::Worker {
     // Exceptions never come from bad input (that is a value); one here is our bug: it becomes a
     // 500 and a log line, never a crash.
     try {
-      co_return co_await match.route->handler(call);
+      Reply reply = co_await match.route->handler(call);
+      // The admin reads what failed where; the public reads words (ErrorToReply).
+      if (match.route->access == Access::kAdmin && !reply.detail.empty()) {
+        Reply detailed = ErrorReply(reply.status, reply.word, reply.detail);
+        detailed.retry_after_s = reply.retry_after_s;
+        co_return detailed;
+      }
+      co_return reply;
     } catch (const std::exception& e) {
       spdlog::error("handler for {} {} threw: {}", std::string(request.method_string()),
                     std::string(request.target()), e.what());
@@ -387,18 +394,17 @@ class HttpServer::Worker {
     co_return ErrorReply(http::status::internal_server_error, Word::kError, "internal error");
   }
 
-  asio::awaitable<std::string> CheckReady() {
-    std::string problems;
+  asio::awaitable<WorkerServices::Readiness> CheckReady() {
+    WorkerServices::Readiness problems;
     const redis::Command ping{"PING"};
     auto pong = co_await redis_->AsyncSend(
         ping, redis::Clock::now() + std::chrono::milliseconds(500), asio::use_awaitable);
-    if (!pong.ok()) problems += "redis: " + pong.error().message;
+    if (!pong.ok()) problems.redis = pong.error().message;
     auto db = co_await service::RunBlocking(
         deps_.db_executor, [store = deps_.store] { return store->Ping(); },
         std::chrono::milliseconds(1000));
     if (!db || !db->ok()) {
-      if (!problems.empty()) problems += "; ";
-      problems += "db: " + (db ? db->error().message : std::string("no answer within 1000 ms"));
+      problems.db = db ? db->error().message : std::string("no answer within 1000 ms");
     }
     co_return problems;
   }
