@@ -8,6 +8,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <string>
+#include <thread>
 
 #include "server/server_fixture.h"
 
@@ -56,6 +57,13 @@ class AuditTest : public ::testing::Test {
   std::unique_ptr<ServerFixture> server_;
 };
 RedisServer* AuditTest::redis_ = nullptr;
+
+uint64_t Counter(ServerFixture& server, std::string_view name) {
+  const std::string text = server.metrics().RenderPrometheus();
+  const std::string key = "\n" + std::string(name) + " ";
+  const size_t at = text.find(key);
+  return at == std::string::npos ? 0 : std::stoull(text.substr(at + key.size()));
+}
 
 // Point 8: cancelled wins were never returned to the prize stock, so a payment window on a
 // lottery destroyed prizes. It is refused at creation and by PATCH, naming the field.
@@ -180,6 +188,54 @@ TEST_F(AuditTest, PublicErrorRepliesNameNoInternalEndpoint) {
   auto admin_ready = client.Get("/readyz", server.Admin());
   EXPECT_EQ(admin_ready.status, 503) << admin_ready.body;
   EXPECT_NE(admin_ready.body.find(own_redis->socket_path()), std::string::npos) << admin_ready.body;
+}
+
+// Point 7: attempt 1 of a reserve (or a draw) is sent and Redis dies before answering (its
+// outcome is unknown: it may have reserved); attempt 2 fails fast as unavailable. The buyer was
+// told 503 "unavailable" (safe to retry, nothing done) without the order id. Once an attempt's
+// outcome is unknown, the reply says unknown_outcome and carries the order id.
+TEST_F(AuditTest, AnUnknownOutcomeStaysUnknownAndCarriesTheOrderId) {
+  for (const std::string kind : {"purchase", "draw"}) {
+    auto own_redis = std::make_unique<RedisServer>();
+    ServerFixtureOptions options;
+    options.threads = 1;
+    options.server.registry_poll = std::chrono::hours(1);  // no command but the test's
+    options.redis_command_timeout = std::chrono::seconds(30);
+    ServerFixture server(*own_redis, options);
+    HttpClient client = server.Client();
+    const std::string body =
+        kind == "purchase"
+            ? R"({"id":"lost","stock":10})"
+            : R"({"id":"lost","kind":"lottery","prizes":[{"id":"p","name":"P","weight":1,"stock":3}]})";
+    ASSERT_EQ(client.Post("/api/v1/admin/activities", body, server.Admin()).status, 201);
+    const uint64_t before = Counter(server, "flashsale_redis_commands_total");
+    own_redis->Pause();
+    HttpResult reply;
+    std::thread buyer([&] {
+      HttpClient own = server.Client();
+      reply = own.Post("/api/v1/activities/lost/" + kind, "", ServerFixture::User("u"));
+    });
+    // Once the script is sent (Redis, stopped, holds it unread), Redis dies.
+    for (int i = 0; i < 2000 && Counter(server, "flashsale_redis_commands_total") == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    own_redis->Kill();
+    buyer.join();
+    EXPECT_EQ(reply.status, 503) << kind << ": " << reply.body;
+    const json::value answer = Json(reply);
+    if (!answer.is_object()) {
+      ADD_FAILURE() << kind << ": " << reply.body;
+      continue;
+    }
+    EXPECT_EQ(std::string(answer.at("status").as_string()), "unknown_outcome")
+        << kind << ": " << reply.body;
+    if (!answer.as_object().contains("order_id")) {
+      ADD_FAILURE() << kind << ": no order_id in " << reply.body;
+      continue;
+    }
+    EXPECT_EQ(answer.at("order_id").as_string().size(), 26u) << kind << ": " << reply.body;
+  }
 }
 
 // Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept

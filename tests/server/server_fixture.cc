@@ -30,6 +30,7 @@ ServerFixture::ServerFixture(const RedisServer& redis, ServerFixtureOptions opti
 
   server::ServerDeps deps;
   deps.redis.endpoint = *redis::ParseUrl(redis.unix_url());
+  deps.redis.command_timeout = options.redis_command_timeout;
   deps.store = store_.get();
   deps.db_executor = db_pool_.get_executor();
   deps.registry = &registry_;

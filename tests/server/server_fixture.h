@@ -23,6 +23,7 @@ struct ServerFixtureOptions {
   std::string data_dir;       // empty: a fresh temporary one (shared dirs share the SQLite file)
   server::ServerOptions server;
   std::string gateway_secret;  // gateway mode: X-Gateway-Secret required when set
+  std::chrono::milliseconds redis_command_timeout{1000};  // a command's deadline
 };
 
 class ServerFixture {
