@@ -218,6 +218,26 @@ Reply ErrorToReply(const base::Error& error) {
 
 namespace {
 
+// A purchase or draw whose outcome Redis did not report: 503 unknown_outcome with the order id
+// it may exist under (GET /api/v1/orders shows it once it does); a retry with the same
+// Idempotency-Key gets the first outcome.
+Reply UnknownOutcomeReply(Call& call, const service::PurchaseResult& result, bool draw) {
+  const std::string_view words =
+      draw ? "no answer in time: the draw may have been made; GET /api/v1/orders shows a win"
+           : "no answer in time: the order may have been reserved; GET /api/v1/orders shows it";
+  Reply reply = WordsReply(
+      http::status::service_unavailable, Word::kUnknownOutcome, words,
+      base::Error{ErrorCode::kUnknownOutcome, fmt::format("{} {}: {}", draw ? "draw" : "order",
+                                                          result.order_id, result.unknown_reason)});
+  JsonWriter w;
+  w.BeginObject().Key("status").String("unknown_outcome");
+  w.Key("activity_id").String(call.params[0]).Key("order_id").String(result.order_id);
+  w.Key("error").String(words).EndObject();
+  reply.body = std::move(w).Take();
+  reply.retry_after_s = 1;
+  return reply;
+}
+
 // A purchase's or a draw's outcome as the hot-path contract's reply (DESIGN.md).
 Reply OutcomeReply(Call& call, const service::PurchaseResult& result, bool draw) {
   if (result.local != service::LocalReason::kNone) {
@@ -298,6 +318,7 @@ asio::awaitable<Reply> HandlePurchase(Call& call) {
   };
   auto result = co_await service::Purchase(call.worker.service, request);
   if (!result) co_return ErrorToReply(result.error());
+  if (result->unknown) co_return UnknownOutcomeReply(call, *result, false);
   co_return OutcomeReply(call, *result, false);
 }
 
@@ -313,6 +334,7 @@ asio::awaitable<Reply> HandleDraw(Call& call) {
   };
   auto result = co_await service::Draw(call.worker.service, request);
   if (!result) co_return ErrorToReply(result.error());
+  if (result->unknown) co_return UnknownOutcomeReply(call, *result, true);
   if (!result->ticket.empty()) {
     JsonWriter w;
     w.BeginObject().Key("status").String("queued").Key("activity_id").String(call.params[0]);

@@ -131,6 +131,8 @@ asio::awaitable<Result<PurchaseResult>> Draw(ServiceContext& context, PurchaseRe
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
   };
   std::optional<base::Error> last_error;
+  bool unknown_seen = false;
+  std::string unknown_reason;
   for (int64_t attempt = 0; attempt <= context.settings().redis_retries; ++attempt) {
     auto drawn = co_await context.seckill().AsyncDraw(activity.id, draw, asio::use_awaitable);
     if (drawn.ok()) {
@@ -148,12 +150,22 @@ asio::awaitable<Result<PurchaseResult>> Draw(ServiceContext& context, PurchaseRe
       co_return result;
     }
     last_error = std::move(drawn).error();
-    if (last_error->code != ErrorCode::kUnknownOutcome) break;
+    if (last_error->code == ErrorCode::kUnknownOutcome) {
+      unknown_seen = true;
+      unknown_reason = last_error->message;
+    } else {
+      break;
+    }
   }
-  if (last_error->code == ErrorCode::kUnknownOutcome) {
-    last_error->message =
-        fmt::format("{} (draw {}: it may have been made; GET /api/v1/orders shows a win)",
-                    last_error->message, order_id);
+  if (unknown_seen) {
+    // Some attempt may have run: whatever the last one said, the outcome is unknown.
+    PurchaseResult result;
+    result.unknown = true;
+    result.order_id = order_id;
+    result.unknown_reason = last_error->code == ErrorCode::kUnknownOutcome
+                                ? std::move(unknown_reason)
+                                : fmt::format("{}; then {}", unknown_reason, last_error->message);
+    co_return result;
   }
   co_return std::move(*last_error);
 }

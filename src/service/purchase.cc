@@ -116,6 +116,8 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
   };
   std::optional<base::Error> last_error;
+  bool unknown_seen = false;
+  std::string unknown_reason;
   for (int64_t attempt = 0; attempt <= context.settings().redis_retries; ++attempt) {
     auto reservation =
         co_await context.seckill().AsyncReserve(activity.id, reserve, asio::use_awaitable);
@@ -136,12 +138,22 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       co_return result;
     }
     last_error = std::move(reservation).error();
-    if (last_error->code != ErrorCode::kUnknownOutcome) break;
+    if (last_error->code == ErrorCode::kUnknownOutcome) {
+      unknown_seen = true;
+      unknown_reason = last_error->message;
+    } else {
+      break;
+    }
   }
-  if (last_error->code == ErrorCode::kUnknownOutcome) {
-    last_error->message =
-        fmt::format("{} (order id {}: it may have been reserved; GET /api/v1/orders shows it)",
-                    last_error->message, order_id);
+  if (unknown_seen) {
+    // Some attempt may have run: whatever the last one said, the outcome is unknown.
+    PurchaseResult result;
+    result.unknown = true;
+    result.order_id = order_id;
+    result.unknown_reason = last_error->code == ErrorCode::kUnknownOutcome
+                                ? std::move(unknown_reason)
+                                : fmt::format("{}; then {}", unknown_reason, last_error->message);
+    co_return result;
   }
   co_return std::move(*last_error);
 }
