@@ -238,6 +238,45 @@ TEST_F(AuditTest, AnUnknownOutcomeStaysUnknownAndCarriesTheOrderId) {
   }
 }
 
+// Point 5: one user looping POST .../draw filled a queued lottery's admission queue and
+// everyone else got 503. A user holds at most as many pending tickets as draws left to them.
+// (No queue consumer runs in this fixture: tickets stay pending.)
+TEST_F(AuditTest, OneUserCannotFillAnAdmissionQueue) {
+  ASSERT_EQ(Create(R"({"id":"qq","kind":"lottery","admission":"queue","queue_capacity":5,
+                       "per_user_limit":2,
+                       "prizes":[{"id":"p","name":"P","weight":1,"stock":10}]})")
+                .status,
+            201);
+  HttpClient client = server_->Client();
+  auto draw = [&](const std::string& user) {
+    return client.Post("/api/v1/activities/qq/draw", "", ServerFixture::User(user));
+  };
+  int queued = 0;
+  int refused = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto reply = draw("greedy");
+    if (reply.status == 202) {
+      ++queued;
+    } else {
+      ++refused;
+      if (reply.status != 200) ADD_FAILURE() << "draw " << i << ": " << reply.body;
+    }
+  }
+  EXPECT_EQ(queued, 2) << "tickets pending for one user with two draws";
+  EXPECT_EQ(refused, 8);
+  auto last = draw("greedy");
+  EXPECT_EQ(last.status, 200) << last.body;
+  const json::value answer = Json(last);
+  if (answer.is_object() && answer.as_object().contains("status")) {
+    EXPECT_EQ(std::string(answer.at("status").as_string()), "limit_reached") << last.body;
+  }
+  // Everyone else still gets in.
+  for (const char* user : {"a", "b", "c"}) {
+    auto reply = draw(user);
+    EXPECT_EQ(reply.status, 202) << user << ": " << reply.body;
+  }
+}
+
 // Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept
 // back: total_units, null rates, the version and times, a lottery's prizes.
 TEST_F(AuditTest, AnActivityRoundTrips) {
