@@ -80,6 +80,10 @@ std::string SeckillKeys::Idempotency(std::string_view token) const {
   return fmt::format("{}idem:{}", prefix_, token);
 }
 
+std::string SeckillKeys::PendingTickets(std::string_view user_token) const {
+  return fmt::format("{}pq:{}", prefix_, user_token);
+}
+
 std::string SeckillKeys::RateLimit(std::string_view kind, std::string_view token) const {
   return fmt::format("{}rl:{}:{}", prefix_, kind, token);
 }

@@ -27,6 +27,8 @@ constexpr int64_t kQueueFullRetryAfterMs = 1000;
 asio::awaitable<Result<PurchaseResult>> Enqueue(
     ServiceContext& context, const store::ActivityRecord& record, const PurchaseRequest& request,
     const std::string& ticket_id, const std::string& idempotency_token, int64_t now_ms) {
+  const std::string user_token =
+      context.KeyToken(std::string("pending-tickets\n").append(request.user_id));
   const redis::EnqueueRequest enqueue{
       .ticket_id = ticket_id,
       .user_id = request.user_id,
@@ -35,6 +37,7 @@ asio::awaitable<Result<PurchaseResult>> Enqueue(
       .ticket_ttl_ms = context.settings().idempotency_ttl_ms,
       .idempotency_token = idempotency_token,
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
+      .user_token = user_token,
   };
   // Safe to send again after an unknown outcome: the same ticket id is a second entry at worst,
   // and its draw replays the first (the ticket is the draw's idempotency key).
@@ -46,6 +49,10 @@ asio::awaitable<Result<PurchaseResult>> Enqueue(
     case redis::EnqueueOutcome::kReplayed:
       result.ticket = std::move(queued->ticket_id);
       result.replayed = queued->outcome == redis::EnqueueOutcome::kReplayed;
+      break;
+    case redis::EnqueueOutcome::kLimitReached:
+      result.outcome = Outcome::kLimitReached;
+      result.bought = queued->draws;
       break;
     case redis::EnqueueOutcome::kFull:
       result.outcome = Outcome::kOverloaded;
