@@ -277,6 +277,43 @@ TEST_F(AuditTest, OneUserCannotFillAnAdmissionQueue) {
   }
 }
 
+// Point 14: no cap on open connections (each idle one may live 60 s). Past the cap a new
+// connection is refused at once (a minimal 503, then closed), counted in /metrics, and the
+// connections held are still served.
+TEST_F(AuditTest, ConnectionsPastTheCapAreRefusedAndCounted) {
+  ServerFixtureOptions options;
+  options.max_connections = 4;
+  Start(options);
+  std::vector<std::unique_ptr<HttpClient>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<HttpClient>("127.0.0.1", server_->port()));
+    ASSERT_EQ(held.back()->Get("/healthz").status, 200) << "held connection " << i;
+  }
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  for (int i = 0; i < 3; ++i) {
+    const std::string raw = SendRaw(server_->port(), request);
+    const std::vector<int> codes = StatusCodes(raw);
+    EXPECT_TRUE(codes.empty() || codes == std::vector<int>{503}) << "extra " << i << ": " << raw;
+  }
+  uint64_t refused = 0;
+  for (int i = 0; i < 500 && refused < 3; ++i) {
+    refused = Counter(*server_, "flashsale_http_connections_refused_total");
+    if (refused < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(refused, 3u);
+  // The held connections are served all along.
+  for (auto& client : held) EXPECT_EQ(client->Get("/healthz").status, 200);
+  // One closes: a new connection is served again.
+  held.pop_back();
+  std::vector<int> codes;
+  for (int i = 0; i < 500; ++i) {
+    codes = StatusCodes(SendRaw(server_->port(), request));
+    if (codes == std::vector<int>{200}) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(codes, std::vector<int>{200});
+}
+
 // Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept
 // back: total_units, null rates, the version and times, a lottery's prizes.
 TEST_F(AuditTest, AnActivityRoundTrips) {

@@ -24,6 +24,7 @@ struct ServerFixtureOptions {
   server::ServerOptions server;
   std::string gateway_secret;  // gateway mode: X-Gateway-Secret required when set
   std::chrono::milliseconds redis_command_timeout{1000};  // a command's deadline
+  size_t max_connections = 0;  // open connections served at once (0: no cap)
 };
 
 class ServerFixture {
