@@ -198,6 +198,13 @@ const std::vector<Setting>& Settings() {
        .placeholder = "MS",
        .help = "Time a keep-alive connection may stay idle before it is closed, >= 1",
        .min = 1},
+      {.name = "max-connections",
+       .field = &ServeConfig::max_connections,
+       .placeholder = "N",
+       .help = "Connections served at once, over all threads; past it a new connection gets a "
+               "minimal 503 and is closed, counted in flashsale_http_connections_refused_total "
+               "(0: no cap)",
+       .min = 0},
       {.name = "shutdown-timeout-ms",
        .field = &ServeConfig::shutdown_timeout_ms,
        .placeholder = "MS",

@@ -52,6 +52,7 @@ struct ServeConfig {
   int64_t max_body_bytes = 65536;   // 1024..16777216
   int64_t read_timeout_ms = 5000;   // >= 1, as are the other timeouts
   int64_t idle_timeout_ms = 60000;
+  int64_t max_connections = 10000;  // 0: no cap
   int64_t shutdown_timeout_ms = 10000;
   int64_t redis_timeout_ms = 1000;
   int64_t idempotency_ttl_s = 86400;   // >= 1

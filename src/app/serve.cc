@@ -244,6 +244,7 @@ int RunServe(const ServeConfig& config) {
   options.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
   options.read_timeout = std::chrono::milliseconds(config.read_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+  options.max_connections = static_cast<size_t>(config.max_connections);
   options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
   options.trust_forwarded_for = config.trust_forwarded_for;

@@ -95,8 +95,9 @@ bool IsDisconnect(const error_code& error) {
 
 class HttpServer::Worker {
  public:
-  Worker(int index, const ServerOptions& options, const ServerDeps& deps)
-      : index_(index),
+  Worker(int index, const ServerOptions& options, const ServerDeps& deps, Connections& connections)
+      : connections_(connections),
+        index_(index),
         options_(options),
         deps_(deps),
         work_(asio::make_work_guard(io_)),
@@ -244,6 +245,23 @@ class HttpServer::Worker {
         continue;
       }
       error_code ignored;
+      // Over the cap: a minimal 503 written without waiting (whatever the socket buffer takes),
+      // then closed; the connections held are not disturbed.
+      if (options_.max_connections > 0 &&
+          connections_.open.fetch_add(1) >= options_.max_connections) {
+        connections_.open.fetch_sub(1);
+        connections_.refused.fetch_add(1);
+        static constexpr std::string_view kRefusal =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            "Content-Length: 59\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+            "{\"status\":\"overloaded\",\"error\":\"too many open connections\"}";
+        socket.non_blocking(true, ignored);
+        socket.write_some(asio::buffer(kRefusal), ignored);
+        socket.shutdown(tcp::socket::shutdown_both, ignored);
+        socket.close(ignored);
+        continue;
+      }
+      if (options_.max_connections == 0) connections_.open.fetch_add(1);
       socket.set_option(tcp::no_delay(true), ignored);
       asio::co_spawn(io_, Session(std::move(socket)), asio::detached);
     }
@@ -336,6 +354,7 @@ class HttpServer::Worker {
     socket.close(ignored);
     sessions_.erase(entry);
     --session_count_;
+    connections_.open.fetch_sub(1);
   }
 
   asio::awaitable<Reply> Handle(const Request& request, std::string_view address,
@@ -409,6 +428,7 @@ class HttpServer::Worker {
     co_return problems;
   }
 
+  Connections& connections_;
   // Declared first: destroyed last, after every object that uses it.
   asio::io_context io_{1};
   int index_;
@@ -445,7 +465,7 @@ base::Status HttpServer::Start() {
   const int threads = std::max(1, options_.threads);
   uint16_t port = options_.port;
   for (int i = 0; i < threads; ++i) {
-    auto worker = std::make_unique<Worker>(i, options_, deps_);
+    auto worker = std::make_unique<Worker>(i, options_, deps_, *connections_);
     // With port 0 the first listener picks the port and the others join it.
     if (auto listening = worker->Listen(tcp::endpoint(address, port)); !listening) {
       workers_.clear();
@@ -459,6 +479,19 @@ base::Status HttpServer::Start() {
     workers_.clear();
     return base::MakeError(loaded.error().code, "loading activities from the database: {}",
                            loaded.error().message);
+  }
+  if (deps_.metrics != nullptr) {
+    deps_.metrics->AddSource([connections = connections_](std::string& out) {
+      fmt::format_to(std::back_inserter(out),
+                     "# HELP flashsale_http_connections_open Connections open now.\n"
+                     "# TYPE flashsale_http_connections_open gauge\n"
+                     "flashsale_http_connections_open {}\n"
+                     "# HELP flashsale_http_connections_refused_total Connections refused past "
+                     "--max-connections.\n"
+                     "# TYPE flashsale_http_connections_refused_total counter\n"
+                     "flashsale_http_connections_refused_total {}\n",
+                     connections->open.load(), connections->refused.load());
+    });
   }
   for (auto& worker : workers_) worker->Run();
   return {};

@@ -42,6 +42,7 @@ ServerFixture::ServerFixture(const RedisServer& redis, ServerFixtureOptions opti
   server_options.host = "127.0.0.1";
   server_options.port = 0;
   server_options.threads = options.threads;
+  if (options.max_connections > 0) server_options.max_connections = options.max_connections;
   server_ = std::make_unique<server::HttpServer>(server_options, deps);
   if (auto started = server_->Start(); !started) {
     throw std::runtime_error(started.error().ToString());
