@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "base/crypto.h"
 #include "server/server_fixture.h"
 
 namespace flashsale::server {
@@ -312,6 +313,24 @@ TEST_F(AuditTest, ConnectionsPastTheCapAreRefusedAndCounted) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(codes, std::vector<int>{200});
+}
+
+// Point 15: the secret that signs tokens also keyed the ids in Redis key names (idempotency
+// tokens, rate-limit keys). The key name of an Idempotency-Key must not be the HMAC of the user
+// and key under the raw secret.
+TEST_F(AuditTest, KeyIdsInRedisAreNotKeyedWithTheRawSecret) {
+  ASSERT_EQ(Create(R"({"id":"keyed","stock":5})").status, 201);
+  HttpClient client = server_->Client();
+  auto bought = client.Post("/api/v1/activities/keyed/purchase", "",
+                            {{"X-User-Id", "alice"}, {"Idempotency-Key", "k1"}});
+  ASSERT_EQ(bought.status, 200) << bought.body;
+  const std::string prefix = fmt::format("{}:seckill:{{keyed}}:idem:", server_->key_namespace());
+  const std::string raw =
+      base::HexEncode(base::HmacSha256("test-secret", "alice\nk1")).substr(0, 32);
+  EXPECT_EQ(redis_->Integer({"EXISTS", prefix + raw}), 0) << prefix + raw;
+  // The idempotency record is there, under another name.
+  auto keys = redis_->Command({"KEYS", prefix + "*"});
+  EXPECT_EQ(keys->elements, 1u);
 }
 
 // Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept
