@@ -22,7 +22,8 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
       registry_(registry),
       clock_(clock),
       ids_(clock_, random_),
-      cache_keys_(settings.key_namespace, settings.secret) {}
+      key_ids_key_(base::DeriveKey(settings.secret, "key-ids")),
+      cache_keys_(settings.key_namespace, base::DeriveKey(settings.secret, "cache-keys")) {}
 
 SnapshotPtr ServiceContext::snapshot() {
   const uint64_t before = snapshot_ ? snapshot_->generation() : 0;
@@ -32,7 +33,7 @@ SnapshotPtr ServiceContext::snapshot() {
 }
 
 std::string ServiceContext::KeyToken(std::string_view data) const {
-  return base::HexEncode(base::HmacSha256(settings_.secret, data)).substr(0, 32);
+  return base::HexEncode(base::HmacSha256(key_ids_key_, data)).substr(0, 32);
 }
 
 bool ServiceContext::IsSoldOut(std::string_view activity_id) const {

@@ -29,7 +29,7 @@ namespace flashsale::service {
 
 struct ServiceSettings {
   std::string key_namespace = "fs";
-  std::string secret;  // HMAC key for tokens and for ids inside Redis keys
+  std::string secret;  // derives the keys of tokens, of ids inside Redis keys, of cache keys
   int64_t idempotency_ttl_ms = 86'400'000;
   int64_t cache_ttl_s = 3600;
   int64_t redis_retries = 2;  // extra attempts of a reserve whose outcome was unknown
@@ -95,6 +95,7 @@ class ServiceContext {
   const base::Clock& clock_;
   base::SecureRandom random_;
   base::OrderIdGenerator ids_;
+  std::string key_ids_key_;  // DeriveKey(secret, "key-ids")
   core::CacheKeys cache_keys_;
   SnapshotPtr snapshot_;
   struct StringHash {
