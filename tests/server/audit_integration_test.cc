@@ -333,6 +333,79 @@ TEST_F(AuditTest, KeyIdsInRedisAreNotKeyedWithTheRawSecret) {
   EXPECT_EQ(keys->elements, 1u);
 }
 
+// Point 1: a create loads Redis, then the database insert fails; Redis keeps that stock. Here
+// Redis is left as the first attempt's setup script leaves it (1000 units counted, or 3 items),
+// and the create is sent again with another stock: it must be refused (409, saying what Redis
+// holds), never recorded with 100 while Redis sells 1000.
+TEST_F(AuditTest, ACreateRefusesWhenRedisHoldsAnotherStock) {
+  const std::string ns = server_->key_namespace();
+  auto leave_loaded = [&](const std::string& id, const std::string& kind, int64_t units) {
+    const std::string prefix = fmt::format("{}:seckill:{{{}}}:", ns, id);
+    redis_->Command({"HSET",     prefix + "meta",
+                     "start_ms", "0",
+                     "end_ms",   "4000000000000",
+                     "limit",    "1",
+                     "state",    "open",
+                     "kind",     kind,
+                     "total",    std::to_string(units),
+                     "reserved", "0",
+                     "released", "0",
+                     "version",  "1"});
+    if (kind == "counted") {
+      redis_->Command({"SET", prefix + "stock", std::to_string(units)});
+    } else {
+      for (int64_t i = 0; i < units; ++i) {
+        redis_->Command({"RPUSH", prefix + "items", fmt::format("OLD{}", i)});
+      }
+    }
+  };
+  leave_loaded("half", "counted", 1000);
+  auto counted = Create(R"({"id":"half","stock":100})");
+  EXPECT_EQ(counted.status, 409) << counted.body;
+  EXPECT_NE(ErrorText(counted).find("1000"), std::string::npos) << counted.body;
+
+  leave_loaded("halfi", "items", 3);
+  auto items = Create(R"({"id":"halfi","kind":"items","items":["A","B"]})");
+  EXPECT_EQ(items.status, 409) << items.body;
+
+  leave_loaded("halfk", "items", 3);
+  auto kind = Create(R"({"id":"halfk","stock":3})");
+  EXPECT_EQ(kind.status, 409) << kind.body;
+
+  // Creating it again as the first attempt was (the same stock) completes it.
+  auto same = Create(R"({"id":"half","stock":1000})");
+  EXPECT_EQ(same.status, 201) << same.body;
+}
+
+// Point 1, two concurrent creates of one id with different stocks: whichever is recorded,
+// Redis holds its stock.
+TEST_F(AuditTest, ConcurrentCreatesLeaveRedisMatchingTheRecord) {
+  for (int round = 0; round < 10; ++round) {
+    const std::string id = fmt::format("race{}", round);
+    HttpResult first, second;
+    std::thread a([&] {
+      HttpClient client("127.0.0.1", server_->port());
+      first = client.Post("/api/v1/admin/activities",
+                          fmt::format(R"({{"id":"{}","stock":1000}})", id), server_->Admin());
+    });
+    std::thread b([&] {
+      HttpClient client("127.0.0.1", server_->port());
+      second = client.Post("/api/v1/admin/activities",
+                           fmt::format(R"({{"id":"{}","stock":100}})", id), server_->Admin());
+    });
+    a.join();
+    b.join();
+    EXPECT_TRUE(first.status == 201 || second.status == 201)
+        << id << ": " << first.body << " / " << second.body;
+    auto status = server_->Client().Get("/api/v1/admin/activities/" + id, server_->Admin());
+    ASSERT_EQ(status.status, 200) << status.body;
+    const json::value state = Json(status);
+    EXPECT_EQ(state.at("redis").at("total").as_int64(),
+              state.at("activity").at("total_units").as_int64())
+        << id << ": " << status.body;
+  }
+}
+
 // Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept
 // back: total_units, null rates, the version and times, a lottery's prizes.
 TEST_F(AuditTest, AnActivityRoundTrips) {
