@@ -74,11 +74,16 @@ struct SetupResult {
   bool found = true;    // false: not loaded, and the call was not allowed to load it
   bool loaded = false;  // true: this call loaded the stock; false: it was loaded before
   int64_t version = 0;  // bumped on every change of the activity
+  // SetupMode::kCreate only: Redis holds the activity with another kind or stock, untouched.
+  bool clash = false;
+  int64_t held_total = 0;
+  std::string held_kind;
 };
 
 enum class SetupMode {
   kLoadIfMissing,   // a new activity: load its stock unless it is loaded already
   kDefinitionOnly,  // update a loaded activity's definition; never load stock
+  kCreate,  // kLoadIfMissing for a create: one Redis holds with another kind or stock is a clash
 };
 
 struct ReserveRequest {
