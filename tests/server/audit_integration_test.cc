@@ -406,6 +406,37 @@ TEST_F(AuditTest, ConcurrentCreatesLeaveRedisMatchingTheRecord) {
   }
 }
 
+// Point 2: the local sold-out flag was cleared only by a registry change; units returned to
+// Redis without one (expiry's or reconciliation's release script) were never sold again by an
+// I/O thread that had seen the sale sold out. Here every thread has seen it (one thread), a unit
+// is put back in Redis as the release script does (INCR of the stock, no registry change), and
+// time passes: the unit sells again. The sold-out phase itself stays local (no Redis command).
+TEST_F(AuditTest, UnitsBackInRedisAreSoldAgainAfterSoldOut) {
+  ServerFixtureOptions options;
+  options.threads = 1;
+  options.server.registry_poll = std::chrono::hours(1);
+  Start(options);
+  ASSERT_EQ(Create(R"({"id":"back","stock":1})").status, 201);
+  HttpClient client = server_->Client();
+  auto buy = [&](const std::string& user) {
+    return Json(client.Post("/api/v1/activities/back/purchase", "", ServerFixture::User(user)));
+  };
+  ASSERT_EQ(buy("u1").at("code").as_int64(), 1);
+  ASSERT_EQ(buy("u2").at("code").as_int64(), -1);  // from Redis: marks it sold out here
+  const uint64_t before = Counter(*server_, "flashsale_redis_commands_total");
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(buy(fmt::format("s{}", i)).at("code").as_int64(), -1);
+  EXPECT_EQ(Counter(*server_, "flashsale_redis_commands_total"), before)
+      << "sold-out answers went to Redis";
+
+  // A unit comes back (expiry or reconciliation released it): Redis sells it again.
+  const std::string stock = fmt::format("{}:seckill:{{back}}:stock", server_->key_namespace());
+  ASSERT_EQ(redis_->Integer({"INCR", stock}), 1);
+  server_->clock().Advance(5000);
+  const json::value again = buy("u3");
+  EXPECT_EQ(again.at("code").as_int64(), 1) << json::serialize(again);
+  EXPECT_EQ(redis_->Integer({"DECRBY", stock, "0"}), 0);
+}
+
 // Point 16: what GET .../admin/activities/{id} returns, POST (under a new id) and PATCH accept
 // back: total_units, null rates, the version and times, a lottery's prizes.
 TEST_F(AuditTest, AnActivityRoundTrips) {
