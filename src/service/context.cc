@@ -37,10 +37,19 @@ std::string ServiceContext::KeyToken(std::string_view data) const {
 }
 
 bool ServiceContext::IsSoldOut(std::string_view activity_id) const {
-  return !sold_out_.empty() && sold_out_.contains(activity_id);
+  if (sold_out_.empty()) return false;
+  const auto it = sold_out_.find(activity_id);
+  return it != sold_out_.end() && clock_.NowMs() < it->second;
 }
 
-void ServiceContext::MarkSoldOut(std::string_view activity_id) { sold_out_.emplace(activity_id); }
+void ServiceContext::MarkSoldOut(std::string_view activity_id) {
+  const int64_t until = clock_.NowMs() + settings_.sold_out_ttl_ms;
+  if (auto it = sold_out_.find(activity_id); it != sold_out_.end()) {
+    it->second = until;
+  } else {
+    sold_out_.emplace(std::string(activity_id), until);
+  }
+}
 
 int64_t ServiceContext::RefusedUntil(const std::string& limiter_key) const {
   auto it = refused_until_.find(limiter_key);

@@ -33,6 +33,11 @@ struct ServiceSettings {
   int64_t idempotency_ttl_ms = 86'400'000;
   int64_t cache_ttl_s = 3600;
   int64_t redis_retries = 2;  // extra attempts of a reserve whose outcome was unknown
+  // How long a sold-out reply is answered locally before one request asks Redis again: units a
+  // release puts back (expiry, reconciliation) change no registry version, so without this an
+  // I/O thread that saw the sale sold out would never sell them. One Redis call per I/O thread
+  // per period in the sold-out phase.
+  int64_t sold_out_ttl_ms = 1000;
   std::chrono::milliseconds db_timeout{10000};  // longest wait for one database call
   // How long reconciliation waits after it first finds an activity missing from Redis before it
   // rebuilds it: long enough for any consumer still holding a batch of the lost stream to drop it
@@ -74,7 +79,8 @@ class ServiceContext {
   // server secret, hex, 32 characters. Nothing a client sends appears in a key in clear.
   std::string KeyToken(std::string_view data) const;
 
-  // Sold-out flags: set by a sold-out reply with nothing left, cleared by any registry change.
+  // Sold-out flags: set by a sold-out reply with nothing left, cleared by any registry change,
+  // and lapsing after settings.sold_out_ttl_ms (units released back are sold again).
   bool IsSoldOut(std::string_view activity_id) const;
   void MarkSoldOut(std::string_view activity_id);
 
@@ -102,7 +108,8 @@ class ServiceContext {
     using is_transparent = void;
     size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
   };
-  std::unordered_set<std::string, StringHash, std::equal_to<>> sold_out_;
+  // Activity id -> until when (clock ms) it is answered sold out locally.
+  std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>> sold_out_;
   std::unordered_map<std::string, int64_t> refused_until_;
 };
 
