@@ -197,6 +197,12 @@ const std::vector<Setting>& Settings() {
        .placeholder = "TEXT",
        .help = "Bearer token of the admin API; empty: generated once into "
                "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps"},
+      {.name = "gateway-secret",
+       .field = &ServeConfig::gateway_secret,
+       .placeholder = "TEXT",
+       .help = "Gateway identity: a secret the gateway sends in X-Gateway-Secret with every user "
+               "request (compared in constant time; missing or wrong is 401); empty: not asked. "
+               "Prefer the file or the variable: flags show in ps"},
       {.name = "demo",
        .field = &ServeConfig::demo,
        .help = "Demo mode: create the open activity 'demo' (see demo-stock) and take the user from "
@@ -228,6 +234,13 @@ const std::vector<Setting>& Settings() {
        .placeholder = "MS",
        .help = "Time a keep-alive connection may stay idle before it is closed, >= 1",
        .min = 1},
+      {.name = "max-connections",
+       .field = &ServeConfig::max_connections,
+       .placeholder = "N",
+       .help = "Connections served at once, over all threads; past it a new connection gets a "
+               "minimal 503 and is closed, counted in flashsale_http_connections_refused_total "
+               "(0: no cap)",
+       .min = 0},
       {.name = "shutdown-timeout-ms",
        .field = &ServeConfig::shutdown_timeout_ms,
        .placeholder = "MS",

@@ -48,12 +48,14 @@ struct ServeConfig {
   std::string identity = "token";             // token | gateway
   std::string secret;                         // empty: generated once into <data_dir>/secret
   std::string admin_token;                    // empty: generated once into <data_dir>/admin-token
+  std::string gateway_secret;                 // gateway identity: X-Gateway-Secret; empty: off
   bool demo = false;
   int64_t demo_stock = 100;         // >= 0
   int64_t max_header_bytes = 8192;  // 1024..1048576
   int64_t max_body_bytes = 65536;   // 1024..16777216
   int64_t read_timeout_ms = 5000;   // >= 1, as are the other timeouts
   int64_t idle_timeout_ms = 60000;
+  int64_t max_connections = 10000;  // 0: no cap
   int64_t shutdown_timeout_ms = 10000;
   int64_t redis_timeout_ms = 1000;
   int64_t idempotency_ttl_s = 86400;   // >= 1

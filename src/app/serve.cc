@@ -288,6 +288,7 @@ int RunServe(const ServeConfig& config) {
   options.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
   options.read_timeout = std::chrono::milliseconds(config.read_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+  options.max_connections = static_cast<size_t>(config.max_connections);
   options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
   options.trust_forwarded_for = config.trust_forwarded_for;
@@ -306,6 +307,7 @@ int RunServe(const ServeConfig& config) {
   deps.identity.mode = gateway ? server::IdentityMode::kGateway : server::IdentityMode::kToken;
   deps.identity.signer = core::TokenSigner(secret);
   deps.identity.admin_token = admin_token;
+  deps.identity.gateway_secret = config.gateway_secret;
   deps.clock = &base::SystemClock::Instance();
   deps.metrics = &metrics;
 

@@ -18,6 +18,10 @@ std::string HmacSha256(std::string_view key, std::string_view data) {
   return std::string(reinterpret_cast<const char*>(digest.data()), length);
 }
 
+std::string DeriveKey(std::string_view secret, std::string_view purpose) {
+  return HmacSha256(secret, std::string("flashsale key v1: ").append(purpose));
+}
+
 std::string Md5Hex(std::string_view data) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;

@@ -10,6 +10,11 @@ namespace flashsale::base {
 
 // Raw 32-byte HMAC-SHA256 of `data` under `key`.
 std::string HmacSha256(std::string_view key, std::string_view data);
+// A key for one purpose derived from `secret` (a labelled HMAC: HMAC-SHA256(secret,
+// "flashsale key v1: " + purpose)), so that one secret never keys two uses: what one use
+// reveals or accepts is no help against another. Purposes in use: "token-signing", "key-ids",
+// "cache-keys".
+std::string DeriveKey(std::string_view secret, std::string_view purpose);
 // Lower-case hex of the MD5 of `data` (32 characters).
 std::string Md5Hex(std::string_view data);
 

@@ -85,9 +85,11 @@ base::Status ValidateLottery(const SeckillActivity& a) {
   std::unordered_set<std::string_view> seen;
   int64_t total_weight = lottery.no_prize_weight;
   for (const auto& prize : lottery.prizes) {
-    if (!base::IsValidId(prize.id) || prize.id.find(' ') != std::string::npos) {
+    // ':' separates the prize ids in the draw script's keys and replies.
+    if (!base::IsValidId(prize.id) || prize.id.find_first_of(" :") != std::string::npos) {
       return MakeError(ErrorCode::kInvalidArgument,
-                       "lottery '{}': prize id '{}' must be 1-64 characters of [A-Za-z0-9_.:@-]",
+                       "lottery '{}': prize id '{}' must be 1-64 characters of [A-Za-z0-9_.@-] "
+                       "(no ':')",
                        a.id, prize.id);
     }
     if (!seen.insert(prize.id).second) {
@@ -151,6 +153,12 @@ base::Status Validate(const SeckillActivity& a) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "activity '{}': payment_window_ms must be 0 (never expire) to {}", a.id,
                      kMaxPaymentWindowMs);
+  }
+  if (a.lottery && a.payment_window_ms != 0) {
+    // A cancelled win is never returned to its prize, so a window would destroy prizes.
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "lottery '{}': payment_window_ms must be 0 (a lottery's wins do not expire)",
+                     a.id);
   }
   if (a.per_user_limit < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': per-user limit {} must be >= 1",

@@ -10,11 +10,12 @@ namespace flashsale::core {
 using base::ErrorCode;
 using base::MakeError;
 
-TokenSigner::TokenSigner(std::string secret) : secret_(std::move(secret)) {}
+TokenSigner::TokenSigner(std::string secret)
+    : signing_key_(base::DeriveKey(secret, "token-signing")), legacy_key_(std::move(secret)) {}
 
 std::string TokenSigner::Issue(std::string_view user_id, int64_t expires_ms) const {
   std::string body = base::Base64UrlEncode(user_id) + "." + std::to_string(expires_ms);
-  return body + "." + base::Base64UrlEncode(base::HmacSha256(secret_, body));
+  return body + "." + base::Base64UrlEncode(base::HmacSha256(signing_key_, body));
 }
 
 base::Result<std::string> TokenSigner::Verify(std::string_view token, int64_t now_ms) const {
@@ -25,7 +26,8 @@ base::Result<std::string> TokenSigner::Verify(std::string_view token, int64_t no
   const std::string_view body = token.substr(0, last_dot);
   std::string signature;
   if (!base::Base64UrlDecode(token.substr(last_dot + 1), signature) ||
-      !base::ConstantTimeEquals(signature, base::HmacSha256(secret_, body))) {
+      (!base::ConstantTimeEquals(signature, base::HmacSha256(signing_key_, body)) &&
+       !base::ConstantTimeEquals(signature, base::HmacSha256(legacy_key_, body)))) {
     return MakeError(ErrorCode::kInvalidArgument, "token signature does not verify");
   }
   const size_t dot = body.find('.');

@@ -1,6 +1,8 @@
 #pragma once
 // Bearer tokens for token mode: `<base64url(user id)>.<expiry, unix ms>.<base64url(signature)>`,
-// the signature being HMAC-SHA256 under the server secret of the first two parts. Stateless:
+// the signature being HMAC-SHA256 of the first two parts under a key derived from the server
+// secret for token signing only (base::DeriveKey "token-signing"). A token signed before that
+// key existed (under the raw secret) still verifies until it expires. Stateless:
 // any instance with the secret verifies any token; they expire and cannot be revoked one by one
 // (rotate the secret to revoke all).
 
@@ -21,7 +23,8 @@ class TokenSigner {
   base::Result<std::string> Verify(std::string_view token, int64_t now_ms) const;
 
  private:
-  std::string secret_;
+  std::string signing_key_;  // DeriveKey(secret, "token-signing")
+  std::string legacy_key_;   // the raw secret: verifies tokens issued before; never signs
 };
 
 }  // namespace flashsale::core

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/crypto.h"
+
 namespace flashsale::core {
 namespace {
 
@@ -14,6 +16,22 @@ TEST(TokenTest, IssuedTokenVerifiesUntilItExpires) {
   auto expired = signer.Verify(token, 2000);
   ASSERT_FALSE(expired.ok());
   EXPECT_EQ(expired.error().message, "token expired");
+}
+
+// One secret, separate keys per purpose (issue 15, point 15): a token is not signed with the
+// raw secret, which also keyed the ids in Redis key names; a token signed so before the change
+// (with the raw secret) still verifies until it expires.
+TEST(TokenTest, SignsWithAKeyOfItsOwnNotTheRawSecret) {
+  TokenSigner signer("secret");
+  const std::string token = signer.Issue("alice", 5000);
+  const std::string body = token.substr(0, token.rfind('.'));
+  EXPECT_NE(token.substr(token.rfind('.') + 1),
+            base::Base64UrlEncode(base::HmacSha256("secret", body)));
+  const std::string before = body + "." + base::Base64UrlEncode(base::HmacSha256("secret", body));
+  auto user = signer.Verify(before, 0);
+  ASSERT_TRUE(user.ok()) << user.error().message;
+  EXPECT_EQ(*user, "alice");
+  EXPECT_FALSE(signer.Verify(before, 5000).ok());
 }
 
 TEST(TokenTest, ForgedOrMangledTokensFail) {

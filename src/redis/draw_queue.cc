@@ -21,19 +21,22 @@ DrawQueue::DrawQueue(ScriptRunner& runner, std::string key_namespace)
 asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activity_id,
                                                           const EnqueueRequest& request) {
   if (!base::IsValidId(request.ticket_id) || !base::IsValidId(request.user_id) ||
-      request.capacity < 1 || request.ticket_ttl_ms < 1) {
+      !base::IsValidId(request.user_token) || request.capacity < 1 || request.ticket_ttl_ms < 1) {
     co_return MakeError(ErrorCode::kInvalidArgument,
-                        "enqueue: ticket, user, capacity and ttl must be valid");
+                        "enqueue: ticket, user, user token, capacity and ttl must be valid");
   }
   const SeckillKeys keys(namespace_, activity_id);
   const bool idempotent = !request.idempotency_token.empty();
   const std::string ticket_key = keys.Ticket(request.ticket_id);
   const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
+  const std::string pending_key = keys.PendingTickets(request.user_token);
   ScriptCall call(enqueue_);
   call.Key("meta", keys.meta())
       .Key("queue", keys.queue())
       .Key("ticket", ticket_key)
       .Key("idem", idem_key)
+      .Key("buyers", keys.buyers())
+      .Key("pending", pending_key)
       .Arg("ticket_id", request.ticket_id)
       .Arg("user_id", request.user_id)
       .Arg("now_ms", request.now_ms)
@@ -42,7 +45,7 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
       .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0);
   auto reply = co_await Await(runner_, call);
   if (!reply.ok()) co_return std::move(reply).error();
-  if (!reply->is_array() || reply->size() != 2 || !(*reply)[0].is_integer()) {
+  if (!reply->is_array() || reply->size() < 2 || reply->size() > 3 || !(*reply)[0].is_integer()) {
     co_return MakeError(ErrorCode::kProtocol, "script {} returned {}", enqueue_.name,
                         reply->Describe());
   }
@@ -53,6 +56,10 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
       break;
     case 2:
       result.outcome = EnqueueOutcome::kReplayed;
+      break;
+    case 0:
+      result.outcome = EnqueueOutcome::kLimitReached;
+      if (reply->size() == 3 && (*reply)[2].is_integer()) result.draws = (*reply)[2].integer();
       break;
     case -8:
       result.outcome = EnqueueOutcome::kFull;

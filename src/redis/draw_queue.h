@@ -30,13 +30,17 @@ struct EnqueueRequest {
   // With a token (HMAC of user and Idempotency-Key), a retry gets the first request's ticket.
   std::string_view idempotency_token;
   int64_t idempotency_ttl_ms = 0;
+  // HMAC of the user (no user id in a key name): names the set of the user's pending tickets,
+  // at most as many as draws left to the user.
+  std::string_view user_token;
 };
 
-enum class EnqueueOutcome { kQueued, kReplayed, kFull, kUnknownActivity };
+enum class EnqueueOutcome { kQueued, kReplayed, kLimitReached, kFull, kUnknownActivity };
 
 struct EnqueueResult {
   EnqueueOutcome outcome = EnqueueOutcome::kUnknownActivity;
   std::string ticket_id;  // kQueued, kReplayed
+  int64_t draws = 0;      // kLimitReached: the draws the user made
 };
 
 struct TicketState {

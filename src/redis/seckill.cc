@@ -28,6 +28,19 @@ Result<int64_t> Code(const Script& script, ReplyView reply, size_t min_size) {
   return reply[0].integer();
 }
 
+// The setup scripts' `load`: 0 definition only, 1 load if missing, 2 the same for a create.
+int LoadArg(SetupMode mode) {
+  switch (mode) {
+    case SetupMode::kDefinitionOnly:
+      return 0;
+    case SetupMode::kLoadIfMissing:
+      return 1;
+    case SetupMode::kCreate:
+      return 2;
+  }
+  return 0;
+}
+
 Result<int64_t> IntAt(const Script& script, ReplyView reply, size_t i) {
   if (i >= reply.size() || !reply[i].is_integer()) {
     return MakeError(ErrorCode::kProtocol, "script {}: element {} of the reply is not an integer",
@@ -80,6 +93,10 @@ std::string SeckillKeys::Idempotency(std::string_view token) const {
   return fmt::format("{}idem:{}", prefix_, token);
 }
 
+std::string SeckillKeys::PendingTickets(std::string_view user_token) const {
+  return fmt::format("{}pq:{}", prefix_, user_token);
+}
+
 std::string SeckillKeys::RateLimit(std::string_view kind, std::string_view token) const {
   return fmt::format("{}rl:{}:{}", prefix_, kind, token);
 }
@@ -123,7 +140,7 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode
         .Arg("per_user_limit", activity.per_user_limit)
         .Arg("state", activity.open ? "open" : "closed")
         .Arg("no_prize_weight", activity.lottery->no_prize_weight)
-        .Arg("load", mode == SetupMode::kLoadIfMissing ? 1 : 0)
+        .Arg("load", LoadArg(mode))
         .Rest("prizes", prizes);
   } else {
     call.Key("meta", keys.meta())
@@ -135,7 +152,7 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode
         .Arg("state", activity.open ? "open" : "closed")
         .Arg("kind", core::ToString(activity.kind))
         .Arg("units", activity.InitialUnits())
-        .Arg("load", mode == SetupMode::kLoadIfMissing ? 1 : 0)
+        .Arg("load", LoadArg(mode))
         .Rest("items", activity.items);
   }
   Run<SetupResult>(runner_, call, std::move(handler),
@@ -144,6 +161,13 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode
                      if (!code) return std::move(code).error();
                      auto version = IntAt(script, reply, 1);
                      if (!version) return std::move(version).error();
+                     if (*code == -9) {
+                       SetupResult clash{.found = true, .clash = true, .held_total = *version};
+                       if (reply.size() > 2 && reply[2].is_string()) {
+                         clash.held_kind = std::string(reply[2].str());
+                       }
+                       return clash;
+                     }
                      return SetupResult{*code != -4, *code == 1, *version};
                    });
 }

@@ -16,6 +16,8 @@
 //   stream  stream  the order intents: the outbox the order pipeline persists (group "persist")
 //   dead    stream  order intents that kept failing, with the reason (dead letters)
 //   failures hash   stream entry id -> failed deliveries so far
+//   pq:<token>      zset    a user's queued draws still pending: ticket id -> expiry (token =
+//                   HMAC of the user)
 //   idem:<token>    string  the first outcome for an idempotency key (token = HMAC of user+key);
 //                   a queued draw's ticket is idem:<ticket id>
 //   queue   stream  a lottery's admission queue: tickets waiting for a draw (group "draw")
@@ -57,6 +59,7 @@ class SeckillKeys {
   const std::string& queue_lock() const { return queue_lock_; }
   const std::string& queue_fence() const { return queue_fence_; }
   std::string Ticket(std::string_view ticket_id) const { return Idempotency(ticket_id); }
+  std::string PendingTickets(std::string_view user_token) const;
   std::string Idempotency(std::string_view token) const;
   std::string RateLimit(std::string_view kind, std::string_view token) const;
 
@@ -71,11 +74,16 @@ struct SetupResult {
   bool found = true;    // false: not loaded, and the call was not allowed to load it
   bool loaded = false;  // true: this call loaded the stock; false: it was loaded before
   int64_t version = 0;  // bumped on every change of the activity
+  // SetupMode::kCreate only: Redis holds the activity with another kind or stock, untouched.
+  bool clash = false;
+  int64_t held_total = 0;
+  std::string held_kind;
 };
 
 enum class SetupMode {
   kLoadIfMissing,   // a new activity: load its stock unless it is loaded already
   kDefinitionOnly,  // update a loaded activity's definition; never load stock
+  kCreate,  // kLoadIfMissing for a create: one Redis holds with another kind or stock is a clash
 };
 
 struct ReserveRequest {

@@ -1,5 +1,6 @@
 #include "server/bodies.h"
 
+#include <array>
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <charconv>
@@ -89,7 +90,10 @@ class Fields {
   Result<std::optional<core::RateLimit>> Rate(std::string_view name) const {
     const json::value* v = Find(name);
     if (v == nullptr) return std::optional<core::RateLimit>();
-    if (!v->is_object()) return Wrong(name, "an object {\"per_second\": r, \"burst\": b}");
+    if (v->is_null()) return std::optional<core::RateLimit>(core::RateLimit{});  // off, as GET says
+    if (!v->is_object()) {
+      return Wrong(name, "an object {\"per_second\": r, \"burst\": b}, or null (off)");
+    }
     Fields rate(v->as_object(), fmt::format("{}.", name));
     if (auto only = rate.Only({"per_second", "burst"}); !only) return only.error();
     auto per_second = rate.Number("per_second");
@@ -155,6 +159,67 @@ Result<core::Lottery> ParseLottery(const Fields& fields) {
   return lottery;
 }
 
+// The fields GET .../admin/activities/{id} returns that the record keeps for itself: accepted
+// back (and ignored) so that what the API returns, it accepts.
+constexpr std::array<std::string_view, 3> kReadOnlyFields = {"version", "created_ms", "updated_ms"};
+
+bool SameLottery(const core::Lottery& a, const core::Lottery& b) {
+  if (a.no_prize_weight != b.no_prize_weight || a.admission != b.admission ||
+      a.queue_capacity != b.queue_capacity || a.prizes.size() != b.prizes.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.prizes.size(); ++i) {
+    const core::Prize& x = a.prizes[i];
+    const core::Prize& y = b.prizes[i];
+    if (x.id != y.id || x.name != y.name || x.weight != y.weight || x.stock != y.stock) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// PATCH takes back the fields it cannot change (id, kind, total_units, a lottery's prizes and
+// admission) when they equal the record's, and refuses them, naming the field, when they differ.
+base::Status CheckUnchanged(const Fields& fields, const store::ActivityRecord& current) {
+  const core::SeckillActivity& a = current.activity;
+  std::optional<std::string> id, kind;
+  std::optional<int64_t> total_units;
+  FLASHSALE_FIELD(id, fields.String("id"));
+  FLASHSALE_FIELD(kind, fields.String("kind"));
+  FLASHSALE_FIELD(total_units, fields.Int("total_units"));
+  if (id && *id != a.id) {
+    return MakeError(ErrorCode::kInvalidArgument, "field 'id' cannot be changed (it is '{}')",
+                     a.id);
+  }
+  if (kind && *kind != core::KindName(a)) {
+    return MakeError(ErrorCode::kInvalidArgument, "field 'kind' cannot be changed (it is \"{}\")",
+                     core::KindName(a));
+  }
+  if (total_units && *total_units != current.total_units) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "field 'total_units' cannot be changed by PATCH (it is {}; add stock with "
+                     "POST .../stock)",
+                     current.total_units);
+  }
+  const bool lottery_fields =
+      fields.Find("prizes") != nullptr || fields.Find("no_prize_weight") != nullptr ||
+      fields.Find("admission") != nullptr || fields.Find("queue_capacity") != nullptr;
+  if (!lottery_fields) return {};
+  if (!a.is_lottery()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "fields 'prizes', 'no_prize_weight', 'admission' and 'queue_capacity' are "
+                     "for kind \"lottery\"");
+  }
+  auto given = ParseLottery(fields);
+  if (!given) return std::move(given).error();
+  if (!SameLottery(*given, *a.lottery)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "fields 'prizes', 'no_prize_weight', 'admission' and 'queue_capacity' cannot "
+                     "be changed once the lottery is created");
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<JobBody> ParseJobBody(std::string_view body) {
@@ -216,12 +281,33 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
   auto object = ParseObject(body);
   if (!object) return std::move(object).error();
   Fields fields(*object, "");
-  if (auto only =
-          fields.Only({"id", "title", "kind", "start_ms", "end_ms", "per_user_limit", "open",
-                       "stock", "items", "user_rate", "address_rate", "prizes", "no_prize_weight",
-                       "admission", "queue_capacity", "payment_window_ms"});
+  if (auto only = fields.Only({"id",
+                               "title",
+                               "kind",
+                               "start_ms",
+                               "end_ms",
+                               "per_user_limit",
+                               "open",
+                               "stock",
+                               "total_units",
+                               "items",
+                               "user_rate",
+                               "address_rate",
+                               "prizes",
+                               "no_prize_weight",
+                               "admission",
+                               "queue_capacity",
+                               "payment_window_ms",
+                               "version",
+                               "created_ms",
+                               "updated_ms"});
       !only) {
     return only.error();
+  }
+  // What GET returns: read-only fields must at least be integers; their values are the record's.
+  for (std::string_view name : kReadOnlyFields) {
+    std::optional<int64_t> ignored;
+    FLASHSALE_FIELD(ignored, fields.Int(name));
   }
   core::SeckillActivity a;
   FLASHSALE_FIELD(a.id, fields.String("id"));
@@ -272,18 +358,44 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
   if (a.kind == core::StockKind::kCounted && fields.Find("items") != nullptr) {
     return MakeError(ErrorCode::kInvalidArgument, "kind \"counted\" takes 'stock', not 'items'");
   }
+  // total_units (what GET says) is the stock: alone it sets a counted stock; with 'stock',
+  // 'items' or 'prizes' it must agree with them.
+  std::optional<int64_t> total_units;
+  FLASHSALE_FIELD(total_units, fields.Int("total_units"));
+  if (total_units) {
+    if (a.kind == core::StockKind::kCounted && !lottery && fields.Find("stock") == nullptr) {
+      a.stock = *total_units;
+    } else if (*total_units != a.InitialUnits()) {
+      return MakeError(ErrorCode::kInvalidArgument, "field 'total_units' is {} but the {} make {}",
+                       *total_units,
+                       lottery                                ? "prizes"
+                       : a.kind == core::StockKind::kItemised ? "items"
+                                                              : "stock",
+                       a.InitialUnits());
+    }
+  }
   if (auto valid = core::Validate(a); !valid) return valid.error();
   return a;
 }
 
-Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body) {
+Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body,
+                                                  const store::ActivityRecord* current) {
   auto object = ParseObject(body);
   if (!object) return std::move(object).error();
   Fields fields(*object, "");
   if (auto only = fields.Only({"title", "start_ms", "end_ms", "per_user_limit", "open", "user_rate",
-                               "address_rate", "payment_window_ms"});
+                               "address_rate", "payment_window_ms", "id", "kind", "total_units",
+                               "prizes", "no_prize_weight", "admission", "queue_capacity",
+                               "version", "created_ms", "updated_ms"});
       !only) {
     return only.error();
+  }
+  for (std::string_view name : kReadOnlyFields) {
+    std::optional<int64_t> ignored;
+    FLASHSALE_FIELD(ignored, fields.Int(name));
+  }
+  if (current != nullptr) {
+    if (auto unchanged = CheckUnchanged(fields, *current); !unchanged) return unchanged.error();
   }
   store::ActivityUpdate update;
   FLASHSALE_FIELD(update.title, fields.String("title"));

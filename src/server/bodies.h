@@ -33,12 +33,18 @@ base::Status ParseDrawBody(std::string_view body);
 // "no_prize_weight": w, "admission": "direct"|"queue"|"fifo", "queue_capacity": n (the
 // per-user limit then counts draws).
 // Defaults: kind counted, start now, end one hour after the start, limit 1, open; a lottery:
-// no_prize_weight 0, admission direct.
+// no_prize_weight 0, admission direct. What GET .../admin/activities/{id} returns is accepted
+// back: "total_units" is the stock (alone it sets a counted stock; otherwise it must agree),
+// a null rate is off, "version", "created_ms" and "updated_ms" are ignored.
 base::Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t now_ms);
 
 // PATCH /api/v1/admin/activities/{id}: any of title, start_ms, end_ms, per_user_limit, open,
-// user_rate, address_rate, payment_window_ms.
-base::Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body);
+// user_rate, address_rate (null: off), payment_window_ms. It also takes back what GET returns:
+// version, created_ms and updated_ms are ignored; id, kind, total_units and a lottery's prizes,
+// no_prize_weight, admission and queue_capacity must equal `current`'s (when given) or the
+// update is refused naming the field.
+base::Result<store::ActivityUpdate> ParseActivityUpdate(
+    std::string_view body, const store::ActivityRecord* current = nullptr);
 
 // POST .../stock: {"units": n} (counted) or {"items": ["C7", ...]} (itemised).
 struct StockBody {

@@ -1,6 +1,9 @@
 #include "server/handlers.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <cmath>
 
 #include "base/ids.h"
@@ -146,6 +149,30 @@ Reply WebFileReply(const Call& call, std::string_view name) {
 
 }  // namespace
 
+namespace {
+
+// A public 5xx reply says what happened in words; the error's text (which may name a Redis
+// socket, a host and port or a database URL) goes to the log, at most once a second per thread,
+// and to the admin (Reply::detail).
+Reply WordsReply(http::status status, Word word, std::string_view words, const base::Error& error) {
+  thread_local std::chrono::steady_clock::time_point last_log;
+  thread_local uint64_t unlogged = 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_log >= std::chrono::seconds(1)) {
+    spdlog::warn("replied {} ({}): {}{}", static_cast<int>(status), words, error.ToString(),
+                 unlogged > 0 ? fmt::format(" (and {} more since the last line)", unlogged) : "");
+    last_log = now;
+    unlogged = 0;
+  } else {
+    ++unlogged;
+  }
+  Reply reply = ErrorReply(status, word, words);
+  reply.detail = error.message;
+  return reply;
+}
+
+}  // namespace
+
 Reply ErrorToReply(const base::Error& error) {
   switch (error.code) {
     case ErrorCode::kInvalidArgument:
@@ -163,28 +190,54 @@ Reply ErrorToReply(const base::Error& error) {
       return reply;
     }
     case ErrorCode::kUnknownOutcome: {
-      Reply reply =
-          ErrorReply(http::status::service_unavailable, Word::kUnknownOutcome, error.message);
+      Reply reply = WordsReply(http::status::service_unavailable, Word::kUnknownOutcome,
+                               "no answer in time: the outcome is unknown", error);
       reply.retry_after_s = 1;
       return reply;
     }
     case ErrorCode::kCancelled:
-      return ErrorReply(http::status::service_unavailable, Word::kShuttingDown, error.message);
-    case ErrorCode::kUnavailable:
+      return WordsReply(http::status::service_unavailable, Word::kShuttingDown, "shutting down",
+                        error);
+    case ErrorCode::kUnavailable: {
+      Reply reply = WordsReply(http::status::service_unavailable, Word::kUnavailable,
+                               "a service behind this one is unavailable; nothing was done", error);
+      reply.retry_after_s = 1;
+      return reply;
+    }
     case ErrorCode::kRemote:
     case ErrorCode::kProtocol: {
-      Reply reply =
-          ErrorReply(http::status::service_unavailable, Word::kUnavailable, error.message);
+      Reply reply = WordsReply(http::status::service_unavailable, Word::kUnavailable,
+                               "a service behind this one failed the request", error);
       reply.retry_after_s = 1;
       return reply;
     }
     case ErrorCode::kInternal:
       break;
   }
-  return ErrorReply(http::status::internal_server_error, Word::kError, error.message);
+  return WordsReply(http::status::internal_server_error, Word::kError, "internal error", error);
 }
 
 namespace {
+
+// A purchase or draw whose outcome Redis did not report: 503 unknown_outcome with the order id
+// it may exist under (GET /api/v1/orders shows it once it does); a retry with the same
+// Idempotency-Key gets the first outcome.
+Reply UnknownOutcomeReply(Call& call, const service::PurchaseResult& result, bool draw) {
+  const std::string_view words =
+      draw ? "no answer in time: the draw may have been made; GET /api/v1/orders shows a win"
+           : "no answer in time: the order may have been reserved; GET /api/v1/orders shows it";
+  Reply reply = WordsReply(
+      http::status::service_unavailable, Word::kUnknownOutcome, words,
+      base::Error{ErrorCode::kUnknownOutcome, fmt::format("{} {}: {}", draw ? "draw" : "order",
+                                                          result.order_id, result.unknown_reason)});
+  JsonWriter w;
+  w.BeginObject().Key("status").String("unknown_outcome");
+  w.Key("activity_id").String(call.params[0]).Key("order_id").String(result.order_id);
+  w.Key("error").String(words).EndObject();
+  reply.body = std::move(w).Take();
+  reply.retry_after_s = 1;
+  return reply;
+}
 
 // A purchase's or a draw's outcome as the hot-path contract's reply (docs/design.md, "Reply
 // codes").
@@ -267,6 +320,7 @@ asio::awaitable<Reply> HandlePurchase(Call& call) {
   };
   auto result = co_await service::Purchase(call.worker.service, request);
   if (!result) co_return ErrorToReply(result.error());
+  if (result->unknown) co_return UnknownOutcomeReply(call, *result, false);
   co_return OutcomeReply(call, *result, false);
 }
 
@@ -282,6 +336,7 @@ asio::awaitable<Reply> HandleDraw(Call& call) {
   };
   auto result = co_await service::Draw(call.worker.service, request);
   if (!result) co_return ErrorToReply(result.error());
+  if (result->unknown) co_return UnknownOutcomeReply(call, *result, true);
   if (!result->ticket.empty()) {
     JsonWriter w;
     w.BeginObject().Key("status").String("queued").Key("activity_id").String(call.params[0]);
@@ -415,7 +470,8 @@ asio::awaitable<Reply> HandleAdminGet(Call& call) {
 
 asio::awaitable<Reply> HandleAdminUpdate(Call& call) {
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
-  auto update = ParseActivityUpdate(call.request.body());
+  const service::SnapshotPtr snapshot = call.worker.service.snapshot();
+  auto update = ParseActivityUpdate(call.request.body(), snapshot->Find(call.params[0]));
   if (!update) co_return ErrorToReply(update.error());
   auto state = co_await service::UpdateActivity(call.worker.service, call.params[0], *update);
   if (!state) co_return ErrorToReply(state.error());
@@ -506,8 +562,16 @@ asio::awaitable<Reply> HandleReady(Call& call) {
   if (call.worker.draining != nullptr && *call.worker.draining) {
     co_return ErrorReply(http::status::service_unavailable, Word::kShuttingDown, "shutting down");
   }
-  const std::string problem = co_await call.worker.check_ready();
-  if (!problem.empty()) {
+  const WorkerServices::Readiness ready = co_await call.worker.check_ready();
+  if (!ready.redis.empty() || !ready.db.empty()) {
+    // Words for the public; which endpoint failed, and how, for the admin token only.
+    const bool admin = AuthenticateAdmin(call.worker.identity, call.request).ok();
+    std::string problem;
+    if (!ready.redis.empty()) problem = "redis: " + (admin ? ready.redis : "unavailable");
+    if (!ready.db.empty()) {
+      if (!problem.empty()) problem += "; ";
+      problem += "db: " + (admin ? ready.db : "unavailable");
+    }
     co_return ErrorReply(http::status::service_unavailable, Word::kUnavailable, problem);
   }
   co_return JsonReply(http::status::ok, Word::kOk, R"({"status":"ok","redis":"ok","db":"ok"})");

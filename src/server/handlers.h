@@ -21,8 +21,13 @@ struct WorkerServices {
   MetricsShard& metrics;
   const Metrics& all_metrics;
   const IdentityConfig& identity;
-  // Readiness of the parts outside the process (Redis, the database); empty when ready.
-  std::function<boost::asio::awaitable<std::string>()> check_ready;
+  // Readiness of the parts outside the process: what failed reaching Redis and the database
+  // (endpoints included: for the log and the admin only); both empty when ready.
+  struct Readiness {
+    std::string redis;
+    std::string db;
+  };
+  std::function<boost::asio::awaitable<Readiness>()> check_ready;
   // Set while the server drains for shutdown.
   const bool* draining = nullptr;
 };

@@ -96,8 +96,9 @@ bool IsDisconnect(const error_code& error) {
 
 class HttpServer::Worker {
  public:
-  Worker(int index, const ServerOptions& options, const ServerDeps& deps)
-      : index_(index),
+  Worker(int index, const ServerOptions& options, const ServerDeps& deps, Connections& connections)
+      : connections_(connections),
+        index_(index),
         options_(options),
         deps_(deps),
         work_(asio::make_work_guard(io_)),
@@ -245,6 +246,23 @@ class HttpServer::Worker {
         continue;
       }
       error_code ignored;
+      // Over the cap: a minimal 503 written without waiting (whatever the socket buffer takes),
+      // then closed; the connections held are not disturbed.
+      if (options_.max_connections > 0 &&
+          connections_.open.fetch_add(1) >= options_.max_connections) {
+        connections_.open.fetch_sub(1);
+        connections_.refused.fetch_add(1);
+        static constexpr std::string_view kRefusal =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            "Content-Length: 59\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+            "{\"status\":\"overloaded\",\"error\":\"too many open connections\"}";
+        socket.non_blocking(true, ignored);
+        socket.write_some(asio::buffer(kRefusal), ignored);
+        socket.shutdown(tcp::socket::shutdown_both, ignored);
+        socket.close(ignored);
+        continue;
+      }
+      if (options_.max_connections == 0) connections_.open.fetch_add(1);
       socket.set_option(tcp::no_delay(true), ignored);
       asio::co_spawn(io_, Session(std::move(socket)), asio::detached);
     }
@@ -345,6 +363,7 @@ class HttpServer::Worker {
     socket.close(ignored);
     sessions_.erase(entry);
     --session_count_;
+    connections_.open.fetch_sub(1);
   }
 
   asio::awaitable<Reply> Handle(const Request& request, std::string_view address,
@@ -362,6 +381,11 @@ class HttpServer::Worker {
     }
     route_id = match.route->id;
     Call call{request, match.params, match.query, {}, address, services_};
+    if (match.route->access != Access::kPublic) {
+      if (auto headers = CheckIdentityHeaders(request); !headers) {
+        co_return ErrorReply(http::status::bad_request, Word::kBadRequest, headers.error().message);
+      }
+    }
     switch (match.route->access) {
       case Access::kPublic:
         break;
@@ -384,7 +408,14 @@ class HttpServer::Worker {
     // Exceptions never come from bad input (that is a value); one here is our bug: it becomes a
     // 500 and a log line, never a crash.
     try {
-      co_return co_await match.route->handler(call);
+      Reply reply = co_await match.route->handler(call);
+      // The admin reads what failed where; the public reads words (ErrorToReply).
+      if (match.route->access == Access::kAdmin && !reply.detail.empty()) {
+        Reply detailed = ErrorReply(reply.status, reply.word, reply.detail);
+        detailed.retry_after_s = reply.retry_after_s;
+        co_return detailed;
+      }
+      co_return reply;
     } catch (const std::exception& e) {
       spdlog::error("handler for {} {} threw: {}", std::string(request.method_string()),
                     std::string(request.target()), e.what());
@@ -424,22 +455,22 @@ class HttpServer::Worker {
                  fields.latency_ms);
   }
 
-  asio::awaitable<std::string> CheckReady() {
-    std::string problems;
+  asio::awaitable<WorkerServices::Readiness> CheckReady() {
+    WorkerServices::Readiness problems;
     const redis::Command ping{"PING"};
     auto pong = co_await redis_->AsyncSend(
         ping, redis::Clock::now() + std::chrono::milliseconds(500), asio::use_awaitable);
-    if (!pong.ok()) problems += "redis: " + pong.error().message;
+    if (!pong.ok()) problems.redis = pong.error().message;
     auto db = co_await service::RunBlocking(
         deps_.db_executor, [store = deps_.store] { return store->Ping(); },
         std::chrono::milliseconds(1000));
     if (!db || !db->ok()) {
-      if (!problems.empty()) problems += "; ";
-      problems += "db: " + (db ? db->error().message : std::string("no answer within 1000 ms"));
+      problems.db = db ? db->error().message : std::string("no answer within 1000 ms");
     }
     co_return problems;
   }
 
+  Connections& connections_;
   // Declared first: destroyed last, after every object that uses it.
   asio::io_context io_{1};
   int index_;
@@ -477,7 +508,7 @@ base::Status HttpServer::Start() {
   const int threads = std::max(1, options_.threads);
   uint16_t port = options_.port;
   for (int i = 0; i < threads; ++i) {
-    auto worker = std::make_unique<Worker>(i, options_, deps_);
+    auto worker = std::make_unique<Worker>(i, options_, deps_, *connections_);
     // With port 0 the first listener picks the port and the others join it.
     if (auto listening = worker->Listen(tcp::endpoint(address, port)); !listening) {
       workers_.clear();
@@ -491,6 +522,19 @@ base::Status HttpServer::Start() {
     workers_.clear();
     return base::MakeError(loaded.error().code, "loading activities from the database: {}",
                            loaded.error().message);
+  }
+  if (deps_.metrics != nullptr) {
+    deps_.metrics->AddSource([connections = connections_](std::string& out) {
+      fmt::format_to(std::back_inserter(out),
+                     "# HELP flashsale_http_connections_open Connections open now.\n"
+                     "# TYPE flashsale_http_connections_open gauge\n"
+                     "flashsale_http_connections_open {}\n"
+                     "# HELP flashsale_http_connections_refused_total Connections refused past "
+                     "--max-connections.\n"
+                     "# TYPE flashsale_http_connections_refused_total counter\n"
+                     "flashsale_http_connections_refused_total {}\n",
+                     connections->open.load(), connections->refused.load());
+    });
   }
   for (auto& worker : workers_) worker->Run();
   return {};

@@ -11,6 +11,7 @@
 // and their connections close after the reply; after shutdown_timeout whatever is left is cut.
 // Then the Redis connections stop and the threads end.
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <cstdint>
@@ -50,6 +51,9 @@ struct ServerOptions {
   // The access log: one request in this many is logged (method, target, status, activity, order
   // id, outcome, latency; JSON fields with --log-format json). 0: none.
   int64_t access_log_every = 0;
+  // Connections served at once, over all threads (0: no cap). Past it a new connection gets a
+  // minimal 503 and is closed at once, counted in flashsale_http_connections_refused_total.
+  size_t max_connections = 10000;
 };
 
 struct ServerDeps {
@@ -78,7 +82,14 @@ class HttpServer {
 
  private:
   class Worker;
+  // Open connections over all threads and the ones refused past the cap (shared with the
+  // metrics source, which may outlive the server).
+  struct Connections {
+    std::atomic<size_t> open{0};
+    std::atomic<uint64_t> refused{0};
+  };
   ServerOptions options_;
+  std::shared_ptr<Connections> connections_ = std::make_shared<Connections>();
   ServerDeps deps_;
   uint16_t port_ = 0;
   bool stopped_ = false;

@@ -20,11 +20,34 @@ std::string_view BearerToken(const Request& request) {
   return value.substr(kBearer.size());
 }
 
+constexpr std::string_view kGatewaySecretHeader = "X-Gateway-Secret";
+
 }  // namespace
+
+base::Status CheckIdentityHeaders(const Request& request) {
+  for (std::string_view name :
+       {std::string_view("X-User-Id"), std::string_view("Authorization"), kGatewaySecretHeader}) {
+    if (request.count(name) > 1) {
+      return MakeError(ErrorCode::kInvalidArgument, "header {} appears more than once", name);
+    }
+  }
+  return {};
+}
 
 base::Result<std::string> AuthenticateUser(const IdentityConfig& config, const Request& request,
                                            int64_t now_ms) {
   if (config.mode == IdentityMode::kGateway) {
+    if (!config.gateway_secret.empty()) {
+      auto secret = request.find(kGatewaySecretHeader);
+      const std::string_view given =
+          secret == request.end()
+              ? std::string_view()
+              : std::string_view(secret->value().data(), secret->value().size());
+      if (given.empty() || !base::ConstantTimeEquals(given, config.gateway_secret)) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "missing or wrong X-Gateway-Secret (gateway mode with a gateway secret)");
+      }
+    }
     auto it = request.find("X-User-Id");
     if (it == request.end()) {
       return MakeError(ErrorCode::kInvalidArgument, "missing X-User-Id header (gateway mode)");

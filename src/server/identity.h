@@ -2,7 +2,9 @@
 // Who is calling. Token mode (the default): `Authorization: Bearer <token>` signed by this
 // service (core::TokenSigner). Gateway mode, chosen explicitly because it trusts a header: the
 // user id in `X-User-Id`, set by a gateway in front that authenticated the user. Admin routes
-// take `Authorization: Bearer <admin token>` in both modes.
+// take `Authorization: Bearer <admin token>` in both modes. A request naming its caller twice
+// (a repeated identity header) is refused, never read as the first or the last. In gateway mode
+// an optional secret shared with the gateway (`X-Gateway-Secret`) proves the header came from it.
 
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -22,7 +24,12 @@ struct IdentityConfig {
   IdentityMode mode = IdentityMode::kToken;
   core::TokenSigner signer{""};
   std::string admin_token;
+  std::string gateway_secret;  // gateway mode: when set, X-Gateway-Secret must equal it
 };
+
+// kInvalidArgument (the reply is 400) when an identity header (X-User-Id, Authorization,
+// X-Gateway-Secret) appears more than once.
+base::Status CheckIdentityHeaders(const Request& request);
 
 // The user id, or kInvalidArgument saying what is missing or wrong (the reply is 401).
 base::Result<std::string> AuthenticateUser(const IdentityConfig& config, const Request& request,

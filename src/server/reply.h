@@ -62,6 +62,9 @@ struct Reply {
   std::string_view cache_control;  // a Cache-Control header when set (static storage)
   std::string_view etag;           // an ETag header when set, without quotes (static storage)
   bool close = false;              // close the connection after this reply
+  // An error's full text (endpoints included) when the body only says it in words: replaces the
+  // body's message on admin routes, logged otherwise.
+  std::string detail;
 };
 
 // {"status":"<word>","error":"<message>"}

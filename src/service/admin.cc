@@ -88,11 +88,20 @@ asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
   }
   if (existing.error().code != ErrorCode::kNotFound) co_return std::move(existing).error();
 
-  auto setup = co_await context.seckill().AsyncSetup(activity, redis::SetupMode::kLoadIfMissing,
+  auto setup = co_await context.seckill().AsyncSetup(activity, redis::SetupMode::kCreate,
                                                      asio::use_awaitable);
   if (!setup.ok()) {
     co_return MakeError(setup.error().code, "activity '{}' not created: Redis: {}", activity.id,
                         setup.error().message);
+  }
+  if (setup->clash) {
+    // Left by a create whose database insert failed (nothing sold it: the registry never had
+    // it), or loaded by a concurrent create: Redis is not changed under either.
+    co_return MakeError(ErrorCode::kAlreadyExists,
+                        "activity '{}' not created: Redis already holds it with {} units of kind "
+                        "'{}' (from an earlier create that was not recorded, or one in progress); "
+                        "create it with that stock and kind",
+                        activity.id, setup->held_total, setup->held_kind);
   }
   const auto create = [activity, now_ms = context.clock().NowMs()](store::Store& store) {
     return store.CreateActivity(activity, now_ms);

@@ -24,7 +24,8 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
       registry_(registry),
       clock_(clock),
       ids_(clock_, random_),
-      cache_keys_(settings.key_namespace, settings.secret) {
+      key_ids_key_(base::DeriveKey(settings.secret, "key-ids")),
+      cache_keys_(settings.key_namespace, base::DeriveKey(settings.secret, "cache-keys")) {
   if (settings.wait_replicas > 0) {
     replica_wait_ = std::make_unique<redis::ReplicaWait>(
         runner.connection(), settings.wait_replicas, settings.wait_timeout);
@@ -54,14 +55,23 @@ SnapshotPtr ServiceContext::snapshot() {
 }
 
 std::string ServiceContext::KeyToken(std::string_view data) const {
-  return base::HexEncode(base::HmacSha256(settings_.secret, data)).substr(0, 32);
+  return base::HexEncode(base::HmacSha256(key_ids_key_, data)).substr(0, 32);
 }
 
 bool ServiceContext::IsSoldOut(std::string_view activity_id) const {
-  return !sold_out_.empty() && sold_out_.contains(activity_id);
+  if (sold_out_.empty()) return false;
+  const auto it = sold_out_.find(activity_id);
+  return it != sold_out_.end() && clock_.NowMs() < it->second;
 }
 
-void ServiceContext::MarkSoldOut(std::string_view activity_id) { sold_out_.emplace(activity_id); }
+void ServiceContext::MarkSoldOut(std::string_view activity_id) {
+  const int64_t until = clock_.NowMs() + settings_.sold_out_ttl_ms;
+  if (auto it = sold_out_.find(activity_id); it != sold_out_.end()) {
+    it->second = until;
+  } else {
+    sold_out_.emplace(std::string(activity_id), until);
+  }
+}
 
 int64_t ServiceContext::RefusedUntil(const std::string& limiter_key) const {
   auto it = refused_until_.find(limiter_key);

@@ -30,10 +30,15 @@ namespace flashsale::service {
 
 struct ServiceSettings {
   std::string key_namespace = "fs";
-  std::string secret;  // HMAC key for tokens and for ids inside Redis keys
+  std::string secret;  // derives the keys of tokens, of ids inside Redis keys, of cache keys
   int64_t idempotency_ttl_ms = 86'400'000;
   int64_t cache_ttl_s = 3600;
   int64_t redis_retries = 2;  // extra attempts of a reserve whose outcome was unknown
+  // How long a sold-out reply is answered locally before one request asks Redis again: units a
+  // release puts back (expiry, reconciliation) change no registry version, so without this an
+  // I/O thread that saw the sale sold out would never sell them. One Redis call per I/O thread
+  // per period in the sold-out phase.
+  int64_t sold_out_ttl_ms = 1000;
   std::chrono::milliseconds db_timeout{10000};  // longest wait for one database call
   // How long reconciliation waits after it first finds an activity missing from Redis before it
   // rebuilds it: long enough for any consumer still holding a batch of the lost stream to drop it
@@ -86,7 +91,8 @@ class ServiceContext {
   // server secret, hex, 32 characters. Nothing a client sends appears in a key in clear.
   std::string KeyToken(std::string_view data) const;
 
-  // Sold-out flags: set by a sold-out reply with nothing left, cleared by any registry change.
+  // Sold-out flags: set by a sold-out reply with nothing left, cleared by any registry change,
+  // and lapsing after settings.sold_out_ttl_ms (units released back are sold again).
   bool IsSoldOut(std::string_view activity_id) const;
   void MarkSoldOut(std::string_view activity_id);
 
@@ -107,6 +113,7 @@ class ServiceContext {
   const base::Clock& clock_;
   base::SecureRandom random_;
   base::OrderIdGenerator ids_;
+  std::string key_ids_key_;  // DeriveKey(secret, "key-ids")
   core::CacheKeys cache_keys_;
   std::unique_ptr<redis::ReplicaWait> replica_wait_;
   SnapshotPtr snapshot_;
@@ -114,7 +121,8 @@ class ServiceContext {
     using is_transparent = void;
     size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
   };
-  std::unordered_set<std::string, StringHash, std::equal_to<>> sold_out_;
+  // Activity id -> until when (clock ms) it is answered sold out locally.
+  std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>> sold_out_;
   std::unordered_map<std::string, int64_t> refused_until_;
 };
 

@@ -27,6 +27,8 @@ constexpr int64_t kQueueFullRetryAfterMs = 1000;
 asio::awaitable<Result<PurchaseResult>> Enqueue(
     ServiceContext& context, const store::ActivityRecord& record, const PurchaseRequest& request,
     const std::string& ticket_id, const std::string& idempotency_token, int64_t now_ms) {
+  const std::string user_token =
+      context.KeyToken(std::string("pending-tickets\n").append(request.user_id));
   const redis::EnqueueRequest enqueue{
       .ticket_id = ticket_id,
       .user_id = request.user_id,
@@ -35,6 +37,7 @@ asio::awaitable<Result<PurchaseResult>> Enqueue(
       .ticket_ttl_ms = context.settings().idempotency_ttl_ms,
       .idempotency_token = idempotency_token,
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
+      .user_token = user_token,
   };
   // Safe to send again after an unknown outcome: the same ticket id is a second entry at worst,
   // and its draw replays the first (the ticket is the draw's idempotency key).
@@ -46,6 +49,10 @@ asio::awaitable<Result<PurchaseResult>> Enqueue(
     case redis::EnqueueOutcome::kReplayed:
       result.ticket = std::move(queued->ticket_id);
       result.replayed = queued->outcome == redis::EnqueueOutcome::kReplayed;
+      break;
+    case redis::EnqueueOutcome::kLimitReached:
+      result.outcome = Outcome::kLimitReached;
+      result.bought = queued->draws;
       break;
     case redis::EnqueueOutcome::kFull:
       result.outcome = Outcome::kOverloaded;
@@ -131,7 +138,8 @@ asio::awaitable<Result<PurchaseResult>> Draw(ServiceContext& context, PurchaseRe
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
   };
   std::optional<base::Error> last_error;
-  bool unknown = false;  // an attempt was written and got no reply
+  bool unknown_seen = false;
+  std::string unknown_reason;
   for (int64_t attempt = 0; attempt <= context.settings().redis_retries; ++attempt) {
     auto drawn = co_await context.seckill().AsyncDraw(activity.id, draw, asio::use_awaitable);
     if (drawn.ok()) {
@@ -146,26 +154,37 @@ asio::awaitable<Result<PurchaseResult>> Draw(ServiceContext& context, PurchaseRe
       if (result.outcome == Outcome::kSoldOut && result.remaining == 0) {
         context.MarkSoldOut(activity.id);
       }
-      // Durability wait: a unit taken is answered as done only once a replica has it.
+      // Durability wait: a unit taken is answered as done only once a replica has it; not
+      // confirmed in time, it is the unknown outcome with the order id, never a plain success.
       if (result.outcome == Outcome::kReserved) {
         auto durable = co_await context.ConfirmDurable(result.order_id);
-        if (!durable.ok()) co_return std::move(durable).error();
+        if (!durable.ok()) {
+          PurchaseResult unconfirmed;
+          unconfirmed.unknown = true;
+          unconfirmed.order_id = std::move(result.order_id);
+          unconfirmed.unknown_reason = std::move(durable).error().message;
+          co_return unconfirmed;
+        }
       }
       co_return result;
     }
     last_error = std::move(drawn).error();
-    if (last_error->code != ErrorCode::kUnknownOutcome) break;
-    unknown = true;
+    if (last_error->code == ErrorCode::kUnknownOutcome) {
+      unknown_seen = true;
+      unknown_reason = last_error->message;
+    } else {
+      break;
+    }
   }
-  // A retry that could not even be sent (Redis gone since) leaves the first attempt's fate
-  // unknown: never tell the buyer "it did not happen" then.
-  if (unknown && last_error->code == ErrorCode::kUnavailable) {
-    last_error->code = ErrorCode::kUnknownOutcome;
-  }
-  if (last_error->code == ErrorCode::kUnknownOutcome) {
-    last_error->message =
-        fmt::format("{} (draw {}: it may have been made; GET /api/v1/orders shows a win)",
-                    last_error->message, order_id);
+  if (unknown_seen) {
+    // Some attempt may have run: whatever the last one said, the outcome is unknown.
+    PurchaseResult result;
+    result.unknown = true;
+    result.order_id = order_id;
+    result.unknown_reason = last_error->code == ErrorCode::kUnknownOutcome
+                                ? std::move(unknown_reason)
+                                : fmt::format("{}; then {}", unknown_reason, last_error->message);
+    co_return result;
   }
   co_return std::move(*last_error);
 }

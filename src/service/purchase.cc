@@ -116,7 +116,8 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
   };
   std::optional<base::Error> last_error;
-  bool unknown = false;  // an attempt was written and got no reply
+  bool unknown_seen = false;
+  std::string unknown_reason;
   for (int64_t attempt = 0; attempt <= context.settings().redis_retries; ++attempt) {
     auto reservation =
         co_await context.seckill().AsyncReserve(activity.id, reserve, asio::use_awaitable);
@@ -134,26 +135,37 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       if (result.outcome == Outcome::kSoldOut && result.remaining == 0) {
         context.MarkSoldOut(activity.id);
       }
-      // Durability wait: a unit taken is answered as done only once a replica has it.
+      // Durability wait: a unit taken is answered as done only once a replica has it; not
+      // confirmed in time, it is the unknown outcome with the order id, never a plain success.
       if (result.outcome == Outcome::kReserved) {
         auto durable = co_await context.ConfirmDurable(result.order_id);
-        if (!durable.ok()) co_return std::move(durable).error();
+        if (!durable.ok()) {
+          PurchaseResult unconfirmed;
+          unconfirmed.unknown = true;
+          unconfirmed.order_id = std::move(result.order_id);
+          unconfirmed.unknown_reason = std::move(durable).error().message;
+          co_return unconfirmed;
+        }
       }
       co_return result;
     }
     last_error = std::move(reservation).error();
-    if (last_error->code != ErrorCode::kUnknownOutcome) break;
-    unknown = true;
+    if (last_error->code == ErrorCode::kUnknownOutcome) {
+      unknown_seen = true;
+      unknown_reason = last_error->message;
+    } else {
+      break;
+    }
   }
-  // A retry that could not even be sent (Redis gone since) leaves the first attempt's fate
-  // unknown: never tell the buyer "it did not happen" then.
-  if (unknown && last_error->code == ErrorCode::kUnavailable) {
-    last_error->code = ErrorCode::kUnknownOutcome;
-  }
-  if (last_error->code == ErrorCode::kUnknownOutcome) {
-    last_error->message =
-        fmt::format("{} (order id {}: it may have been reserved; GET /api/v1/orders shows it)",
-                    last_error->message, order_id);
+  if (unknown_seen) {
+    // Some attempt may have run: whatever the last one said, the outcome is unknown.
+    PurchaseResult result;
+    result.unknown = true;
+    result.order_id = order_id;
+    result.unknown_reason = last_error->code == ErrorCode::kUnknownOutcome
+                                ? std::move(unknown_reason)
+                                : fmt::format("{}; then {}", unknown_reason, last_error->message);
+    co_return result;
   }
   co_return std::move(*last_error);
 }

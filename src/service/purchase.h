@@ -48,10 +48,15 @@ struct PurchaseResult {
   bool replayed = false;
   int64_t retry_after_ms = 0;  // kRateLimited, kOverloaded
   std::string ticket;          // a queued draw: the ticket to poll (outcome not decided yet)
+  // Set when an attempt's outcome was unknown (sent, no answer) and no later attempt decided
+  // it: the reservation may exist under `order_id`; `unknown_reason` says what happened. Once
+  // one attempt is unknown, a later attempt failing fast does not make it "not done".
+  bool unknown = false;
+  std::string unknown_reason;
 };
 
-// Errors: kInvalidArgument (bad input, or a lottery), or a Redis failure (kUnavailable: nothing
-// happened; kUnknownOutcome: the reservation may exist, under the order id in the message).
+// Errors: kInvalidArgument (bad input, or a lottery), or a Redis failure that left nothing done
+// (kUnavailable). An outcome Redis did not report is a value (PurchaseResult::unknown).
 boost::asio::awaitable<base::Result<PurchaseResult>> Purchase(ServiceContext& context,
                                                               PurchaseRequest request);
 

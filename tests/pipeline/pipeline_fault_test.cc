@@ -1008,7 +1008,8 @@ class QueueFaultTest : public PipelineFaultTest {
                                           .user_id = user,
                                           .now_ms = base::SystemClock::Instance().NowMs(),
                                           .capacity = 100'000,
-                                          .ticket_ttl_ms = 3'600'000};
+                                          .ticket_ttl_ms = 3'600'000,
+                                          .user_token = user};
       auto queued = io_.Run(queue.Enqueue(activity, request));
       ASSERT_TRUE(queued.ok()) << queued.error().ToString();
       ASSERT_EQ(queued->outcome, redis::EnqueueOutcome::kQueued);

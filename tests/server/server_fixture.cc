@@ -26,9 +26,11 @@ ServerFixture::ServerFixture(const RedisServer& redis, ServerFixtureOptions opti
   identity_.mode = options.mode;
   identity_.signer = core::TokenSigner(settings_.secret);
   identity_.admin_token = std::string(kAdminToken);
+  identity_.gateway_secret = options.gateway_secret;
 
   server::ServerDeps deps;
   deps.redis.endpoint = *redis::ParseUrl(redis.unix_url());
+  deps.redis.command_timeout = options.redis_command_timeout;
   deps.store = store_.get();
   deps.db_executor = db_pool_.get_executor();
   deps.registry = &registry_;
@@ -40,6 +42,7 @@ ServerFixture::ServerFixture(const RedisServer& redis, ServerFixtureOptions opti
   server_options.host = "127.0.0.1";
   server_options.port = 0;
   server_options.threads = options.threads;
+  if (options.max_connections > 0) server_options.max_connections = options.max_connections;
   server_ = std::make_unique<server::HttpServer>(server_options, deps);
   if (auto started = server_->Start(); !started) {
     throw std::runtime_error(started.error().ToString());

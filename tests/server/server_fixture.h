@@ -22,6 +22,9 @@ struct ServerFixtureOptions {
   std::string key_namespace;  // empty: a fresh one
   std::string data_dir;       // empty: a fresh temporary one (shared dirs share the SQLite file)
   server::ServerOptions server;
+  std::string gateway_secret;  // gateway mode: X-Gateway-Secret required when set
+  std::chrono::milliseconds redis_command_timeout{1000};  // a command's deadline
+  size_t max_connections = 0;  // open connections served at once (0: no cap)
 };
 
 class ServerFixture {

@@ -31,10 +31,21 @@ for i = 7, #ARGV, 3 do
   total = total + s
 end
 local loaded_kind = redis.call('HGET', meta, 'kind')
+-- load = 2 (a create): a lottery Redis holds with other prizes, or a sale, is not touched:
+-- {-9, total held, kind held}.
+if loaded_kind and load == '2' then
+  local held = tonumber(redis.call('HGET', meta, 'total') or '-1')
+  local same = loaded_kind == 'lottery' and held == total and
+    redis.call('HGET', meta, 'weights') == table.concat(weights, ' ')
+  for i = 1, #stock, 2 do
+    same = same and tonumber(redis.call('HGET', prizes, stock[i]) or '-1') == tonumber(stock[i + 1])
+  end
+  if not same then return {-9, held, loaded_kind} end
+end
 if loaded_kind and loaded_kind ~= 'lottery' then
   return redis.error_reply('ERR flashsale: a loaded sale cannot become a lottery')
 end
-if not loaded_kind and load ~= '1' then return {-4, 0} end
+if not loaded_kind and load == '0' then return {-4, 0} end
 
 redis.call('HSET', meta, 'start_ms', ARGV[1], 'end_ms', ARGV[2], 'limit', ARGV[3],
   'state', ARGV[4], 'none', ARGV[5], 'weights', table.concat(weights, ' '))

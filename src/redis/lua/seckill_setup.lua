@@ -7,6 +7,9 @@
 -- Every check comes before the first write.
 -- KEYS: meta stock items
 -- ARGV: start_ms end_ms per_user_limit state kind units load items...
+-- With load = 2 (a create: the record has no such activity), an activity Redis holds already
+-- with another kind or total (a create whose database insert failed, or a concurrent create) is
+-- not touched: {-9, total held, kind held}.
 -- Returns {1, version} when the stock was loaded by this call, {0, version} when it was loaded
 -- before (only the definition changed), {-4, 0} when it is not loaded and load = 0.
 local meta, stock_key, items_key = KEYS[1], KEYS[2], KEYS[3]
@@ -24,10 +27,14 @@ if not units or units < 0 or (kind == 'items' and units ~= #ARGV - 7) then
   return redis.error_reply('ERR flashsale: units must match the stock given')
 end
 local loaded_kind = redis.call('HGET', meta, 'kind')
+if loaded_kind and load == '2' then
+  local held = tonumber(redis.call('HGET', meta, 'total') or '-1')
+  if loaded_kind ~= kind or held ~= units then return {-9, held, loaded_kind} end
+end
 if loaded_kind and loaded_kind ~= kind then
   return redis.error_reply('ERR flashsale: the stock kind of a loaded activity cannot change')
 end
-if not loaded_kind and load ~= '1' then return {-4, 0} end
+if not loaded_kind and load == '0' then return {-4, 0} end
 
 redis.call('HSET', meta, 'start_ms', ARGV[1], 'end_ms', ARGV[2], 'limit', ARGV[3],
   'state', ARGV[4])
