@@ -212,6 +212,7 @@ Reply OutcomeReply(Call& call, const service::PurchaseResult& result, bool draw)
         w.EndObject().Key("draws").Int(result.bought);
       } else {
         w.Key("quantity").Int(result.quantity).Key("items").Strings(result.items);
+        if (result.pay_by_ms > 0) w.Key("pay_by_ms").Int(result.pay_by_ms);
       }
       w.Key("remaining").Int(result.remaining).Key("replayed").Bool(result.replayed);
       break;
@@ -221,6 +222,9 @@ Reply OutcomeReply(Call& call, const service::PurchaseResult& result, bool draw)
       break;
     case core::Outcome::kLimitReached:
       w.Key(draw ? "draws" : "bought").Int(result.bought);
+      break;
+    case core::Outcome::kLimitExceeded:
+      w.Key("bought").Int(result.bought).Key("may_buy").Int(result.may_buy);
       break;
     case core::Outcome::kUnknownActivity:
       status = http::status::not_found;
@@ -369,6 +373,15 @@ asio::awaitable<Reply> HandleActivityList(Call& call) {
   co_return Json(http::status::ok, Word::kOk, w);
 }
 
+asio::awaitable<Reply> HandleConfig(Call& call) {
+  JsonWriter w;
+  w.BeginObject()
+      .Key("identity")
+      .String(call.worker.identity.mode == IdentityMode::kToken ? "token" : "gateway");
+  w.EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
 asio::awaitable<Reply> HandleOrders(Call& call) {
   auto orders = co_await service::GetUserOrders(call.worker.service, call.user_id);
   if (!orders) co_return ErrorToReply(orders.error());
@@ -465,8 +478,9 @@ asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call) {
 asio::awaitable<Reply> HandleAdminJob(Call& call) {
   const auto job = service::JobFrom(call.params[0]);
   if (!job) {
-    co_return ErrorReply(http::status::not_found, Word::kNotFound,
-                         "no job '" + std::string(call.params[0]) + "' (prewarm, reconcile)");
+    co_return ErrorReply(
+        http::status::not_found, Word::kNotFound,
+        "no job '" + std::string(call.params[0]) + "' (prewarm, reconcile, expire)");
   }
   auto body = ParseJobBody(call.request.body());
   if (!body) co_return ErrorToReply(body.error());

@@ -19,6 +19,7 @@ constexpr Route kRoutes[] = {
     // Public reads.
     {verb::get, "/api/v1/activities", RouteId::kActivity, Access::kPublic, HandleActivityList},
     {verb::get, "/api/v1/activities/{id}", RouteId::kActivity, Access::kPublic, HandleActivityInfo},
+    {verb::get, "/api/v1/config", RouteId::kActivity, Access::kPublic, HandleConfig},
     {verb::get, "/api/v1/orders", RouteId::kOrders, Access::kUser, HandleOrders},
     {verb::post, "/api/v1/orders/{id}/pay", RouteId::kOrders, Access::kUser, HandlePay},
     // Operators.

@@ -142,6 +142,12 @@ asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context,
     co_return MakeError(ErrorCode::kInvalidArgument,
                         "'{}' is a lottery: its prize stock is set when it is created",
                         activity_id);
+  } else if (known && known->activity.kind == core::StockKind::kCounted && !items.empty()) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "'{}': this sale counts units; send units, not items", activity_id);
+  } else if (known && known->activity.kind == core::StockKind::kItemised && items.empty()) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "'{}': this sale sells item ids; send items, not units", activity_id);
   }
   const auto record = [id = std::string(activity_id), units,
                        items = std::vector<std::string>(items.begin(), items.end()),

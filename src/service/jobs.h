@@ -43,9 +43,11 @@ struct JobRequest {
 // What the jobs of a process did, for /metrics.
 class JobMetrics {
  public:
-  base::Counter runs;
+  base::Counter runs[3];  // by Job
   base::Counter lock_lost;
   void SetDrift(const std::string& activity_id, int64_t drift);
+  // Forgets an activity's series (it was deleted).
+  void DropActivity(const std::string& activity_id);
   void AppendPrometheus(std::string& out) const;
 
  private:
