@@ -48,7 +48,7 @@
 #include "service/context.h"
 #include "service/order_consumer.h"
 #include "service/registry.h"
-#include "store/mysql_store.h"
+#include "store/mysql/store.h"
 #include "store/sqlite_store.h"
 #include "support/io_thread.h"
 #include "support/mariadb_server.h"
