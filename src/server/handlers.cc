@@ -447,6 +447,16 @@ asio::awaitable<Reply> HandleAdminStock(Call& call) {
   co_return StateReply(http::status::ok, *state);
 }
 
+asio::awaitable<Reply> HandleAdminDelete(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto deleted = co_await service::DeleteActivity(call.worker.service, call.params[0]);
+  if (!deleted) co_return ErrorToReply(deleted.error());
+  JsonWriter w;
+  w.BeginObject().Key("status").String("deleted").Key("activity_id").String(call.params[0]);
+  w.EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
 asio::awaitable<Reply> HandleAdminDeadLetters(Call& call) {
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
   auto dead = co_await service::ListDeadLetters(call.worker.service, call.params[0], 1000);

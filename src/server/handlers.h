@@ -53,6 +53,8 @@ boost::asio::awaitable<Reply> HandleAdminUpdate(Call& call);
 boost::asio::awaitable<Reply> HandleAdminOpen(Call& call);
 boost::asio::awaitable<Reply> HandleAdminClose(Call& call);
 boost::asio::awaitable<Reply> HandleAdminStock(Call& call);
+// DELETE /api/v1/admin/activities/{id}: an activity that sold nothing.
+boost::asio::awaitable<Reply> HandleAdminDelete(Call& call);
 boost::asio::awaitable<Reply> HandleAdminDeadLetters(Call& call);
 boost::asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call);
 boost::asio::awaitable<Reply> HandleAdminToken(Call& call);

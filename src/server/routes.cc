@@ -28,6 +28,8 @@ constexpr Route kRoutes[] = {
     {verb::get, "/api/v1/admin/activities/{id}", RouteId::kAdmin, Access::kAdmin, HandleAdminGet},
     {verb::patch, "/api/v1/admin/activities/{id}", RouteId::kAdmin, Access::kAdmin,
      HandleAdminUpdate},
+    {verb::delete_, "/api/v1/admin/activities/{id}", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminDelete},
     {verb::post, "/api/v1/admin/activities/{id}/open", RouteId::kAdmin, Access::kAdmin,
      HandleAdminOpen},
     {verb::post, "/api/v1/admin/activities/{id}/close", RouteId::kAdmin, Access::kAdmin,

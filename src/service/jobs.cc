@@ -153,9 +153,9 @@ void JobMetrics::SetDrift(const std::string& activity_id, int64_t drift) {
   drift_[activity_id] = drift;
 }
 
-void JobMetrics::DropActivity(const std::string& activity_id) {
+void JobMetrics::KeepOnly(const std::set<std::string>& ids) {
   std::lock_guard lock(mutex_);
-  drift_.erase(activity_id);
+  std::erase_if(drift_, [&ids](const auto& entry) { return !ids.contains(entry.first); });
 }
 
 void JobMetrics::AppendPrometheus(std::string& out) const {

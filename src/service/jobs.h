@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -46,8 +47,8 @@ class JobMetrics {
   base::Counter runs[3];  // by Job
   base::Counter lock_lost;
   void SetDrift(const std::string& activity_id, int64_t drift);
-  // Forgets an activity's series (it was deleted).
-  void DropActivity(const std::string& activity_id);
+  // Drops the series of activities not in `ids` (deleted ones).
+  void KeepOnly(const std::set<std::string>& ids);
   void AppendPrometheus(std::string& out) const;
 
  private:

@@ -12,6 +12,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -198,6 +199,77 @@ TEST(NewcomerProcessTest, BrokenSalesAreRefusedWithMessagesSayingWhatIsWrong) {
   auto units = client.Post("/api/v1/admin/activities/codes/stock", R"({"units":2})", service.admin);
   EXPECT_EQ(units.status, 400) << units.body;
   EXPECT_NE(Str(units, "error").find("send items, not units"), std::string::npos) << units.body;
+}
+
+// --- 2. Deleting an activity that sold nothing --------------------------------------------------
+
+// The keys of the embedded Redis in `data_dir` that contain `fragment` (redis-cli --scan).
+std::string KeysContaining(const std::string& data_dir, const std::string& fragment) {
+  const std::string command =
+      fmt::format("redis-cli -s {}/redis.sock --scan --pattern '*{}*' 2>&1", data_dir, fragment);
+  std::string out;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[512];
+    while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) out += buffer;
+    ::pclose(pipe);
+  }
+  return out;
+}
+
+TEST(NewcomerProcessTest, AnActivityThatSoldNothingCanBeDeletedAndIsGoneEverywhere) {
+  Service service({"--identity", "gateway"});
+  ASSERT_TRUE(service.Start());
+  HttpClient client("127.0.0.1", service.port);
+  for (const char* body : {R"({"id":"oops","stock":3})", R"({"id":"sold","stock":3})",
+                           R"({"id":"typo","kind":"items","items":["C1"]})"}) {
+    ASSERT_EQ(client.Post("/api/v1/admin/activities", body, service.admin).status, 201) << body;
+  }
+  ASSERT_EQ(
+      Str(client.Post("/api/v1/activities/sold/purchase", "", {{"X-User-Id", "ann"}}), "status"),
+      "reserved");
+  // The series of every activity show up in /metrics first (bounded).
+  std::string metrics;
+  for (int i = 0; i < 150 && metrics.find(R"(activity="oops")") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    metrics = client.Get("/metrics").body;
+  }
+  ASSERT_NE(metrics.find(R"(activity="oops")"), std::string::npos) << metrics;
+  EXPECT_FALSE(KeysContaining(service.data_dir, "{oops}").empty()) << "no Redis keys to delete";
+
+  auto deleted = client.Request("DELETE", "/api/v1/admin/activities/oops", "", service.admin);
+  EXPECT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(Str(deleted, "status"), "deleted") << deleted.body;
+  // The CLI does the same.
+  const Finished cli = service.Cli({"activity", "delete", "typo"}, "delete.log");
+  EXPECT_EQ(ExitCode(cli.status), 0) << cli.output;
+
+  // One that sold something stays, and says why.
+  auto refused = client.Request("DELETE", "/api/v1/admin/activities/sold", "", service.admin);
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(Str(refused, "error").find("only an activity that sold nothing"), std::string::npos)
+      << refused.body;
+  auto missing = client.Request("DELETE", "/api/v1/admin/activities/never", "", service.admin);
+  EXPECT_EQ(missing.status, 404) << missing.body;
+
+  // Gone from the public list, the page's activity route, the admin list, Redis and /metrics.
+  auto list = client.Get("/api/v1/activities");
+  ASSERT_EQ(Json(list).at("activities").as_array().size(), 1u) << list.body;
+  EXPECT_EQ(Json(list).at("activities").as_array()[0].at("id").as_string(), "sold") << list.body;
+  EXPECT_EQ(client.Get("/api/v1/activities/oops").status, 404);
+  EXPECT_EQ(
+      Str(client.Post("/api/v1/activities/oops/purchase", "", {{"X-User-Id", "bob"}}), "status"),
+      "unknown_activity");
+  auto admin_list = client.Get("/api/v1/admin/activities", service.admin);
+  EXPECT_EQ(Json(admin_list).at("activities").as_array().size(), 1u) << admin_list.body;
+  EXPECT_EQ(KeysContaining(service.data_dir, "{oops}"), "");
+  EXPECT_EQ(KeysContaining(service.data_dir, "{typo}"), "");
+  for (int i = 0; i < 150; ++i) {
+    metrics = client.Get("/metrics").body;
+    if (metrics.find(R"(activity="oops")") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(metrics.find(R"(activity="oops")"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"(activity="sold")"), std::string::npos) << metrics;
 }
 
 // --- 4. Over the limit; 5. the identity mode; 9. 401 and the payment deadline -------------------
