@@ -96,7 +96,7 @@ LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<Flags>()) 
       .add_option("--identity", f.identity,
                   "token: bearer tokens signed with --secret or the secret in --data-dir; "
                   "gateway: X-User-Id (default: what the server runs, from GET /api/v1/config; "
-                  "token, serve's default, if it does not say)")
+                  "if it does not answer, token when there is a secret)")
       ->check(CLI::IsMember({"gateway", "token"}));
   // The names serve uses; --token-secret and --namespace are the old names, kept hidden.
   command.add_option("--secret", f.token_secret, "The server's secret (token identity)")
@@ -182,25 +182,6 @@ int LoadCommand::Run() const {
   options.seed = f.seed;
   options.connect_timeout_ms = f.connect_timeout_ms;
   options.request_timeout_ms = f.request_timeout_ms;
-  std::string identity = f.identity;
-  if (identity.empty()) {
-    auto config = CallAdmin(f.url, "GET", "/api/v1/config", "", {},
-                            std::chrono::milliseconds(f.connect_timeout_ms));
-    identity = config.ok() && config->status == 200 &&
-                       config->body.find("\"gateway\"") != std::string::npos
-                   ? "gateway"
-                   : "token";
-  }
-  if (identity == "token") {
-    options.token_secret = f.token_secret;
-    if (options.token_secret.empty() && !f.data_dir.empty()) {
-      options.token_secret = ReadLine(f.data_dir + "/secret");
-    }
-    if (options.token_secret.empty()) {
-      return usage("token identity needs --secret or the --data-dir of the server");
-    }
-  }
-
   // Verification: where the sale's Redis and database are.
   load::VerifyOptions verify;
   verify.activity = f.activity;
@@ -222,6 +203,31 @@ int LoadCommand::Run() const {
         "--redis-url and --db-url");
   }
   options.keep_order_ids = verifying;
+
+  std::string identity = f.identity;
+  if (identity.empty()) {
+    // Only once the settings make a run: asking a server is no way to report a bad flag.
+    if (auto checked = load::CheckLoadOptions(options); !checked) {
+      return usage(checked.error().message);
+    }
+    auto config = CallAdmin(f.url, "GET", "/api/v1/config", "", {},
+                            std::chrono::milliseconds(f.connect_timeout_ms));
+    if (config.ok() && config->status == 200) {
+      identity = config->body.find("\"gateway\"") != std::string::npos ? "gateway" : "token";
+    } else {
+      // No answer, or a server that does not say: tokens if there is a secret to sign with.
+      identity = f.token_secret.empty() && f.data_dir.empty() ? "gateway" : "token";
+    }
+  }
+  if (identity == "token") {
+    options.token_secret = f.token_secret;
+    if (options.token_secret.empty() && !f.data_dir.empty()) {
+      options.token_secret = ReadLine(f.data_dir + "/secret");
+    }
+    if (options.token_secret.empty()) {
+      return usage("token identity needs --secret or the --data-dir of the server");
+    }
+  }
 
   // Progress on stderr: rewritten in place on a terminal, else one line a second.
   const bool tty = ::isatty(STDERR_FILENO) == 1;

@@ -285,7 +285,9 @@ class Worker {
   LoadReport report_;
 };
 
-base::Status Check(const LoadOptions& options) {
+}  // namespace
+
+base::Status CheckLoadOptions(const LoadOptions& options) {
   auto invalid = [](std::string_view what) {
     return MakeError(ErrorCode::kInvalidArgument, "{}", what);
   };
@@ -308,8 +310,6 @@ base::Status Check(const LoadOptions& options) {
   return {};
 }
 
-}  // namespace
-
 int64_t LoadReport::Count(int64_t code) const {
   auto it = codes.find(code);
   return it == codes.end() ? 0 : it->second;
@@ -322,7 +322,7 @@ int64_t LoadReport::ErrorCount() const {
 }
 
 base::Result<LoadReport> RunLoad(const LoadOptions& options) {
-  if (auto checked = Check(options); !checked) return std::move(checked).error();
+  if (auto checked = CheckLoadOptions(options); !checked) return std::move(checked).error();
 
   boost::system::error_code resolve_error;
   asio::io_context resolver_io;
