@@ -417,6 +417,38 @@ TEST(NewcomerProcessTest, AnEvictingRedisIsRefusedUnlessAllowedExplicitly) {
   EXPECT_TRUE(testing::WaitHealthy(serve, port, kStartupTimeout));
 }
 
+// --- 3. Instances that share a secret and an admin token ----------------------------------------
+
+TEST(NewcomerProcessTest, InstancesSharingASecretAcceptEachOthersTokens) {
+  const std::string secret = "a-secret-shared-by-every-instance";
+  const std::string admin = "an-admin-token-shared-by-every-instance";
+  const std::vector<std::string> shared = {"--secret", secret, "--admin-token", admin};
+  Service first(shared);
+  Service second(shared);
+  ASSERT_TRUE(first.Start());
+  ASSERT_TRUE(second.Start());
+  const std::map<std::string, std::string> admin_headers = {{"Authorization", "Bearer " + admin}};
+  HttpClient a("127.0.0.1", first.port);
+  HttpClient b("127.0.0.1", second.port);
+  EXPECT_EQ(b.Get("/api/v1/admin/activities", admin_headers).status, 200);
+  auto issued = a.Post("/api/v1/admin/tokens", R"({"user_id":"alice"})", admin_headers);
+  ASSERT_EQ(issued.status, 200) << issued.body;
+  const std::string from_a = Str(issued, "token");
+  auto orders = b.Get("/api/v1/orders", {{"Authorization", "Bearer " + from_a}});
+  EXPECT_EQ(orders.status, 200) << "a token from one instance refused by the other: "
+                                << orders.body;
+  EXPECT_EQ(Str(orders, "user_id"), "alice") << orders.body;
+  // flashsale token with the same secret: accepted by both.
+  const Finished cli =
+      RunToExit({"token", "--user", "bob", "--secret", secret}, first.tmp, "token.log");
+  ASSERT_EQ(ExitCode(cli.status), 0) << cli.output;
+  const std::string from_cli = cli.output.substr(0, cli.output.find('\n'));
+  for (HttpClient* client : {&a, &b}) {
+    auto mine = client->Get("/api/v1/orders", {{"Authorization", "Bearer " + from_cli}});
+    EXPECT_EQ(mine.status, 200) << mine.body;
+  }
+}
+
 // --- 7. One CLI vocabulary ----------------------------------------------------------------------
 
 TEST(NewcomerProcessTest, WorkerHelpListsOnlyWhatAWorkerUses) {
