@@ -221,7 +221,7 @@
       state.idempotencyKey = null;
       const why = json.error ? `: ${json.error}` : "";
       show("err", "unauthorized", state.identity === "token" || $("mode-token").checked
-        ? `Not signed in (401 Unauthorized${why}). Paste a valid token above; an operator issues one with "flashsale token --user NAME".`
+        ? `Not signed in (401 Unauthorized${why}). Paste a valid token above.`
         : `Enter a user name above first (401 Unauthorized${why}).`);
       return true;
     }
