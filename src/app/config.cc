@@ -127,8 +127,9 @@ const std::vector<Setting>& Settings() {
       {.name = "redis-url",
        .field = &ServeConfig::redis_url,
        .placeholder = "URL",
-       .help = "Redis to use, redis://[[user]:password@]host[:port][/db] or unix:///path.sock; "
-               "empty starts a private redis-server in data-dir"},
+       .help = "Redis to use, redis://[[user]:password@]host[:port][/db], rediss://... (TLS; "
+               "?cacert=/ca.pem, else the system's CAs) or unix:///path.sock; empty starts a "
+               "private redis-server in data-dir"},
       {.name = "redis-server",
        .field = &ServeConfig::redis_server,
        .placeholder = "PATH",

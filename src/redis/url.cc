@@ -26,7 +26,7 @@ base::Result<int> ParseDb(std::string_view text, std::string_view url) {
 std::string Endpoint::Describe() const {
   std::string user = username.empty() ? "" : username + "@";
   if (kind == Kind::kUnix) return fmt::format("unix://{}{}?db={}", user, path, db);
-  return fmt::format("redis://{}{}:{}/{}", user, host, port, db);
+  return fmt::format("{}://{}{}:{}/{}", tls ? "rediss" : "redis", user, host, port, db);
 }
 
 base::Result<Endpoint> ParseUrl(std::string_view text) {
@@ -44,8 +44,9 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
     endpoint.password = url.password();
   }
   const std::string scheme = url.scheme();
-  if (scheme == "redis") {
+  if (scheme == "redis" || scheme == "rediss") {
     endpoint.kind = Endpoint::Kind::kTcp;
+    endpoint.tls = scheme == "rediss";
     endpoint.host = url.host_address();
     if (endpoint.host.empty()) {
       return MakeError(ErrorCode::kInvalidArgument, "redis url '{}' has no host", text);
@@ -71,9 +72,10 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
                        "redis url '{}' needs an absolute socket path: unix:///path/to.sock", text);
     }
   } else {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "redis url '{}': scheme '{}' is not supported (use redis:// or unix://)", text,
-                     scheme);
+    return MakeError(
+        ErrorCode::kInvalidArgument,
+        "redis url '{}': scheme '{}' is not supported (use redis://, rediss:// or unix://)", text,
+        scheme);
   }
   for (const auto& param : url.params()) {
     if (param.key == "db") {
@@ -84,6 +86,8 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
       endpoint.password = param.value;
     } else if (param.key == "user") {
       endpoint.username = param.value;
+    } else if (param.key == "cacert" && endpoint.tls) {
+      endpoint.ca_file = param.value;
     } else {
       return MakeError(ErrorCode::kInvalidArgument, "redis url '{}': unknown parameter '{}'", text,
                        param.key);

@@ -20,6 +20,8 @@ struct Endpoint {
   std::string username;
   std::string password;
   int db = 0;
+  bool tls = false;     // rediss://: TLS over TCP, the server's certificate verified
+  std::string ca_file;  // rediss://...?cacert=/path.pem: the CAs to trust (default: the system's)
 
   // The URL without the password, for logs and error messages.
   std::string Describe() const;

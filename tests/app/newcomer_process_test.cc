@@ -13,6 +13,7 @@
 #include <boost/json/serialize.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -447,6 +448,50 @@ TEST(NewcomerProcessTest, InstancesSharingASecretAcceptEachOthersTokens) {
     auto mine = client->Get("/api/v1/orders", {{"Authorization", "Bearer " + from_cli}});
     EXPECT_EQ(mine.status, 200) << mine.body;
   }
+}
+
+// --- 3. TLS to Redis (rediss://) ----------------------------------------------------------------
+
+TEST(NewcomerProcessTest, RedissReachesATlsRedisAndRefusesACertificateItCannotVerify) {
+  TempDir tmp;
+  const std::string cert = tmp / "cert.pem";
+  const std::string key = tmp / "key.pem";
+  const std::string make_cert = fmt::format(
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout {} -out {} -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost >/dev/null 2>&1",
+      key, cert);
+  ASSERT_EQ(std::system(make_cert.c_str()), 0) << make_cert;
+  const uint16_t tls_port = FreePort();
+  testing::RedisServer redis(testing::RedisServerOptions{
+      .extra_args = {"--tls-port", std::to_string(tls_port), "--tls-cert-file", cert,
+                     "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients",
+                     "no"}});
+  const std::string url = fmt::format("rediss://127.0.0.1:{}?cacert={}", tls_port, cert);
+  {
+    Service service({"--redis-url", url, "--identity", "gateway"});
+    ASSERT_TRUE(service.Start());
+    EXPECT_NE(service.serve.Log().find("rediss://127.0.0.1"), std::string::npos)
+        << service.serve.Log();
+    HttpClient client("127.0.0.1", service.port);
+    auto ready = client.Get("/readyz");
+    EXPECT_EQ(ready.status, 200) << ready.body;
+    ASSERT_EQ(
+        client.Post("/api/v1/admin/activities", R"({"id":"tls","stock":2})", service.admin).status,
+        201);
+    auto bought = client.Post("/api/v1/activities/tls/purchase", "", {{"X-User-Id", "ann"}});
+    EXPECT_EQ(Str(bought, "status"), "reserved") << bought.body;
+    // It went over TLS to that Redis: the plain port of the same server has the sale.
+    const auto remaining = redis.Command({"GET", "fs:seckill:{tls}:stock"});
+    ASSERT_NE(remaining, nullptr);
+    EXPECT_EQ(std::string(remaining->str, remaining->len), "1");
+  }
+  // Without the CA, the self-signed certificate does not verify: not ready, saying why.
+  Service unverified({"--redis-url", fmt::format("rediss://127.0.0.1:{}", tls_port)});
+  ASSERT_TRUE(unverified.Start());
+  HttpClient client("127.0.0.1", unverified.port);
+  auto ready = client.Get("/readyz");
+  EXPECT_EQ(ready.status, 503) << ready.body;
+  EXPECT_NE(ready.body.find("certificate verify failed"), std::string::npos) << ready.body;
 }
 
 // --- 7. One CLI vocabulary ----------------------------------------------------------------------
