@@ -15,6 +15,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers the tests, benchmarks and the embedded default start
   redis-server redis-tools mariadb-server
+  # the TLS test makes a self-signed certificate with the openssl command
+  openssl
   # the web pages' tests: a real browser, and Node.js to drive it with playwright-core
   chromium nodejs
   # bench/side_by_side.sh: the HTTP limit (nginx), a second load tool as a check (wrk)
