@@ -101,6 +101,7 @@ class TimedStore final : public store::Store {
                                                int64_t now_ms) override {
     return inner_.AddStock(id, units, items, now_ms);
   }
+  base::Status DeleteActivity(std::string_view id) override { return inner_.DeleteActivity(id); }
   base::Result<std::vector<store::InsertOutcome>> InsertOrders(
       std::span<const store::OrderRecord> orders, int64_t now_ms) override {
     const auto start = Clock::now();

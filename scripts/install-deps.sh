@@ -18,6 +18,8 @@ packages=(
   redis-server redis-tools mariadb-server
   # scripts/galera.sh: MariaDB Galera (the provider, and rsync for state transfers between nodes)
   galera-4 rsync
+  # the TLS test makes a self-signed certificate with the openssl command
+  openssl
   # the web pages' tests: a real browser, and Node.js to drive it with playwright-core
   chromium nodejs
   # bench/side_by_side.sh: the HTTP limit (nginx), a second load tool as a check (wrk)

@@ -3,7 +3,7 @@
 //   flashsale worker [settings]  order consumers only (same settings as serve)
 //   flashsale token --user ID    a bearer token for token mode
 //   flashsale dead-letters --activity ID [--retry ENTRY]   list or retry dead letters (admin API)
-//   flashsale activity list|show ID|create FILE|open ID|close ID   activities (admin API)
+//   flashsale activity list|show|create|update|stock|open|close|delete   activities (admin API)
 //   flashsale job prewarm|reconcile|expire [--activity ID] [--no-repair]  a job now (admin API)
 //   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
 //   flashsale version, flashsale --version   the version and the git commit built from
@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "app/activity_command.h"
 #include "app/config.h"
 #include "app/load.h"
 #include "app/serve.h"
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
 
   auto* worker = app.add_subcommand(
       "worker", "Run order consumers only: persist order intents from Redis to the database");
-  app::ServeSettings worker_settings(*worker);
+  app::ServeSettings worker_settings(*worker, app::ServeSettings::Role::kWorker);
 
   auto* token = app.add_subcommand("token", "Print a bearer token for a user (token mode)");
   std::string user_id;
@@ -38,7 +39,9 @@ int main(int argc, char** argv) {
   std::string secret;
   std::string data_dir = "./flashsale-data";
   token->add_option("--user", user_id, "The user id")->required();
-  token->add_option("--ttl-s", ttl_s, "Seconds the token is valid")->capture_default_str();
+  token->add_option("--ttl-s", ttl_s, "Seconds the token is valid, 1 to 31622400 (366 days)")
+      ->check(CLI::Range(int64_t{1}, int64_t{366} * 86400))
+      ->capture_default_str();
   token->add_option("--secret", secret, "The server secret (default: the one in --data-dir)")
       ->envname("FLASHSALE_SECRET");
   token->add_option("--data-dir", data_dir, "Where `flashsale serve` keeps its secret")
@@ -69,12 +72,21 @@ int main(int argc, char** argv) {
 
   auto* activity = app.add_subcommand(
       "activity",
-      "Sales and lotteries: list, show ID, create FILE (JSON; - for stdin), open ID, "
-      "close ID");
-  std::string action;
-  std::string argument;
-  activity->add_option("action", action, "list | show | create | open | close")->required();
-  activity->add_option("argument", argument, "The activity id, or the JSON file for create");
+      "Sales and lotteries: list [--json], show ID, create FILE (JSON; - for stdin), update ID "
+      "FILE, stock ID N | stock ID --items A,B, open ID, close ID, delete ID");
+  app::ActivityCommand activity_command;
+  activity
+      ->add_option("action", activity_command.action,
+                   "list | show | create | update | stock | open | close | delete")
+      ->required();
+  activity->add_option("argument", activity_command.argument,
+                       "The activity id, or the JSON file for create");
+  activity->add_option("rest", activity_command.rest,
+                       "update: the JSON file of the fields to change; stock: the units to add");
+  activity
+      ->add_option("--items", activity_command.items, "stock: the item ids to add (itemised stock)")
+      ->delimiter(',');
+  activity->add_flag("--json", activity_command.json, "list: the admin API's JSON, not a table");
   admin_options(activity);
 
   auto* job = app.add_subcommand(
@@ -84,7 +96,9 @@ int main(int argc, char** argv) {
   std::string job_name;
   std::string job_activity;
   bool no_repair = false;
-  job->add_option("job", job_name, "prewarm | reconcile | expire")->required();
+  job->add_option("job", job_name, "prewarm | reconcile | expire")
+      ->required()
+      ->check(CLI::IsMember({"prewarm", "reconcile", "expire"}));
   job->add_option("--activity", job_activity, "Only this activity (default: all)");
   job->add_flag("--no-repair", no_repair, "reconcile: report only, repair nothing");
   admin_options(job);
@@ -125,7 +139,7 @@ int main(int argc, char** argv) {
   }
   if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
   if (dead->parsed()) return app::RunDeadLetters(activity_id, retry_id, target);
-  if (activity->parsed()) return app::RunActivity(action, argument, target);
+  if (activity->parsed()) return app::RunActivityCommand(activity_command, target);
   if (job->parsed()) return app::RunJobNow(job_name, job_activity, !no_repair, target);
   if (load->parsed()) return load_command.Run();
   if (help->parsed()) {

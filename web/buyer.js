@@ -24,6 +24,7 @@
     blockedUntil: 0, // client time until which a Retry-After holds the button
     idempotencyKey: null, // kept across retries whose outcome is unknown
     refreshing: false,
+    identity: null, // "token" or "gateway", as GET /api/v1/config says
   };
 
   const serverNow = () => Date.now() + state.offsetMs;
@@ -36,6 +37,18 @@
     $("token").value = localStorage.getItem("flashsale.token") || "";
     const mode = localStorage.getItem("flashsale.idmode") === "token" ? "token" : "user";
     $(mode === "token" ? "mode-token" : "mode-user").checked = true;
+    showIdentityMode();
+  }
+
+  // The service says which identity it takes (GET /api/v1/config): then the page asks for that
+  // one only. An older service without the route leaves the choice to the user.
+  async function learnIdentity() {
+    const answer = await FS.request("GET", "/api/v1/config");
+    const identity = answer.status === 200 && answer.json ? answer.json.identity : null;
+    if (identity !== "token" && identity !== "gateway") return;
+    state.identity = identity;
+    $(identity === "token" ? "mode-token" : "mode-user").checked = true;
+    $("id-mode-choice").hidden = true;
     showIdentityMode();
   }
 
@@ -206,9 +219,10 @@
     }
     if (answer.status === 401) {
       state.idempotencyKey = null;
-      show("err", "unauthorized", $("mode-token").checked
-        ? "The token is missing, invalid or expired. Paste a fresh one above."
-        : "Enter a user name above first (or switch to a token if this service runs in token mode).");
+      const why = json.error ? `: ${json.error}` : "";
+      show("err", "unauthorized", state.identity === "token" || $("mode-token").checked
+        ? `Not signed in (401 Unauthorized${why}). Paste a valid token above.`
+        : `Enter a user name above first (401 Unauthorized${why}).`);
       return true;
     }
     if (answer.status === 400) {
@@ -240,7 +254,10 @@
         show("ok", "reserved",
           FS.el("strong", {}, "Reserved! "), "Order ", FS.el("code", { id: "order-id" }, json.order_id),
           json.quantity > 1 ? ` (${json.quantity} units)` : "", items,
-          json.remaining !== undefined ? FS.el("p", { class: "muted" }, `${json.remaining} left.`) : null);
+          json.remaining !== undefined ? FS.el("p", { class: "muted" }, `${json.remaining} left.`) : null,
+          typeof json.pay_by_ms === "number"
+            ? FS.el("p", { id: "pay-by" }, `Pay by ${FS.time(json.pay_by_ms)}, or the order expires and the unit goes back on sale.`)
+            : null);
         if (typeof json.remaining === "number") {
           state.remaining = json.remaining;
           state.soldOut = json.remaining === 0;
@@ -251,6 +268,10 @@
       case 0:
         show("warn", "already_purchased",
           `You already have ${json.bought ?? "your share"} — the limit is ${a.per_user_limit} per person.`);
+        return;
+      case -9:
+        show("warn", "limit_exceeded",
+          `That is more than the limit of ${a.per_user_limit} per person allows: you may buy ${json.may_buy ?? "fewer"} more.`);
         return;
       case -1:
         state.soldOut = true;
@@ -385,6 +406,7 @@
 
   async function start() {
     loadIdentity();
+    await learnIdentity();
     const list = await loadList();
     state.id = params.get("activity") || (list.some((a) => a.id === "demo") ? "demo" : list[0] && list[0].id);
     if (!state.id) {

@@ -180,7 +180,8 @@
     return {
       state: phase(a),
       remaining: value(redis && redis.remaining),
-      reserved: value(redis && redis.reserved),
+      // Reserved now: units ever reserved minus those that came back (expired unpaid, cancelled).
+      reserved: value(redis && redis.reserved - (redis.released || 0)),
       total: value(redis ? redis.total : a.total_units),
       persisted: value(persisted && persisted.units),
       lag: value(pipeline && pipeline.lag),
@@ -199,17 +200,19 @@
     });
     const toggle = FS.el("button", { type: "button", "data-action": "toggle" });
     toggle.addEventListener("click", () => act(a.id, toggle.dataset.next));
+    // A lottery's prize stock is set when it is created: no restock (the API refuses it).
+    const restocking = a.kind === "lottery" ? [] : [" ", restock, " ",
+      FS.el("button", {
+        type: "button", "data-action": "restock",
+        onclick: async () => {
+          if (await restockActivity(a, restock.value)) restock.value = "";
+        },
+      }, "restock")];
     return FS.el("tr", { "data-activity": a.id },
       FS.el("td", { "data-field": "id" }, FS.el("a", { href: `/?activity=${encodeURIComponent(a.id)}` }, a.id),
         FS.el("div", { class: "muted" }, `${a.title || ""} · ${a.kind}`)),
       FIELDS.map((field) => FS.el("td", { "data-field": field })),
-      FS.el("td", { class: "actions" }, toggle, " ", restock, " ",
-        FS.el("button", {
-          type: "button", "data-action": "restock",
-          onclick: async () => {
-            if (await restockActivity(a, restock.value)) restock.value = "";
-          },
-        }, "restock")));
+      FS.el("td", { class: "actions" }, toggle, ...restocking));
   }
 
   function renderRows(states) {
@@ -318,6 +321,16 @@
     return result.ok;
   }
 
+  // The create form shows the fields of the kind chosen.
+  function showKindFields() {
+    const kind = $("new-kind").value;
+    $("stock-fields").hidden = kind === "lottery";
+    $("lottery-fields").hidden = kind !== "lottery";
+    $("pay-field").hidden = kind === "lottery";
+  }
+  $("new-kind").addEventListener("change", showKindFields);
+  showKindFields();
+
   $("create-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const kind = $("new-kind").value;
@@ -334,7 +347,20 @@
       end_ms: start + minutes * 60000,
     };
     if (kind === "items") body.items = $("new-stock").value.split(",").map((s) => s.trim()).filter(Boolean);
-    else body.stock = Number($("new-stock").value);
+    else if (kind === "counted") body.stock = Number($("new-stock").value);
+    else {
+      // "id:weight:stock" per prize, separated by commas; the name is the id.
+      body.prizes = $("new-prizes").value.split(",").map((s) => s.trim()).filter(Boolean).map((entry) => {
+        const [id, weight, stock] = entry.split(":").map((s) => s.trim());
+        return { id, weight: Number(weight), stock: Number(stock) };
+      });
+      body.no_prize_weight = Number($("new-no-prize").value) || 0;
+      body.admission = $("new-admission").value;
+    }
+    const paySeconds = Number($("new-pay").value) || 0;
+    if (paySeconds > 0 && kind !== "lottery") body.payment_window_ms = Math.round(paySeconds * 1000);
+    const perSecond = Number($("new-rate").value) || 0;
+    if (perSecond > 0) body.user_rate = { per_second: perSecond, burst: Math.max(1, Number($("new-burst").value) || 1) };
     const result = await admin("POST", "/api/v1/admin/activities", body);
     $("create-result").textContent = result.ok ? `Created ${body.id}.` : `Not created: ${result.why}`;
     $("create-result").className = result.ok ? "muted" : "error";

@@ -42,7 +42,9 @@ base::Result<HttpAnswer> CallAdmin(std::string_view base_url, std::string_view m
   }
   http::request<http::string_body> request{http::string_to_verb(method), std::string(target), 11};
   request.set(http::field::host, host);
-  request.set(http::field::authorization, "Bearer " + std::string(admin_token));
+  if (!admin_token.empty()) {
+    request.set(http::field::authorization, "Bearer " + std::string(admin_token));
+  }
   request.set(http::field::content_type, "application/json");
   request.body() = std::string(body);
   request.prepare_payload();

@@ -15,7 +15,8 @@ struct HttpAnswer {
   std::string body;
 };
 
-// `base_url` is http://host:port. kUnavailable when the server cannot be reached.
+// `base_url` is http://host:port; an empty `admin_token` sends none (public routes). kUnavailable
+// when the server cannot be reached.
 base::Result<HttpAnswer> CallAdmin(std::string_view base_url, std::string_view method,
                                    std::string_view target, std::string_view admin_token,
                                    std::string_view body = {},

@@ -148,9 +148,10 @@ const std::vector<Setting>& Settings() {
       {.name = "redis-url",
        .field = &ServeConfig::redis_url,
        .placeholder = "URL",
-       .help = "Redis to use, redis://[[user]:password@]host[:port][/db], unix:///path.sock or "
-               "redis+cluster://host:port[,host:port...] (a Redis Cluster); "
-               "empty starts a private redis-server in data-dir"},
+       .help = "Redis to use, redis://[[user]:password@]host[:port][/db], rediss://... (TLS; "
+               "?cacert=/ca.pem, else the system's CAs), unix:///path.sock or "
+               "redis+cluster://host:port[,host:port...] (a Redis Cluster); empty starts a "
+               "private redis-server in data-dir"},
       {.name = "redis-server",
        .field = &ServeConfig::redis_server,
        .placeholder = "PATH",
@@ -315,6 +316,10 @@ const std::vector<Setting>& Settings() {
       {.name = "trust-forwarded-for",
        .field = &ServeConfig::trust_forwarded_for,
        .help = "Take the client address from X-Forwarded-For; only behind a proxy that sets it"},
+      {.name = "allow-evicting-redis",
+       .field = &ServeConfig::allow_evicting_redis,
+       .help = "Start even on a Redis whose maxmemory-policy may evict keys without a TTL "
+               "(allkeys-*), which can oversell or lose orders; refused otherwise"},
       {.name = "log-level",
        .field = &ServeConfig::log_level,
        .placeholder = "LEVEL",
@@ -334,6 +339,18 @@ const std::vector<Setting>& Settings() {
        .check = CheckFraction},
   };
   return settings;
+}
+
+// Settings of the HTTP service only: `flashsale worker` serves nothing, so its --help leaves them
+// out. A config file or the environment may still set them (one file for serve and worker).
+bool ServeOnly(const Setting& setting) {
+  for (std::string_view name :
+       {"listen", "threads", "redis-server", "identity", "secret", "admin-token", "demo",
+        "demo-stock", "max-header-bytes", "max-body-bytes", "read-timeout-ms", "idle-timeout-ms",
+        "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for"}) {
+    if (setting.name == name) return true;
+  }
+  return false;
 }
 
 bool IsBool(const Setting& setting) {
@@ -571,7 +588,7 @@ std::optional<std::string> EnvFromProcess(const std::string& name) {
   return std::string(value);
 }
 
-ServeSettings::ServeSettings(CLI::App& command) {
+ServeSettings::ServeSettings(CLI::App& command, Role role) {
   config_file_ = command.add_option("--config")
                      ->description(fmt::format(
                          "TOML file of settings, keys named as the flags (threads = 4); \"\" "
@@ -581,6 +598,10 @@ ServeSettings::ServeSettings(CLI::App& command) {
                      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   options_.reserve(Settings().size());
   for (const Setting& setting : Settings()) {
+    if (role == Role::kWorker && ServeOnly(setting)) {
+      options_.push_back(nullptr);
+      continue;
+    }
     const std::string flag = fmt::format("--{}", setting.name);
     const std::string description = fmt::format("{} (default: {}; env {})", setting.help,
                                                 DefaultText(setting), EnvName(setting));
@@ -632,7 +653,7 @@ base::Result<ServeConfig> ServeSettings::Resolve(const EnvLookup& getenv) const 
   }
 
   for (size_t i = 0; i < settings.size(); ++i) {
-    if (options_[i]->count() == 0) continue;
+    if (options_[i] == nullptr || options_[i]->count() == 0) continue;
     // A bool flag's text is "true" for --demo, "false" for --no-demo, or what --demo= was given.
     Status applied = ApplyText(settings[i], options_[i]->as<std::string>(),
                                fmt::format("--{}", settings[i].name), config);

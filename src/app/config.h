@@ -69,6 +69,7 @@ struct ServeConfig {
   int64_t rebuild_grace_ms = 20000;    // >= 0
   int64_t expire_every_ms = 5000;      // 0: never
   bool trust_forwarded_for = false;
+  bool allow_evicting_redis = false;  // start on a Redis whose maxmemory-policy may evict
   std::string log_level = "info";       // trace | debug | info | warn | error
   std::string log_format = "text";      // text | json (JSON lines on stderr)
   std::string access_log_sample = "0";  // a fraction 0..1 of requests logged (1 in round(1/x))
@@ -92,7 +93,10 @@ class ServeSettings {
   // options hold the flags' raw text only; typing and checking happen in Resolve, so that flags
   // get the same messages as the file and the environment. Throws CLI::OptionAlreadyAdded if
   // `command` has one of these flags already (a programming error, found at startup).
-  explicit ServeSettings(CLI::App& command);
+  // A worker (Role::kWorker) gets no flags for the HTTP service's settings (listen, threads,
+  // identity, ...); their file keys and variables are still accepted, and keep their defaults.
+  enum class Role { kServe, kWorker };
+  explicit ServeSettings(CLI::App& command, Role role = Role::kServe);
 
   // After `command` was parsed: the defaults overridden by the file, the environment and the
   // flags, in that order, every value checked. kInvalidArgument naming the setting and the
@@ -105,7 +109,8 @@ class ServeSettings {
 
  private:
   CLI::Option* config_file_;
-  std::vector<CLI::Option*> options_;  // one per setting, in the order of ServeConfig
+  std::vector<CLI::Option*> options_;  // one per setting, in the order of ServeConfig; nullptr
+                                       // for a setting this role has no flag for
 };
 
 // A TOML config file with every setting commented out at its default, each with its help and

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "app/admin_client.h"
 #include "load/load_generator.h"
 #include "load/verify.h"
 
@@ -31,7 +32,7 @@ struct LoadCommand::Flags {
   std::string user_ids = "random";
   std::string user_prefix = "u";
   uint64_t seed = 1;
-  std::string identity = "gateway";
+  std::string identity;  // empty: the server's, as GET /api/v1/config says (token by default)
   std::string token_secret;
   std::string data_dir;
   std::string redis_url;
@@ -97,22 +98,25 @@ LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<Flags>()) 
   command.add_option("--seed", f.seed, "Seed of the random user ids")->capture_default_str();
   command
       .add_option("--identity", f.identity,
-                  "gateway: X-User-Id; token: bearer tokens signed with --token-secret or the "
-                  "secret in --data-dir")
-      ->check(CLI::IsMember({"gateway", "token"}))
-      ->capture_default_str();
-  command.add_option("--token-secret", f.token_secret, "The server's secret (token identity)")
+                  "token: bearer tokens signed with --secret or the secret in --data-dir; "
+                  "gateway: X-User-Id (default: what the server runs, from GET /api/v1/config; "
+                  "if it does not answer, token when there is a secret)")
+      ->check(CLI::IsMember({"gateway", "token"}));
+  // The names serve uses; --token-secret and --namespace are the old names, kept hidden.
+  command.add_option("--secret", f.token_secret, "The server's secret (token identity)")
       ->envname("FLASHSALE_SECRET");
+  command.add_option("--token-secret", f.token_secret)->group("");
   command.add_option("--data-dir", f.data_dir,
                      "The data directory of the running `flashsale serve`: its Redis socket, "
                      "SQLite file and secret (turns --verify on)");
   command.add_option("--redis-url", f.redis_url, "The sale's Redis, to verify against");
   command.add_option("--db-url", f.db_url, "The sale's database, to verify against");
-  command.add_option("--namespace", f.key_namespace, "The server's Redis key namespace (fs)");
+  command.add_option("--key-namespace", f.key_namespace, "The server's Redis key namespace (fs)");
+  command.add_option("--namespace", f.key_namespace)->group("");
   command
       .add_flag("--verify,!--no-verify", f.verify,
                 "Verify the sale against Redis and the database at the end (default: on when "
-                "--data-dir, --redis-url, --db-url or --namespace is given)")
+                "--data-dir, --redis-url, --db-url or --key-namespace is given)")
       ->each([&f](const std::string&) { f.verify_given = true; });
   command
       .add_option("--drain-timeout-ms", f.drain_timeout_ms,
@@ -191,16 +195,6 @@ int LoadCommand::Run() const {
   options.seed = f.seed;
   options.connect_timeout_ms = f.connect_timeout_ms;
   options.request_timeout_ms = f.request_timeout_ms;
-  if (f.identity == "token") {
-    options.token_secret = f.token_secret;
-    if (options.token_secret.empty() && !f.data_dir.empty()) {
-      options.token_secret = ReadLine(f.data_dir + "/secret");
-    }
-    if (options.token_secret.empty()) {
-      return usage("token identity needs --token-secret or the --data-dir of the server");
-    }
-  }
-
   // Verification: where the sale's Redis and database are.
   load::VerifyOptions verify;
   verify.activity = f.activity;
@@ -222,6 +216,31 @@ int LoadCommand::Run() const {
         "--redis-url and --db-url");
   }
   options.keep_order_ids = verifying;
+
+  std::string identity = f.identity;
+  if (identity.empty()) {
+    // Only once the settings make a run: asking a server is no way to report a bad flag.
+    if (auto checked = load::CheckLoadOptions(options); !checked) {
+      return usage(checked.error().message);
+    }
+    auto config = CallAdmin(f.url, "GET", "/api/v1/config", "", {},
+                            std::chrono::milliseconds(f.connect_timeout_ms));
+    if (config.ok() && config->status == 200) {
+      identity = config->body.find("\"gateway\"") != std::string::npos ? "gateway" : "token";
+    } else {
+      // No answer, or a server that does not say: tokens if there is a secret to sign with.
+      identity = f.token_secret.empty() && f.data_dir.empty() ? "gateway" : "token";
+    }
+  }
+  if (identity == "token") {
+    options.token_secret = f.token_secret;
+    if (options.token_secret.empty() && !f.data_dir.empty()) {
+      options.token_secret = ReadLine(f.data_dir + "/secret");
+    }
+    if (options.token_secret.empty()) {
+      return usage("token identity needs --secret or the --data-dir of the server");
+    }
+  }
 
   // Progress on stderr: rewritten in place on a terminal, else one line a second.
   const bool tty = ::isatty(STDERR_FILENO) == 1;

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "app/admin_client.h"
+#include "app/redis_check.h"
 #include "base/clock.h"
 #include "base/crypto.h"
 #include "base/ids.h"
@@ -266,6 +267,9 @@ int RunServe(const ServeConfig& config) {
   }
   auto redis_options = RedisOptionsFor(config, redis_url);
   if (!redis_options) return fail(redis_options.error());
+  if (auto policy = CheckEvictionPolicy(*redis_options, config.allow_evicting_redis); !policy) {
+    return fail(policy.error());
+  }
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
 
@@ -394,6 +398,9 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
           : config.redis_url;
   auto redis_options = RedisOptionsFor(config, redis_url);
   if (!redis_options) return fail(redis_options.error());
+  if (auto policy = CheckEvictionPolicy(*redis_options, config.allow_evicting_redis); !policy) {
+    return fail(policy.error());
+  }
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
 
@@ -532,37 +539,6 @@ int RunJobNow(const std::string& job, const std::string& activity_id, bool repai
   if (!activity_id.empty()) body.Key("activity_id").String(activity_id);
   body.EndObject();
   return AdminCall(target, "POST", "/api/v1/admin/jobs/" + job, std::move(body).Take());
-}
-
-int RunActivity(const std::string& action, const std::string& argument, const AdminTarget& target) {
-  const std::string base = "/api/v1/admin/activities";
-  if (action == "list") return AdminCall(target, "GET", base);
-  if (argument.empty()) {
-    std::cerr << "flashsale activity " << action << ": needs "
-              << (action == "create" ? "a JSON file (or - for stdin)" : "an activity id") << "\n";
-    return 2;
-  }
-  if (action == "show") return AdminCall(target, "GET", base + "/" + argument);
-  if (action == "open" || action == "close") {
-    return AdminCall(target, "POST", base + "/" + argument + "/" + action);
-  }
-  if (action == "create") {
-    std::stringstream body;
-    if (argument == "-") {
-      body << std::cin.rdbuf();
-    } else {
-      std::ifstream in(argument);
-      if (!in) {
-        std::cerr << "flashsale activity create: cannot read " << argument << "\n";
-        return 2;
-      }
-      body << in.rdbuf();
-    }
-    return AdminCall(target, "POST", base, body.str());
-  }
-  std::cerr << "flashsale activity: unknown action '" << action
-            << "' (list, show, create, open, close)\n";
-  return 2;
 }
 
 }  // namespace flashsale::app

@@ -32,10 +32,6 @@ struct AdminTarget {
 int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
                    const AdminTarget& target);
 
-// `flashsale activity list | show ID | create FILE|- | open ID | close ID`: the admin API's
-// activities (sales and lotteries; `create` takes the JSON body of POST /api/v1/admin/activities).
-int RunActivity(const std::string& action, const std::string& argument, const AdminTarget& target);
-
 // `flashsale job prewarm|reconcile [--activity ID] [--no-repair]`: runs a job now (once across
 // all instances) and prints its report.
 int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,

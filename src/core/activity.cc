@@ -130,10 +130,15 @@ base::Status Validate(const SeckillActivity& a) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "activity id '{}' must be 1-64 characters of [A-Za-z0-9_-]", a.id);
   }
-  if (a.start_ms < 0 || a.end_ms <= a.start_ms || a.end_ms > kMaxTimeMs) {
+  if (a.end_ms <= a.start_ms) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "activity '{}': window [{}, {}) must be non-empty, within [0, {}]", a.id,
-                     a.start_ms, a.end_ms, kMaxTimeMs);
+                     "activity '{}': end_ms must be after start_ms ({} is not after {})", a.id,
+                     a.end_ms, a.start_ms);
+  }
+  if (a.start_ms < 0 || a.end_ms > kMaxTimeMs) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "activity '{}': window [{}, {}) must be within [0, {}]", a.id, a.start_ms,
+                     a.end_ms, kMaxTimeMs);
   }
   if (a.title.size() > 200) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': title is over 200 bytes", a.id);

@@ -26,6 +26,8 @@ std::string_view StatusWord(Outcome outcome) {
       return "rate_limited";
     case Outcome::kOverloaded:
       return "overloaded";
+    case Outcome::kLimitExceeded:
+      return "limit_exceeded";
   }
   return "unknown";
 }

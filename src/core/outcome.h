@@ -20,6 +20,9 @@ enum class Outcome : int {
   kConflict = -6,         // the order id was already used by another user
   kRateLimited = -7,      // answered by the service, never by a script
   kOverloaded = -8,       // answered by the service, never by a script
+  // Answered by the service, never by a script: the quantity asked is over what the per-user limit
+  // still allows, although the user may buy fewer (the script's 0 with units left to buy).
+  kLimitExceeded = -9,
 };
 
 // "reserved", "already_purchased", "sold_out", ...; for draws, "won", "no_prize" and
@@ -27,7 +30,8 @@ enum class Outcome : int {
 std::string_view StatusWord(Outcome outcome);
 std::string_view DrawStatusWord(Outcome outcome);
 
-// The Outcome for a code a script returned, or nothing for a code we do not know.
+// The Outcome for a code a script returned (never kLimitExceeded), or nothing for a code we do not
+// know.
 std::optional<Outcome> OutcomeFromCode(int64_t code);
 
 }  // namespace flashsale::core

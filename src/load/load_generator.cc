@@ -288,7 +288,9 @@ class Worker {
   LoadReport report_;
 };
 
-base::Status Check(const LoadOptions& options) {
+}  // namespace
+
+base::Status CheckLoadOptions(const LoadOptions& options) {
   auto invalid = [](std::string_view what) {
     return MakeError(ErrorCode::kInvalidArgument, "{}", what);
   };
@@ -311,8 +313,6 @@ base::Status Check(const LoadOptions& options) {
   return {};
 }
 
-}  // namespace
-
 int64_t LoadReport::Count(int64_t code) const {
   auto it = codes.find(code);
   return it == codes.end() ? 0 : it->second;
@@ -325,7 +325,7 @@ int64_t LoadReport::ErrorCount() const {
 }
 
 base::Result<LoadReport> RunLoad(const LoadOptions& options) {
-  if (auto checked = Check(options); !checked) return std::move(checked).error();
+  if (auto checked = CheckLoadOptions(options); !checked) return std::move(checked).error();
 
   Shared shared{.options = options,
                 .users = UserIds(options.user_prefix, options.users, options.random_users)};

@@ -95,6 +95,8 @@ struct LoadReport {
 // kInvalidArgument for options that make no run (no bound, an open loop without a rate, ...),
 // kUnavailable if the host does not resolve. Connection failures are in the report, not errors.
 base::Result<LoadReport> RunLoad(const LoadOptions& options);
+// What RunLoad checks first: kInvalidArgument naming a setting that makes no run.
+base::Status CheckLoadOptions(const LoadOptions& options);
 
 // A human-readable report: throughput, latency percentiles, outcomes by code and HTTP status,
 // errors. `title` is the first line.

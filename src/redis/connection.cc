@@ -9,6 +9,9 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/write.hpp>
 
 #include "redis/cluster.h"
@@ -58,6 +61,12 @@ Result<Reply> ToResult(Reply reply, const ConnectionOptions& options) {
 }
 
 }  // namespace
+
+struct Connection::Tls {
+  boost::asio::ssl::context context{boost::asio::ssl::context::tls_client};
+  boost::asio::ssl::stream<boost::asio::generic::stream_protocol::socket&> stream;
+  explicit Tls(boost::asio::generic::stream_protocol::socket& socket) : stream(socket, context) {}
+};
 
 std::shared_ptr<Connection> Connection::Create(asio::any_io_executor executor,
                                                ConnectionOptions options) {
@@ -140,6 +149,10 @@ void Connection::Connect() {
                              error.message()));
       return;
     }
+    if (self->options_.endpoint.tls) {
+      self->StartTls(generation);
+      return;
+    }
     self->OnConnected(generation);
   };
 
@@ -165,6 +178,42 @@ void Connection::Connect() {
             self->socket_, endpoints,
             [on_connect = std::move(on_connect)](
                 const error_code& error, const GenericEndpoint&) mutable { on_connect(error); });
+      });
+}
+
+// TLS on the connected socket: the server's certificate must chain to the CAs given (or the
+// system's) and name the host; a failure fails the link like a refused connect.
+void Connection::StartTls(uint64_t generation) {
+  tls_ = std::make_shared<Tls>(socket_);
+  const Endpoint& endpoint = options_.endpoint;
+  error_code error;
+  if (endpoint.ca_file.empty()) {
+    tls_->context.set_default_verify_paths(error);
+  } else {
+    tls_->context.load_verify_file(endpoint.ca_file, error);
+  }
+  if (error) {
+    Fail(fmt::format("TLS to {}: CA certificates {}: {}", endpoint.Describe(),
+                     endpoint.ca_file.empty() ? "of the system" : endpoint.ca_file,
+                     error.message()));
+    return;
+  }
+  tls_->stream.set_verify_mode(asio::ssl::verify_peer, error);
+  tls_->stream.set_verify_callback(asio::ssl::host_name_verification(endpoint.host), error);
+  // SNI, for servers that pick their certificate by name (not for an address).
+  error_code not_an_address;
+  asio::ip::make_address(endpoint.host, not_an_address);
+  if (not_an_address) SSL_set_tlsext_host_name(tls_->stream.native_handle(), endpoint.host.c_str());
+  tls_->stream.async_handshake(
+      asio::ssl::stream_base::client,
+      [self = shared_from_this(), tls = tls_, generation](const error_code& error) {
+        if (generation != self->generation_) return;
+        if (error) {
+          self->Fail(fmt::format("TLS handshake with {} failed: {}",
+                                 self->options_.endpoint.Describe(), error.message()));
+          return;
+        }
+        self->OnConnected(generation);
       });
 }
 
@@ -296,25 +345,34 @@ void Connection::StartWrite() {
   unhanded_ = 0;
   write_in_progress_ = true;
   stats_.writes.Add();
-  asio::async_write(
-      socket_, asio::buffer(writing_),
-      [self = shared_from_this(), generation = generation_](const error_code& error, size_t) {
-        if (generation != self->generation_) return;
-        self->write_in_progress_ = false;
-        if (error) {
-          self->Fail(fmt::format("write to {} failed: {}", self->options_.endpoint.Describe(),
-                                 error.message()));
-          return;
-        }
-        self->StartWrite();
-      });
+  auto done = [self = shared_from_this(), tls = tls_, generation = generation_](
+                  const error_code& error, size_t) {
+    if (generation != self->generation_) return;
+    self->write_in_progress_ = false;
+    if (error) {
+      self->Fail(fmt::format("write to {} failed: {}", self->options_.endpoint.Describe(),
+                             error.message()));
+      return;
+    }
+    self->StartWrite();
+  };
+  if (tls_) {
+    asio::async_write(tls_->stream, asio::buffer(writing_), std::move(done));
+  } else {
+    asio::async_write(socket_, asio::buffer(writing_), std::move(done));
+  }
 }
 
 void Connection::StartRead(uint64_t generation) {
-  socket_.async_read_some(asio::buffer(read_buffer_), [self = shared_from_this(), generation](
-                                                          const error_code& error, size_t bytes) {
+  auto done = [self = shared_from_this(), tls = tls_, generation](const error_code& error,
+                                                                  size_t bytes) {
     self->OnRead(generation, error, bytes);
-  });
+  };
+  if (tls_) {
+    tls_->stream.async_read_some(asio::buffer(read_buffer_), std::move(done));
+  } else {
+    socket_.async_read_some(asio::buffer(read_buffer_), std::move(done));
+  }
 }
 
 void Connection::OnRead(uint64_t generation, const error_code& error, size_t bytes) {
@@ -446,6 +504,7 @@ void Connection::CloseLink() {
   ++generation_;
   error_code ignored;
   socket_.close(ignored);
+  tls_.reset();  // the handlers of its operations still in flight keep it until they run
   resolver_.cancel();
   connect_timer_.cancel();
   if (reader_ != nullptr) {

@@ -154,6 +154,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Connect();
   void OnConnected(uint64_t generation);
+  void StartTls(uint64_t generation);
   void SendInternal(std::string_view wire, ReplyHandler handler);
   void BecomeReady();
   void StartRead(uint64_t generation);
@@ -178,6 +179,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t generation_ = 0;  // bumped per link; handlers of an older link do nothing
   uint64_t sequence_ = 1;
   boost::asio::generic::stream_protocol::socket socket_;
+  // rediss://: the TLS stream over socket_, made per link. Shared with the handlers of its
+  // operations, so that a link replaced while one is in flight outlives it.
+  struct Tls;
+  std::shared_ptr<Tls> tls_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::steady_timer connect_timer_;  // connect timeout, then backoff wait
   boost::asio::steady_timer deadline_timer_;

@@ -55,12 +55,13 @@ OrderStream::OrderStream(ScriptRunner& runner, std::string key_namespace)
       dead_letter_(runner.scripts().Get("order_dead_letter")),
       retry_dead_(runner.scripts().Get("order_retry_dead")) {}
 
-asio::awaitable<base::Status> EnsureStreamGroup(Connection& connection, std::string_view key,
+asio::awaitable<base::Status> EnsureStreamGroup(ScriptRunner& runner, std::string_view key,
                                                 std::string_view group) {
-  const Command create = Build({"XGROUP", "CREATE", key, group, "0", "MKSTREAM"});
-  auto reply = co_await Await(connection, create);
-  if (reply.ok() || reply.error().message.starts_with("BUSYGROUP")) co_return base::Status();
-  co_return std::move(reply).error();
+  ScriptCall call(runner.scripts().Get("stream_group_ensure"));
+  call.Key("stream", key).Arg("group", group);
+  auto reply = co_await Await(runner, call);
+  if (!reply.ok()) co_return std::move(reply).error();
+  co_return base::Status();
 }
 
 asio::awaitable<Result<std::vector<StreamEntry>>> ReadGroupNew(Connection& connection,
@@ -99,7 +100,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> AutoClaim(Connection& connecti
 
 asio::awaitable<base::Status> OrderStream::EnsureGroup(std::string_view activity_id) {
   const SeckillKeys keys(namespace_, activity_id);
-  co_return co_await EnsureStreamGroup(runner_.connection(), keys.stream(), kGroup);
+  co_return co_await EnsureStreamGroup(runner_, keys.stream(), kGroup);
 }
 
 asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ReadNew(std::string_view activity_id,
@@ -211,15 +212,21 @@ asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_i
   GroupInfo info;
   const Command xlen = Build({"XLEN", keys.stream()});
   const Command dead = Build({"XLEN", keys.dead()});
+  const Command exists = Build({"EXISTS", keys.stream()});
   const Command groups = Build({"XINFO", "GROUPS", keys.stream()});
   auto length = co_await Await(runner_.connection(), xlen);
   auto dead_length = co_await Await(runner_.connection(), dead);
-  auto group_list = co_await Await(runner_.connection(), groups);
+  auto present = co_await Await(runner_.connection(), exists);
   if (!length.ok()) co_return std::move(length).error();
   if (!dead_length.ok()) co_return std::move(dead_length).error();
+  if (!present.ok()) co_return std::move(present).error();
   info.length = length->integer();
   info.dead_letters = dead_length->integer();
   info.lag = info.length;  // no group yet: nothing was delivered
+  // XINFO on a missing stream is an error reply, which would count as a Redis error although
+  // nothing failed (an activity just created, or one whose consumers have not started).
+  if (present->integer() == 0) co_return info;
+  auto group_list = co_await Await(runner_.connection(), groups);
   if (!group_list.ok()) {
     if (group_list.error().message.find("no such key") != std::string::npos) co_return info;
     co_return std::move(group_list).error();

@@ -28,8 +28,9 @@ struct StreamEntry {
 
 // Consumer-group primitives on any stream key, shared by the order streams and the lotteries'
 // admission queues. None blocks the connection (no BLOCK).
-// Creates the group (reading from the stream's start, creating the stream) unless it exists.
-boost::asio::awaitable<base::Status> EnsureStreamGroup(Connection& connection, std::string_view key,
+// Creates the group (reading from the stream's start, creating the stream) unless it exists, in
+// a script (stream_group_ensure.lua), so that a group already there is no error reply.
+boost::asio::awaitable<base::Status> EnsureStreamGroup(ScriptRunner& runner, std::string_view key,
                                                        std::string_view group);
 // XREADGROUP ... >: up to `count` entries never delivered to the group.
 boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> ReadGroupNew(

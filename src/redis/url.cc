@@ -72,7 +72,7 @@ std::string Endpoint::Describe() const {
     return out;
   }
   if (kind == Kind::kUnix) return fmt::format("unix://{}{}?db={}", user, path, db);
-  return fmt::format("redis://{}{}:{}/{}", user, host, port, db);
+  return fmt::format("{}://{}{}:{}/{}", tls ? "rediss" : "redis", user, host, port, db);
 }
 
 base::Result<Endpoint> ParseUrl(std::string_view text) {
@@ -91,8 +91,9 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
     endpoint.password = url.password();
   }
   const std::string scheme = url.scheme();
-  if (scheme == "redis") {
+  if (scheme == "redis" || scheme == "rediss") {
     endpoint.kind = Endpoint::Kind::kTcp;
+    endpoint.tls = scheme == "rediss";
     endpoint.host = url.host_address();
     if (endpoint.host.empty()) {
       return MakeError(ErrorCode::kInvalidArgument, "redis url '{}' has no host", text);
@@ -119,8 +120,8 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
     }
   } else {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "redis url '{}': scheme '{}' is not supported (use redis://, unix:// or "
-                     "redis+cluster://)",
+                     "redis url '{}': scheme '{}' is not supported (use redis://, rediss://, "
+                     "unix:// or redis+cluster://)",
                      text, scheme);
   }
   for (const auto& param : url.params()) {
@@ -132,6 +133,8 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
       endpoint.password = param.value;
     } else if (param.key == "user") {
       endpoint.username = param.value;
+    } else if (param.key == "cacert" && endpoint.tls) {
+      endpoint.ca_file = param.value;
     } else {
       return MakeError(ErrorCode::kInvalidArgument, "redis url '{}': unknown parameter '{}'", text,
                        param.key);

@@ -26,6 +26,8 @@ struct Endpoint {
   // redis+cluster://: host and port are the first seed; every seed is here (kTcp, db 0).
   bool cluster = false;
   std::vector<std::pair<std::string, uint16_t>> seeds;
+  bool tls = false;     // rediss://: TLS over TCP, the server's certificate verified
+  std::string ca_file;  // rediss://...?cacert=/path.pem: the CAs to trust (default: the system's)
 
   // The URL without the password, for logs and error messages.
   std::string Describe() const;

@@ -42,10 +42,25 @@ TEST(UrlTest, UnixSocket) {
   EXPECT_EQ(e->password, "pw");
 }
 
+TEST(UrlTest, Tls) {
+  auto e = ParseUrl("rediss://app:pw@cache.example:6380/1?cacert=/etc/ssl/ca.pem");
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ(e->kind, Endpoint::Kind::kTcp);
+  EXPECT_TRUE(e->tls);
+  EXPECT_EQ(e->host, "cache.example");
+  EXPECT_EQ(e->port, 6380);
+  EXPECT_EQ(e->db, 1);
+  EXPECT_EQ(e->ca_file, "/etc/ssl/ca.pem");
+  EXPECT_EQ(e->Describe(), "rediss://app@cache.example:6380/1");
+  auto plain = ParseUrl("redis://cache.example");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls);
+}
+
 TEST(UrlTest, RejectsWithAClearMessage) {
   for (const char* bad :
        {"", "localhost:6379", "http://x", "redis://", "redis://h:0", "redis://h/notanumber",
-        "unix://relative.sock", "redis://h?x=1", "rediss://h"}) {
+        "unix://relative.sock", "redis://h?x=1", "redis://h?cacert=/ca.pem"}) {
     auto e = ParseUrl(bad);
     ASSERT_FALSE(e.ok()) << bad;
     EXPECT_EQ(e.error().code, base::ErrorCode::kInvalidArgument);

@@ -18,6 +18,10 @@ using base::Result;
 namespace {
 
 constexpr int64_t kHourMs = 3'600'000;
+// Times in milliseconds from 1970-01-12 to 1973-03-03 are, in practice, times in seconds from 2001
+// to 5138: a create refuses them with a message saying so.
+constexpr int64_t kSecondsFrom = 1'000'000'000;
+constexpr int64_t kSecondsUntil = 100'000'000'000;
 
 Result<json::object> ParseObject(std::string_view body) {
   json::parse_options options;
@@ -374,7 +378,31 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
                        a.InitialUnits());
     }
   }
+  for (auto name : {"start_ms", "end_ms"}) {
+    const int64_t value = std::string_view(name) == "start_ms" ? a.start_ms : a.end_ms;
+    if (fields.Find(name) != nullptr && value >= kSecondsFrom && value < kSecondsUntil) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "{} {} looks like seconds; send milliseconds ({}000)", name, value, value);
+    }
+  }
   if (auto valid = core::Validate(a); !valid) return valid.error();
+  if (a.kind == core::StockKind::kCounted && !lottery && fields.Find("stock") == nullptr &&
+      fields.Find("total_units") == nullptr) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "field 'stock' is required: the units on sale (or \"kind\":\"items\" with "
+                     "'items')");
+  }
+  if (a.kind == core::StockKind::kItemised && a.items.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "kind \"items\" needs a non-empty 'items' array: the item ids on sale");
+  }
+  if (a.end_ms <= now_ms) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the window is already over: end_ms {} is before now ({})", a.end_ms, now_ms);
+  }
+  // No title: the id, which the operator chose and which is unique, reads better on the buyer
+  // page and the dashboard than an empty heading.
+  if (a.title.empty()) a.title = a.id;
   return a;
 }
 

@@ -267,6 +267,7 @@ Reply OutcomeReply(Call& call, const service::PurchaseResult& result, bool draw)
         w.EndObject().Key("draws").Int(result.bought);
       } else {
         w.Key("quantity").Int(result.quantity).Key("items").Strings(result.items);
+        if (result.pay_by_ms > 0) w.Key("pay_by_ms").Int(result.pay_by_ms);
       }
       w.Key("remaining").Int(result.remaining).Key("replayed").Bool(result.replayed);
       break;
@@ -276,6 +277,9 @@ Reply OutcomeReply(Call& call, const service::PurchaseResult& result, bool draw)
       break;
     case core::Outcome::kLimitReached:
       w.Key(draw ? "draws" : "bought").Int(result.bought);
+      break;
+    case core::Outcome::kLimitExceeded:
+      w.Key("bought").Int(result.bought).Key("may_buy").Int(result.may_buy);
       break;
     case core::Outcome::kUnknownActivity:
       status = http::status::not_found;
@@ -426,6 +430,15 @@ asio::awaitable<Reply> HandleActivityList(Call& call) {
   co_return Json(http::status::ok, Word::kOk, w);
 }
 
+asio::awaitable<Reply> HandleConfig(Call& call) {
+  JsonWriter w;
+  w.BeginObject()
+      .Key("identity")
+      .String(call.worker.identity.mode == IdentityMode::kToken ? "token" : "gateway");
+  w.EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
 asio::awaitable<Reply> HandleOrders(Call& call) {
   auto orders = co_await service::GetUserOrders(call.worker.service, call.user_id);
   if (!orders) co_return ErrorToReply(orders.error());
@@ -491,6 +504,16 @@ asio::awaitable<Reply> HandleAdminStock(Call& call) {
   co_return StateReply(http::status::ok, *state);
 }
 
+asio::awaitable<Reply> HandleAdminDelete(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto deleted = co_await service::DeleteActivity(call.worker.service, call.params[0]);
+  if (!deleted) co_return ErrorToReply(deleted.error());
+  JsonWriter w;
+  w.BeginObject().Key("status").String("deleted").Key("activity_id").String(call.params[0]);
+  w.EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
 asio::awaitable<Reply> HandleAdminDeadLetters(Call& call) {
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
   auto dead = co_await service::ListDeadLetters(call.worker.service, call.params[0], 1000);
@@ -523,8 +546,9 @@ asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call) {
 asio::awaitable<Reply> HandleAdminJob(Call& call) {
   const auto job = service::JobFrom(call.params[0]);
   if (!job) {
-    co_return ErrorReply(http::status::not_found, Word::kNotFound,
-                         "no job '" + std::string(call.params[0]) + "' (prewarm, reconcile)");
+    co_return ErrorReply(
+        http::status::not_found, Word::kNotFound,
+        "no job '" + std::string(call.params[0]) + "' (prewarm, reconcile, expire)");
   }
   auto body = ParseJobBody(call.request.body());
   if (!body) co_return ErrorToReply(body.error());

@@ -48,6 +48,8 @@ boost::asio::awaitable<Reply> HandleTicket(Call& call);
 boost::asio::awaitable<Reply> HandlePay(Call& call);
 boost::asio::awaitable<Reply> HandleActivityInfo(Call& call);
 boost::asio::awaitable<Reply> HandleActivityList(Call& call);
+// What a page needs to know of the service: {"identity": "token" | "gateway"}.
+boost::asio::awaitable<Reply> HandleConfig(Call& call);
 boost::asio::awaitable<Reply> HandleOrders(Call& call);
 boost::asio::awaitable<Reply> HandleAdminList(Call& call);
 boost::asio::awaitable<Reply> HandleAdminCreate(Call& call);
@@ -56,6 +58,8 @@ boost::asio::awaitable<Reply> HandleAdminUpdate(Call& call);
 boost::asio::awaitable<Reply> HandleAdminOpen(Call& call);
 boost::asio::awaitable<Reply> HandleAdminClose(Call& call);
 boost::asio::awaitable<Reply> HandleAdminStock(Call& call);
+// DELETE /api/v1/admin/activities/{id}: an activity that sold nothing.
+boost::asio::awaitable<Reply> HandleAdminDelete(Call& call);
 boost::asio::awaitable<Reply> HandleAdminDeadLetters(Call& call);
 boost::asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call);
 boost::asio::awaitable<Reply> HandleAdminToken(Call& call);

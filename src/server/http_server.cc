@@ -76,6 +76,11 @@ void SerializeReply(const Reply& reply, unsigned version, bool keep_alive, std::
     fmt::format_to(std::back_inserter(out), "Retry-After: {}\r\n", reply.retry_after_s);
   }
   if (!reply.allow.empty()) fmt::format_to(std::back_inserter(out), "Allow: {}\r\n", reply.allow);
+  // A 401 names the scheme that would be accepted (RFC 9110 11.6.1): bearer tokens, the user's or
+  // the admin's (in gateway mode the user comes from the gateway's header, and only admin routes
+  // answer 401 for a token).
+  if (reply.status == http::status::unauthorized)
+    out += "WWW-Authenticate: Bearer realm=\"flashsale\"\r\n";
   // HTTP/1.1 is persistent unless closed; HTTP/1.0 only when asked.
   if (!keep_alive) {
     out += "Connection: close\r\n";
@@ -90,6 +95,27 @@ bool IsDisconnect(const error_code& error) {
   return error == beast::http::error::end_of_stream || error == asio::error::eof ||
          error == asio::error::operation_aborted || error == asio::error::connection_reset ||
          error == asio::error::broken_pipe || error == asio::error::bad_descriptor;
+}
+
+// The listeners share the port through SO_REUSEPORT, which would let a second process (of the
+// same user) join them too and take half the connections. A bind without SO_REUSEPORT fails
+// while anyone listens on the port, so one before the listeners open tells a port that is taken
+// apart (SO_REUSEADDR only lets it pass connections of an earlier run in TIME_WAIT).
+base::Status ProbePortFree(const tcp::endpoint& endpoint) {
+  asio::io_context io;
+  tcp::acceptor probe(io);
+  error_code error;
+  probe.open(endpoint.protocol(), error);
+  if (!error) probe.set_option(tcp::acceptor::reuse_address(true), error);
+  if (!error) probe.bind(endpoint, error);
+  if (error) {
+    return base::MakeError(base::ErrorCode::kUnavailable, "listen on {}:{}: {}",
+                           endpoint.address().to_string(), endpoint.port(),
+                           error == asio::error::address_in_use
+                               ? "address already in use (another process listens on it)"
+                               : error.message());
+  }
+  return {};
 }
 
 }  // namespace
@@ -507,6 +533,9 @@ base::Status HttpServer::Start() {
   }
   const int threads = std::max(1, options_.threads);
   uint16_t port = options_.port;
+  if (port != 0) {
+    if (auto free = ProbePortFree(tcp::endpoint(address, port)); !free) return free;
+  }
   for (int i = 0; i < threads; ++i) {
     auto worker = std::make_unique<Worker>(i, options_, deps_, *connections_);
     // With port 0 the first listener picks the port and the others join it.

@@ -21,6 +21,7 @@ constexpr std::array<std::string_view, static_cast<size_t>(Word::kCount)> kWords
     "won",
     "no_prize",
     "limit_reached",
+    "limit_exceeded",
     "queued",
     "pending",
     "ok",
@@ -75,6 +76,8 @@ Word WordFor(core::Outcome outcome) {
       return Word::kRateLimited;
     case core::Outcome::kOverloaded:
       return Word::kOverloaded;
+    case core::Outcome::kLimitExceeded:
+      return Word::kLimitExceeded;
   }
   return Word::kError;
 }

@@ -31,6 +31,7 @@ enum class Word : uint8_t {
   kWon,
   kNoPrize,
   kLimitReached,
+  kLimitExceeded,
   kQueued,   // a draw joined the admission queue (202, with a ticket)
   kPending,  // a ticket not decided yet
   kOk,

@@ -20,6 +20,7 @@ constexpr Route kRoutes[] = {
     // Public reads.
     {verb::get, "/api/v1/activities", RouteId::kActivity, Access::kPublic, HandleActivityList},
     {verb::get, "/api/v1/activities/{id}", RouteId::kActivity, Access::kPublic, HandleActivityInfo},
+    {verb::get, "/api/v1/config", RouteId::kActivity, Access::kPublic, HandleConfig},
     {verb::get, "/api/v1/orders", RouteId::kOrders, Access::kUser, HandleOrders},
     {verb::post, "/api/v1/orders/{id}/pay", RouteId::kOrders, Access::kUser, HandlePay},
     // Operators.
@@ -28,6 +29,8 @@ constexpr Route kRoutes[] = {
     {verb::get, "/api/v1/admin/activities/{id}", RouteId::kAdmin, Access::kAdmin, HandleAdminGet},
     {verb::patch, "/api/v1/admin/activities/{id}", RouteId::kAdmin, Access::kAdmin,
      HandleAdminUpdate},
+    {verb::delete_, "/api/v1/admin/activities/{id}", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminDelete},
     {verb::post, "/api/v1/admin/activities/{id}/open", RouteId::kAdmin, Access::kAdmin,
      HandleAdminOpen},
     {verb::post, "/api/v1/admin/activities/{id}/close", RouteId::kAdmin, Access::kAdmin,

@@ -5,6 +5,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "redis/activity_delete.h"
 #include "service/jobs.h"
 
 namespace flashsale::service {
@@ -151,6 +152,12 @@ asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context,
     co_return MakeError(ErrorCode::kInvalidArgument,
                         "'{}' is a lottery: its prize stock is set when it is created",
                         activity_id);
+  } else if (known && known->activity.kind == core::StockKind::kCounted && !items.empty()) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "'{}': this sale counts units; send units, not items", activity_id);
+  } else if (known && known->activity.kind == core::StockKind::kItemised && items.empty()) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "'{}': this sale sells item ids; send items, not units", activity_id);
   }
   const auto record = [id = std::string(activity_id), units,
                        items = std::vector<std::string>(items.begin(), items.end()),
@@ -171,6 +178,29 @@ asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context,
                         units, activity_id, why);
   }
   co_return co_await WithRedisStatus(context, *recorded);
+}
+
+asio::awaitable<base::Status> DeleteActivity(ServiceContext& context,
+                                             std::string_view activity_id) {
+  const std::string id(activity_id);
+  const auto find = [id](store::Store& store) { return store.GetActivity(id, false); };
+  auto record = co_await context.OnDb(find);
+  if (!record.ok()) co_return std::move(record).error();
+  const std::string& ns = context.settings().key_namespace;
+  const std::string report = ReconcileReportKey(ns, id);
+  auto keys = co_await redis::DeleteActivityKeys(context.runner(), ns, id, report);
+  if (!keys.ok()) co_return std::move(keys).error();
+  if (*keys == redis::DeleteOutcome::kSold) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "'{}' has sold or reserved units: only an activity that sold nothing can "
+                        "be deleted (close it instead)",
+                        id);
+  }
+  const auto remove = [id](store::Store& store) { return store.DeleteActivity(id); };
+  auto removed = co_await context.OnDb(remove);
+  if (!removed.ok()) co_return std::move(removed).error();
+  co_await Announce(context);
+  co_return base::Status();
 }
 
 asio::awaitable<Result<ActivityState>> GetActivityState(ServiceContext& context,

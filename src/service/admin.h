@@ -43,6 +43,13 @@ boost::asio::awaitable<base::Result<ActivityState>> AddStock(ServiceContext& con
                                                              std::string_view activity_id,
                                                              int64_t units,
                                                              std::span<const std::string> items);
+// Deletes an activity that sold nothing: its Redis keys first (a script that refuses when
+// anything was reserved, atomically with the purchases), then its record; then every instance is
+// told. kNotFound for an unknown id; kInvalidArgument when it sold something (nothing changes).
+// The record failing after Redis let go leaves an activity Redis lost: retrying the delete
+// finishes it (reconciliation would otherwise rebuild it after its grace).
+boost::asio::awaitable<base::Status> DeleteActivity(ServiceContext& context,
+                                                    std::string_view activity_id);
 boost::asio::awaitable<base::Result<ActivityState>> GetActivityState(ServiceContext& context,
                                                                      std::string_view activity_id);
 boost::asio::awaitable<base::Result<std::vector<ActivityState>>> ListActivityStates(

@@ -153,15 +153,25 @@ void JobMetrics::SetDrift(const std::string& activity_id, int64_t drift) {
   drift_[activity_id] = drift;
 }
 
+void JobMetrics::KeepOnly(const std::set<std::string>& ids) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(drift_, [&ids](const auto& entry) { return !ids.contains(entry.first); });
+}
+
 void JobMetrics::AppendPrometheus(std::string& out) const {
+  out +=
+      "# HELP flashsale_job_runs_total Job runs made by this process, by job.\n"
+      "# TYPE flashsale_job_runs_total counter\n";
+  for (Job job : {Job::kPrewarm, Job::kReconcile, Job::kExpire}) {
+    out += fmt::format("flashsale_job_runs_total{{job=\"{}\"}} {}\n", ToString(job),
+                       runs[static_cast<size_t>(job)].value());
+  }
   out += fmt::format(
-      "# HELP flashsale_job_runs_total Job runs (prewarm, reconcile) made by this process.\n"
-      "# TYPE flashsale_job_runs_total counter\nflashsale_job_runs_total {}\n"
       "# HELP flashsale_job_lock_lost_total Job runs stopped because their lock was lost.\n"
       "# TYPE flashsale_job_lock_lost_total counter\nflashsale_job_lock_lost_total {}\n"
       "# HELP flashsale_reconcile_drift Units the invariant could not account for at the last "
       "reconciliation (0: it holds).\n# TYPE flashsale_reconcile_drift gauge\n",
-      runs.value(), lock_lost.value());
+      lock_lost.value());
   std::lock_guard lock(mutex_);
   for (const auto& [id, drift] : drift_) {
     out += fmt::format("flashsale_reconcile_drift{{activity=\"{}\"}} {}\n", id, drift);
@@ -183,7 +193,7 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
   const redis::Lease lease = **taken;
   auto watch = std::make_shared<Watch>(co_await asio::this_coro::executor);
   asio::co_spawn(watch->timer.get_executor(), Watchdog(watch, lock, lease), asio::detached);
-  if (metrics != nullptr) metrics->runs.Add();
+  if (metrics != nullptr) metrics->runs[static_cast<size_t>(request.job)].Add();
 
   const SnapshotPtr snapshot = context.snapshot();
   base::JsonWriter w;

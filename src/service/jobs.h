@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -43,9 +44,11 @@ struct JobRequest {
 // What the jobs of a process did, for /metrics.
 class JobMetrics {
  public:
-  base::Counter runs;
+  base::Counter runs[3];  // by Job
   base::Counter lock_lost;
   void SetDrift(const std::string& activity_id, int64_t drift);
+  // Drops the series of activities not in `ids` (deleted ones).
+  void KeepOnly(const std::set<std::string>& ids);
   void AppendPrometheus(std::string& out) const;
 
  private:

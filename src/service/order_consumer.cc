@@ -73,6 +73,14 @@ void PipelineMetrics::SetGauges(const std::string& activity_id, const redis::Gro
   gauges_[activity_id] = info;
 }
 
+void PipelineMetrics::KeepOnly(const std::set<std::string>& ids) {
+  {
+    std::lock_guard lock(mutex_);
+    std::erase_if(gauges_, [&ids](const auto& entry) { return !ids.contains(entry.first); });
+  }
+  jobs.KeepOnly(ids);
+}
+
 void PipelineMetrics::AppendPrometheus(std::string& out) const {
   out += fmt::format(
       "# HELP flashsale_orders_persisted_total Orders written to the database by consumers.\n"
@@ -170,6 +178,11 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
   if (claim_due) next_claim_ = now + options_.claim_every;
   if (trim_due) next_trim_ = now + options_.trim_every;
   int64_t handled = 0;
+  if (trim_due) {
+    std::set<std::string> ids;
+    for (const auto& activity : snapshot->all()) ids.insert(activity.activity.id);
+    metrics_.KeepOnly(ids);
+  }
   for (const auto& activity : snapshot->all()) {
     if (*stop) break;
     const std::string& id = activity.activity.id;

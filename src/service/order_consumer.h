@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,8 @@ struct PipelineMetrics {
 
   // Per activity, refreshed by the consumers every trim_every.
   void SetGauges(const std::string& activity_id, const redis::GroupInfo& info);
+  // Drops the series of activities not in `ids` (deleted ones), here and in `jobs`.
+  void KeepOnly(const std::set<std::string>& ids);
   void AppendPrometheus(std::string& out) const;
 
  private:

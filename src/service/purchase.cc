@@ -132,6 +132,16 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       // Replayed for the client only when an earlier request (same Idempotency-Key) decided it;
       // our own retries of this order id are invisible.
       result.replayed = reservation->replayed && result.order_id != order_id;
+      if (result.outcome == Outcome::kLimitReached && result.bought < activity.per_user_limit) {
+        // Not a previous purchase: too many at once. (The snapshot's limit; the script decided
+        // with Redis's, which differs only for a moment after a PATCH.)
+        result.outcome = Outcome::kLimitExceeded;
+        result.may_buy = activity.per_user_limit - result.bought;
+      }
+      if (result.outcome == Outcome::kReserved && activity.payment_window_ms > 0 &&
+          result.order_id == order_id) {
+        result.pay_by_ms = now_ms + activity.payment_window_ms;  // as the expire job counts
+      }
       if (result.outcome == Outcome::kSoldOut && result.remaining == 0) {
         context.MarkSoldOut(activity.id);
       }

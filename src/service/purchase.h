@@ -45,6 +45,8 @@ struct PurchaseResult {
   int64_t quantity = 0;
   int64_t remaining = -1;  // -1: not known (answered locally)
   int64_t bought = 0;      // units the user holds; a draw: the user's draws so far
+  int64_t may_buy = 0;     // kLimitExceeded: units the per-user limit still allows
+  int64_t pay_by_ms = 0;   // a reservation in a payment window: when it expires unpaid; 0: none
   bool replayed = false;
   int64_t retry_after_ms = 0;  // kRateLimited, kOverloaded
   std::string ticket;          // a queued draw: the ticket to poll (outcome not decided yet)

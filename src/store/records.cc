@@ -115,6 +115,13 @@ base::Error NoActivity(std::string_view id) {
   return MakeError(ErrorCode::kNotFound, "no activity '{}'", id);
 }
 
+base::Error HasOrders(std::string_view id, int64_t orders) {
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "'{}' has {} order(s): only an activity that sold nothing can be deleted (close "
+                   "it instead)",
+                   id, orders);
+}
+
 base::Error NoOrder(std::string_view order_id) {
   return MakeError(ErrorCode::kNotFound, "no order '{}'", order_id);
 }

@@ -176,5 +176,12 @@ base::Error NoActivity(std::string_view id);                                  //
 base::Error NoOrder(std::string_view order_id);                               // kNotFound
 base::Error ActivityExists(std::string_view id);                              // kAlreadyExists
 base::Error ItemExists(std::string_view activity_id, std::string_view item);  // kAlreadyExists
+base::Error HasOrders(std::string_view id, int64_t orders);                   // kInvalidArgument
+
+// Deleting an activity that sold nothing: ? activity_id for each.
+inline constexpr std::string_view kCountActivityOrders =
+    "SELECT COUNT(*) FROM orders WHERE activity_id = ?";
+inline constexpr std::string_view kDeleteItems = "DELETE FROM activity_items WHERE activity_id = ?";
+inline constexpr std::string_view kDeleteActivity = "DELETE FROM activities WHERE id = ?";
 
 }  // namespace flashsale::store::records

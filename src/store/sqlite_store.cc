@@ -384,6 +384,23 @@ Result<ActivityRecord> SqliteStore::AddStock(std::string_view id, int64_t units,
   return GetLocked(id, false);
 }
 
+base::Status SqliteStore::DeleteActivity(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status();
+  auto current = GetLocked(id, false);
+  if (!current) return std::move(current).error();
+  Stmt count(db_, records::kCountActivityOrders);
+  auto counted = count.Bind(id).Step("count orders");
+  if (!counted) return std::move(counted).error();
+  if (count.Int(0) > 0) return records::HasOrders(id, count.Int(0));
+  Stmt items(db_, records::kDeleteItems);
+  if (auto run = items.Bind(id).Run("delete items"); !run) return run;
+  Stmt activity(db_, records::kDeleteActivity);
+  if (auto run = activity.Bind(id).Run("delete activity"); !run) return run;
+  return tx.Commit();
+}
+
 Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const OrderRecord> orders,
                                                              int64_t now_ms) {
   std::lock_guard lock(mutex_);

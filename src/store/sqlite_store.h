@@ -32,6 +32,7 @@ class SqliteStore final : public Store {
   base::Result<ActivityRecord> AddStock(std::string_view id, int64_t units,
                                         std::span<const std::string> items,
                                         int64_t now_ms) override;
+  base::Status DeleteActivity(std::string_view id) override;
   base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
                                                         int64_t now_ms) override;
   base::Result<OrderRecord> GetOrder(std::string_view order_id) override;

@@ -132,6 +132,9 @@ class Store {
   virtual base::Result<ActivityRecord> AddStock(std::string_view id, int64_t units,
                                                 std::span<const std::string> items,
                                                 int64_t now_ms) = 0;
+  // Deletes an activity that sold nothing (no order row, live or cancelled) with its items, in
+  // one transaction. kNotFound without it; kInvalidArgument when it has orders (nothing changes).
+  virtual base::Status DeleteActivity(std::string_view id) = 0;
 
   // Writes a batch of orders in ONE transaction, idempotently: for each order, an existence check
   // by id (S3-5's belt and braces), then an insert that ignores a unique-key clash (INSERT

@@ -69,14 +69,20 @@ function redisServersFor(dataDir) {
 }
 
 class Service {
+  // `serve --demo` (gateway identity) unless other flags are given; its log in artifacts/<name>.log.
+  constructor(flags = ["--demo"], name = "flashsale") {
+    this.flags = flags;
+    this.name = name;
+  }
+
   async start() {
     this.dataDir = mkdtempSync(path.join(tmpdir(), "fs-browser-"));
     this.port = await freePort();
     this.base = `http://127.0.0.1:${this.port}`;
-    this.logPath = path.join(artifacts, "flashsale.log");
+    this.logPath = path.join(artifacts, `${this.name}.log`);
     const log = openSync(this.logPath, "w");
     this.child = spawn(binary, [
-      "serve", "--demo", "--listen", `127.0.0.1:${this.port}`, "--data-dir", this.dataDir, "--threads", "2",
+      "serve", ...this.flags, "--listen", `127.0.0.1:${this.port}`, "--data-dir", this.dataDir, "--threads", "2",
     ], { stdio: ["ignore", log, log] });
     closeSync(log);
     this.exited = new Promise((resolve) => this.child.once("exit", (code, signal) => resolve({ code, signal })));
@@ -397,6 +403,61 @@ describe("dashboard", () => {
   }
   const cell = (page, activity, field) => page.textContent(`tr[data-activity="${activity}"] [data-field="${field}"]`);
 
+  test("reserved is what is reserved now; lotteries have no restock", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    await service.createActivity({ id: "unpaid", title: "Unpaid", stock: 2, per_user_limit: 1, payment_window_ms: 300 });
+    assert.equal((await service.buy("unpaid", "payer-1")).json.code, 1);
+    assert.equal((await service.buy("unpaid", "payer-2")).json.code, 1);
+    // Both orders expire unpaid once recorded: the expire job, run until both units came back.
+    let released = 0;
+    for (let i = 0; i < 100 && released < 2; i++) {
+      await sleep(200);
+      await service.admin("POST", "/api/v1/admin/jobs/expire", { activity_id: "unpaid" });
+      const status = await service.admin("GET", "/api/v1/admin/activities/unpaid");
+      released = status.json.redis.released;
+    }
+    assert.equal(released, 2);
+    const page = await openDashboard(t);
+    await page.waitForSelector('tr[data-activity="unpaid"]');
+    await page.waitForFunction(() => document.querySelector('tr[data-activity="unpaid"] [data-field="remaining"]').textContent === "2");
+    assert.equal(await cell(page, "unpaid", "reserved"), "0");
+    assert.equal(await cell(page, "unpaid", "total"), "2");
+    // The demo lottery: open/close, but no restock.
+    await page.waitForSelector('tr[data-activity="demo-lottery"] [data-action="toggle"]');
+    assert.equal(await page.$$eval('tr[data-activity="demo-lottery"] [data-action="restock"]', (b) => b.length), 0);
+    assert.equal(await page.$$eval('tr[data-activity="demo"] [data-action="restock"]', (b) => b.length), 1);
+  });
+
+  test("the create form makes lotteries, payment windows and rate limits", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    const page = await openDashboard(t);
+    await page.fill("#new-id", "form-lottery");
+    await page.selectOption("#new-kind", "lottery");
+    assert.equal(await page.isVisible("#new-prizes"), true);
+    assert.equal(await page.isVisible("#new-stock"), false);
+    await page.fill("#new-prizes", "phone:1:1, mug:20:5");
+    await page.fill("#new-no-prize", "79");
+    await page.selectOption("#new-admission", "queue");
+    await page.click("#create");
+    await page.waitForSelector('tr[data-activity="form-lottery"]');
+    const lottery = await service.admin("GET", "/api/v1/admin/activities/form-lottery");
+    assert.equal(lottery.json.activity.kind, "lottery", lottery.text);
+    assert.equal(lottery.json.activity.admission, "queue", lottery.text);
+    assert.equal(lottery.json.activity.no_prize_weight, 79, lottery.text);
+    assert.equal(lottery.json.activity.total_units, 6, lottery.text);
+
+    await page.fill("#new-id", "form-paid");
+    await page.selectOption("#new-kind", "counted");
+    await page.fill("#new-stock", "3");
+    await page.fill("#new-pay", "90");
+    await page.fill("#new-rate", "2");
+    await page.fill("#new-burst", "4");
+    await page.click("#create");
+    await page.waitForSelector('tr[data-activity="form-paid"]');
+    const paid = await service.admin("GET", "/api/v1/admin/activities/form-paid");
+    assert.equal(paid.json.activity.payment_window_ms, 90000, paid.text);
+    assert.deepEqual(paid.json.activity.user_rate, { per_second: 2, burst: 4 }, paid.text);
+    await shot(page, "dashboard-create-form");
+  });
+
   test("a wrong admin token is refused and said so", { timeout: TEST_TIMEOUT_MS }, async (t) => {
     const page = await newPage(t);
     await page.goto(`${service.base}/dashboard`);
@@ -474,5 +535,47 @@ describe("dashboard", () => {
     assert.equal(status.json.activity.open, true);
     assert.equal((await service.buy("made-here", "welcome")).json.code, 1);
     await shot(page, "dashboard-actions");
+  });
+});
+
+// --- Token identity (serve's default): the page asks for a token and says what a 401 is ---------
+
+describe("buyer page in token mode", () => {
+  const tokenService = new Service([], "flashsale-token");
+  before(async () => {
+    await tokenService.start();
+  });
+  after(async () => {
+    const exit = await tokenService.stop();
+    assert.deepEqual(exit, { code: 0, signal: null }, `flashsale did not stop cleanly:\n${tokenService.log()}`);
+  });
+
+  test("asks for a token, shows a 401 as such, and buys with a token", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    const created = await tokenService.admin("POST", "/api/v1/admin/activities", { id: "signed", title: "Signed in", stock: 3 });
+    assert.equal(created.status, 201, created.text);
+    const page = await newPage(t);
+    await page.goto(`${tokenService.base}/?activity=signed`);
+    await page.waitForSelector("#activity:not([hidden])");
+    // The service said "token": the token box, and no choice of a user name.
+    await page.waitForSelector("#token-box:not([hidden])");
+    assert.equal(await page.isVisible("#user-name"), false);
+    assert.equal(await page.isVisible("#mode-user"), false);
+    await page.waitForSelector("#action:enabled");
+    await page.click("#action");
+    await page.waitForSelector('#outcome[data-status="unauthorized"]');
+    const said = await page.textContent("#outcome");
+    assert.match(said, /401 Unauthorized/);
+    assert.match(said, /token/);
+    assert.doesNotMatch(said, /user name/);
+    await shot(page, "buyer-token-401");
+
+    const issued = await tokenService.admin("POST", "/api/v1/admin/tokens", { user_id: "tina", ttl_s: 600 });
+    assert.equal(issued.status, 200, issued.text);
+    await page.fill("#token", issued.json.token);
+    await page.click("#action");
+    await page.waitForSelector('#outcome[data-status="reserved"]');
+    const orders = await tokenService.http("GET", "/api/v1/orders", { headers: { Authorization: `Bearer ${issued.json.token}` } });
+    assert.equal(orders.json.orders.filter((o) => o.activity_id === "signed").length, 1, orders.text);
+    assert.deepEqual(page.errors, []);
   });
 });

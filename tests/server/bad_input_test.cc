@@ -355,7 +355,7 @@ TEST_F(BadInputTest, UnknownMethodOnAKnownPathIs405WithAllow) {
            {"GET", std::string(kPurchasePath), "POST"},
            {"PUT", "/api/v1/orders", "GET"},
            {"DELETE", "/api/v1/admin/activities", "GET, POST"},
-           {"PUT", "/api/v1/admin/activities/sale", "GET, PATCH"},
+           {"PUT", "/api/v1/admin/activities/sale", "GET, PATCH, DELETE"},
        }) {
     SCOPED_TRACE(c.method + " " + c.target);
     auto reply = client.Request(c.method, c.target, "", ServerFixture::User("u1"));
@@ -427,7 +427,7 @@ TEST_F(BadInputTest, BadAdminBodiesAre400NamingTheField) {
        "field 'items' must be an array of strings"},
       {"POST", create, R"({"id":"a","kind":"items","items":["C1","C1"]})", "appears twice"},
       {"POST", create, R"({"id":"a","per_user_limit":0})", "per-user limit 0 must be >= 1"},
-      {"POST", create, R"({"id":"a","start_ms":10,"end_ms":5})", "window"},
+      {"POST", create, R"({"id":"a","start_ms":10,"end_ms":5})", "end_ms must be after start_ms"},
       {"POST", create, R"({"id":"a","start_ms":"now"})", "field 'start_ms' must be an integer"},
       {"POST", create, R"({"id":"a","user_rate":[1,2]})", "field 'user_rate' must be an object"},
       {"POST", create, R"({"id":"a","user_rate":{"per_second":"fast","burst":1}})",
@@ -446,7 +446,7 @@ TEST_F(BadInputTest, BadAdminBodiesAre400NamingTheField) {
       {"PATCH", sale, R"({"stock":5})", "unknown field 'stock'"},
       {"PATCH", sale, "{}", "nothing to update"},
       {"PATCH", sale, "[]", "body must be a JSON object"},
-      {"PATCH", sale, R"({"end_ms":-5})", "window"},
+      {"PATCH", sale, R"({"end_ms":-5})", "end_ms must be after start_ms"},
       {"POST", sale + "/stock", R"({"units":"1"})", "field 'units' must be an integer"},
       {"POST", sale + "/stock", R"({"units":0})", "give 'units'"},
       {"POST", sale + "/stock", R"({"units":1,"colour":1})", "unknown field 'colour'"},

@@ -124,8 +124,10 @@ TEST_F(HttpTest, EveryOutcomeHasItsCodeAndStatus) {
                                now + 60'000, now + 120'000))
                 .status,
             201);
+  // A window already over is refused at creation: this one ends a moment after now, and the
+  // clock passes its end before "over" is bought from.
   ASSERT_EQ(Create(fmt::format(R"({{"id":"over","stock":5,"start_ms":{},"end_ms":{}}})",
-                               now - 120'000, now - 60'000))
+                               now - 120'000, now + 1))
                 .status,
             201);
   ASSERT_EQ(Create(R"({"id":"shut","stock":5,"open":false})").status, 201);
@@ -142,6 +144,7 @@ TEST_F(HttpTest, EveryOutcomeHasItsCodeAndStatus) {
   expect("one", "u1", 200, 0, "already_purchased");
   expect("one", "u2", 200, -1, "sold_out");
   expect("later", "u1", 200, -2, "not_started");
+  server_->clock().Advance(1);
   expect("over", "u1", 200, -3, "ended");
   expect("ghost", "u1", 404, -4, "unknown_activity");
   expect("shut", "u1", 200, -5, "closed");

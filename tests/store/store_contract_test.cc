@@ -360,6 +360,31 @@ TEST_P(StoreContractTest, InsertOrdersIsIdempotentAndCatchesADoubleSale) {
   EXPECT_EQ(store_->CountOrders("other")->orders, 0);
 }
 
+TEST_P(StoreContractTest, DeleteRemovesOnlyAnActivityThatSoldNothing) {
+  auto items = Counted("empty");
+  items.kind = core::StockKind::kItemised;
+  items.stock = 0;
+  items.items = {"A", "B"};
+  ASSERT_TRUE(store_->CreateActivity(items, 1).ok());
+  ASSERT_TRUE(store_->CreateActivity(Counted("act"), 1).ok());
+  const std::vector<OrderRecord> sold = {Order("o1", "alice")};
+  ASSERT_TRUE(store_->InsertOrders(sold, 2).ok());
+
+  auto deleted = store_->DeleteActivity("empty");
+  ASSERT_TRUE(deleted.ok()) << deleted.error().ToString();
+  EXPECT_EQ(store_->GetActivity("empty", true).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store_->DeleteActivity("empty").error().code, ErrorCode::kNotFound);
+  // Its items went with it: the same id can be created again with the same item ids.
+  ASSERT_TRUE(store_->CreateActivity(items, 3).ok());
+
+  auto refused = store_->DeleteActivity("act");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("1 order"), std::string::npos) << refused.error().message;
+  EXPECT_TRUE(store_->GetActivity("act", false).ok());
+  EXPECT_EQ(store_->ListActivities()->size(), 2u);
+}
+
 TEST_P(StoreContractTest, ALotteryKeepsItsPrizeTable) {
   auto a = Counted("spring-draw");
   a.per_user_limit = 3;

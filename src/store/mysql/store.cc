@@ -213,6 +213,28 @@ Result<ActivityRecord> MySqlStore::AddStock(std::string_view id, int64_t units,
   });
 }
 
+base::Status MySqlStore::DeleteActivity(std::string_view id) {
+  std::lock_guard lock(mutex_);
+  auto deleted = Run([&](Connection& conn) -> Result<bool> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    auto current = GetActivityOn(conn, id, false, true);  // the row locked until the commit
+    if (!current) return std::move(current).error();
+    Statement count(conn, std::string(records::kCountActivityOrders), "count orders");
+    if (auto run = count.Execute({id}); !run) return run.error();
+    const int64_t orders = count.rows().at(0).Int(0);
+    if (orders > 0) return records::HasOrders(id, orders);
+    Statement items(conn, std::string(records::kDeleteItems), "delete items");
+    if (auto run = items.Execute({id}); !run) return run.error();
+    Statement activity(conn, std::string(records::kDeleteActivity), "delete activity");
+    if (auto run = activity.Execute({id}); !run) return run.error();
+    if (auto commit = tx.Commit(); !commit) return commit.error();
+    return true;
+  });
+  if (!deleted) return std::move(deleted).error();
+  return {};
+}
+
 Result<std::vector<InsertOutcome>> MySqlStore::InsertOrders(std::span<const OrderRecord> orders,
                                                             int64_t now_ms) {
   if (auto valid = mysql::ValidateOrders(orders); !valid) return valid.error();

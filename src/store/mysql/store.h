@@ -87,6 +87,7 @@ class MySqlStore final : public Store {
   base::Result<ActivityRecord> AddStock(std::string_view id, int64_t units,
                                         std::span<const std::string> items,
                                         int64_t now_ms) override;
+  base::Status DeleteActivity(std::string_view id) override;
   // As Store::InsertOrders. Beyond SQLite: an order whose ids or stream id are over 64 bytes is
   // kInvalidArgument (for the whole batch, nothing written). Two stores inserting the same batch
   // at once each get kInserted or kDuplicate per order, and exactly one gets kInserted.

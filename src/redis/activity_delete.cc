@@ -1,0 +1,42 @@
+#include "redis/activity_delete.h"
+
+#include "redis/seckill.h"
+
+namespace flashsale::redis {
+
+boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
+    ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id,
+    std::string_view report_key) {
+  const SeckillKeys keys(key_namespace, activity_id);
+  ScriptCall call(runner.scripts().Get("activity_delete"));
+  call.Key("meta", keys.meta())
+      .Key("stock", keys.stock())
+      .Key("items", keys.items())
+      .Key("prizes", keys.prizes())
+      .Key("buyers", keys.buyers())
+      .Key("orders", keys.orders())
+      .Key("stream", keys.stream())
+      .Key("user_orders", keys.user_orders())
+      .Key("dead", keys.dead())
+      .Key("failures", keys.failures())
+      .Key("queue", keys.queue())
+      .Key("queue_lock", keys.queue_lock())
+      .Key("queue_fence", keys.queue_fence())
+      .Key("report", report_key);
+  auto reply = co_await Await(runner, call);
+  if (!reply.ok()) co_return std::move(reply).error();
+  if (!reply->is_integer()) {
+    co_return base::MakeError(base::ErrorCode::kProtocol, "activity_delete: unexpected {}",
+                              reply->Describe());
+  }
+  switch (reply->integer()) {
+    case 1:
+      co_return DeleteOutcome::kDeleted;
+    case 0:
+      co_return DeleteOutcome::kNothing;
+    default:
+      co_return DeleteOutcome::kSold;
+  }
+}
+
+}  // namespace flashsale::redis
