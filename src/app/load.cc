@@ -223,7 +223,7 @@ int LoadCommand::Run() const {
     if (auto checked = load::CheckLoadOptions(options); !checked) {
       return usage(checked.error().message);
     }
-    auto config = CallAdmin(f.url, "GET", "/api/v1/config", "", {},
+    auto config = CallAdmin(f.urls.front(), "GET", "/api/v1/config", "", {},
                             std::chrono::milliseconds(f.connect_timeout_ms));
     if (config.ok() && config->status == 200) {
       identity = config->body.find("\"gateway\"") != std::string::npos ? "gateway" : "token";
