@@ -1,6 +1,7 @@
 #include "service/context.h"
 
 #include "base/crypto.h"
+#include "service/redis_watch.h"
 
 namespace flashsale::service {
 
@@ -33,6 +34,10 @@ SnapshotPtr ServiceContext::snapshot() {
 
 std::string ServiceContext::KeyToken(std::string_view data) const {
   return base::HexEncode(base::HmacSha256(settings_.secret, data)).substr(0, 32);
+}
+
+bool ServiceContext::frozen() const {
+  return settings_.redis_watch != nullptr && settings_.redis_watch->frozen();
 }
 
 bool ServiceContext::IsSoldOut(std::string_view activity_id) const {

@@ -38,6 +38,9 @@ struct ServiceSettings {
   // rebuilds it: long enough for any consumer still holding a batch of the lost stream to drop it
   // (one database timeout and one retry pause), so none is written after the rebuild.
   std::chrono::milliseconds rebuild_grace{20000};
+  // The process's watch for Redis restarts and failovers (service/redis_watch.h); null: none
+  // (tests of single components), never frozen.
+  class RedisWatch* redis_watch = nullptr;
 };
 
 class ServiceContext {
@@ -60,6 +63,8 @@ class ServiceContext {
   base::OrderIdGenerator& ids() { return ids_; }
   base::Random& random() { return random_; }  // the CSPRNG: lottery draws, ids
   const core::CacheKeys& cache_keys() const { return cache_keys_; }
+  // Purchases and draws wait for the lost-write repair (service/redis_watch.h).
+  bool frozen() const;
 
   // Runs a store call on the database executor; kUnavailable if it takes over db_timeout. Pass a
   // named lambda that owns what it uses (it runs on another thread and may outlive the wait).

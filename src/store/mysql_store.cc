@@ -145,8 +145,21 @@ ALTER TABLE orders
 )sql",
 };
 
-constexpr std::array<std::span<const std::string_view>, 3> kMigrations = {kMigration1, kMigration2,
-                                                                          kMigration3};
+// The fence advanced by the lost-write repair after a Redis restart or failover (order batches
+// read before it are refused), and orders owed a compensation (sold twice).
+constexpr std::string_view kMigration4[] = {
+    R"sql(
+CREATE TABLE IF NOT EXISTS fence (
+  id     TINYINT NOT NULL PRIMARY KEY,
+  epoch  BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+    "INSERT IGNORE INTO fence (id, epoch) VALUES (1, 0)",
+    "ALTER TABLE orders ADD COLUMN IF NOT EXISTS compensation_due TINYINT NOT NULL DEFAULT 0",
+};
+
+constexpr std::array<std::span<const std::string_view>, 4> kMigrations = {kMigration1, kMigration2,
+                                                                          kMigration3, kMigration4};
 
 // One name per database on the server: LEFT(SHA1(..)) keeps it within GET_LOCK's 64 characters.
 constexpr std::string_view kMigrationLock =
@@ -799,7 +812,7 @@ base::Status InsertItems(Connection& conn, std::string_view activity_id,
 
 constexpr std::string_view kSelectOrder =
     "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
-    "persisted_ms, stream_id, draw_no, state_ms, refund_due FROM orders";
+    "persisted_ms, stream_id, draw_no, state_ms, refund_due, compensation_due FROM orders";
 
 OrderRecord ReadOrder(const Row& row) {
   OrderRecord order;
@@ -816,6 +829,7 @@ OrderRecord ReadOrder(const Row& row) {
   order.draw_no = row.Int(10);
   order.state_ms = row.Int(11);
   order.refund_due = row.Int(12) != 0;
+  order.compensation_due = row.Int(13) != 0;
   return order;
 }
 
@@ -1344,15 +1358,31 @@ Result<ActivityRecord> MySqlStore::AddStock(std::string_view id, int64_t units,
 }
 
 Result<std::vector<InsertOutcome>> MySqlStore::InsertOrders(std::span<const OrderRecord> orders,
-                                                            int64_t now_ms) {
+                                                            int64_t now_ms,
+                                                            std::optional<int64_t> fence) {
   for (const OrderRecord& order : orders) {
     if (auto valid = ValidateOrder(order); !valid) return valid.error();
   }
+  // Inside the transaction, a shared lock on the fence row: AdvanceFence's update waits for
+  // this transaction, and once it committed, this check sees the new epoch.
+  const auto check_fence = [&](Connection& conn) -> base::Status {
+    if (!fence) return {};
+    Statement read(conn, "SELECT epoch FROM fence WHERE id = 1 LOCK IN SHARE MODE", "read fence");
+    if (auto run = read.Execute(std::span<const Param>()); !run) return run.error();
+    const int64_t epoch = read.rows().empty() ? 0 : read.rows()[0].Int(0);
+    if (epoch != *fence) {
+      return MakeError(ErrorCode::kCancelled,
+                       "fenced: the batch was read under epoch {}, the record is at {}", *fence,
+                       epoch);
+    }
+    return {};
+  };
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> Result<std::vector<InsertOutcome>> {
     {
       Transaction tx(conn);
       if (!tx.status()) return tx.status().error();
+      if (auto fenced = check_fence(conn); !fenced) return fenced.error();
       auto batched = InsertBatched(conn, orders, now_ms);
       if (!batched) return std::move(batched).error();
       if (*batched) {
@@ -1365,10 +1395,43 @@ Result<std::vector<InsertOutcome>> MySqlStore::InsertOrders(std::span<const Orde
     }
     Transaction tx(conn);
     if (!tx.status()) return tx.status().error();
+    if (auto fenced = check_fence(conn); !fenced) return fenced.error();
     auto outcomes = InsertOneByOne(conn, orders, now_ms);
     if (!outcomes) return outcomes;
     if (auto commit = tx.Commit(); !commit) return commit.error();
     return outcomes;
+  });
+}
+
+Result<int64_t> MySqlStore::AdvanceFence() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    if (auto run = conn.Exec("UPDATE fence SET epoch = epoch + 1 WHERE id = 1", "advance fence");
+        !run) {
+      return run.error();
+    }
+    Statement read(conn, "SELECT epoch FROM fence WHERE id = 1", "read fence");
+    if (auto run = read.Execute(std::span<const Param>()); !run) return run.error();
+    if (read.rows().empty()) return MakeError(ErrorCode::kInternal, "no fence row");
+    const int64_t epoch = read.rows()[0].Int(0);
+    if (auto commit = tx.Commit(); !commit) return commit.error();
+    return epoch;
+  });
+}
+
+base::Status MySqlStore::FlagCompensation(std::span<const std::string> order_ids) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> base::Status {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    Statement flag(conn, "UPDATE orders SET compensation_due = 1 WHERE order_id = ?",
+                   "flag compensation");
+    for (const auto& id : order_ids) {
+      if (auto run = flag.Execute({id}); !run) return run.error();
+    }
+    return tx.Commit();
   });
 }
 

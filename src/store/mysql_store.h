@@ -97,8 +97,12 @@ class MySqlStore final : public Store {
   // As Store::InsertOrders. Beyond SQLite: an order whose ids or stream id are over 64 bytes is
   // kInvalidArgument (for the whole batch, nothing written). Two stores inserting the same batch
   // at once each get kInserted or kDuplicate per order, and exactly one gets kInserted.
+  using Store::InsertOrders;
   base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
-                                                        int64_t now_ms) override;
+                                                        int64_t now_ms,
+                                                        std::optional<int64_t> fence) override;
+  base::Result<int64_t> AdvanceFence() override;
+  base::Status FlagCompensation(std::span<const std::string> order_ids) override;
   base::Result<OrderRecord> GetOrder(std::string_view order_id) override;
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                       int64_t limit) override;

@@ -18,6 +18,7 @@
 #include "service/admin.h"
 #include "service/order_consumer.h"
 #include "service/queries.h"
+#include "service/redis_watch.h"
 #include "store/sqlite_store.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
@@ -169,6 +170,43 @@ TEST_F(PipelineTest, EveryIntentBecomesExactlyOneRow) {
   EXPECT_EQ(row->created_ms, 1007);
   EXPECT_TRUE(row->single_unit);
   EXPECT_FALSE(row->stream_id.empty());
+}
+
+// The fence of the lost-write repair: a batch a consumer read under the record's epoch E, written
+// after a repair advanced the fence to E + 1 (Redis restarted or failed over meanwhile), is
+// refused inside the insert transaction: nothing written, nothing acknowledged, the entries left
+// pending. Once this process has confirmed the new epoch they are claimed and written.
+TEST_F(PipelineTest, ABatchReadBeforeARepairIsFencedNeverWrittenAndLeftPending) {
+  CreateActivity("fence", 10);
+  RedisWatch watch(clock_);
+  auto epoch = store_->AdvanceFence();
+  ASSERT_TRUE(epoch.ok());
+  watch.OnServer("run-1");
+  watch.Confirm("run-1", *epoch, {});
+  ASSERT_FALSE(watch.frozen());
+  settings_.redis_watch = &watch;
+  const auto orders = Reserve("fence", 3);
+  // A repair elsewhere advances the record's fence; this process has not seen the event yet.
+  ASSERT_TRUE(store_->AdvanceFence().ok());
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  EXPECT_EQ(io_.Run(consumer.Pass(&stop_)), 3);
+  EXPECT_EQ(metrics_.fenced.value(), 1u);
+  EXPECT_EQ(metrics_.persisted.value(), 0u);
+  EXPECT_TRUE(OrderIdsInDb("fence").empty());
+  auto pending = redis_->Command({"XPENDING", Keys("fence").stream(), "persist"});
+  ASSERT_EQ(pending->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(pending->element[0]->integer, 3);
+
+  // Frozen (another server seen): the consumer reads nothing at all.
+  watch.OnServer("run-2");
+  ASSERT_TRUE(watch.frozen());
+  EXPECT_EQ(io_.Run(consumer.Pass(&stop_)), 0);
+  // The repair's epoch confirmed: the pending entries are claimed and written, once.
+  watch.Confirm("run-2", *epoch + 1, {});
+  std::this_thread::sleep_for(300ms);  // past claim_idle (200 ms): a bound, not an assertion
+  Drain(consumer);
+  EXPECT_EQ(OrderIdsInDb("fence"), std::set<std::string>(orders.begin(), orders.end()));
+  settings_.redis_watch = nullptr;
 }
 
 TEST_F(PipelineTest, ConsumerDeadAfterCommitLosesNothingAndDoublesNothing) {
