@@ -3,7 +3,7 @@
 // for lotteries) and the key layout of one activity. The binding is the only code that knows a
 // script's KEYS and ARGV; callers pass named fields and get typed results.
 //
-// Key layout (DESIGN.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
+// Key layout (docs/design.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
 // activity in one Redis Cluster slot, so a script may touch all of its keys.
 //   meta    hash    state, window, per-user limit, kind, total/reserved/released, version
 //   stock   string  remaining units (counted stock)

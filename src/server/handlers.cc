@@ -187,7 +187,8 @@ Reply ErrorToReply(const base::Error& error) {
 
 namespace {
 
-// A purchase's or a draw's outcome as the hot-path contract's reply (DESIGN.md).
+// A purchase's or a draw's outcome as the hot-path contract's reply (docs/design.md, "Reply
+// codes").
 Reply OutcomeReply(Call& call, const service::PurchaseResult& result, bool draw) {
   if (result.local != service::LocalReason::kNone) {
     call.worker.metrics.LocalRefusal(result.local);

@@ -10,7 +10,7 @@ namespace {
 using http::verb;
 
 constexpr Route kRoutes[] = {
-    // The hot path (DESIGN.md, "Hot-path contract").
+    // The hot path (docs/design.md, "The hot path").
     {verb::post, "/api/v1/activities/{id}/purchase", RouteId::kPurchase, Access::kUser,
      HandlePurchase},
     {verb::post, "/api/v1/activities/{id}/draw", RouteId::kDraw, Access::kUser, HandleDraw},

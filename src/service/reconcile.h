@@ -1,8 +1,8 @@
 #pragma once
-// Reconciliation (S3-9): evaluates the invariant of DESIGN.md for an activity, reports every term,
-// repairs what it can prove, and reports what it cannot. In the form checked here (the record's
-// total is the initial stock; a cancelled order's unit, once returned, is part of the remaining
-// stock again):
+// Reconciliation (S3-9): evaluates the invariant of docs/design.md for an activity, reports every
+// term, repairs what it can prove, and reports what it cannot. In the form checked here (the
+// record's total is the initial stock; a cancelled order's unit, once returned, is part of the
+// remaining stock again):
 //
 //   initial (record's total units) = remaining (Redis)
 //                                  + units of intents not yet in the record (Redis reserved)

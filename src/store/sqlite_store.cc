@@ -6,7 +6,7 @@
 #include <array>
 
 #include "base/strings.h"
-#include "store/audit_sql.h"
+#include "store/records.h"
 
 namespace flashsale::store {
 
@@ -14,6 +14,7 @@ using base::Error;
 using base::ErrorCode;
 using base::MakeError;
 using base::Result;
+using records::SqlValue;
 
 namespace {
 
@@ -131,6 +132,10 @@ class Stmt {
     Check(sqlite3_bind_double(stmt_, ++index_, value));
     return *this;
   }
+  Stmt& BindAll(std::span<const SqlValue> values) {
+    for (const SqlValue& value : values) std::visit([this](auto v) { Bind(v); }, value);
+    return *this;
+  }
 
   // SQLITE_ROW, SQLITE_DONE, or an error (kept in the status).
   Result<bool> Step(std::string_view what) {
@@ -202,42 +207,14 @@ class Transaction {
   bool done_ = false;
 };
 
-constexpr std::string_view kSelectActivity =
-    "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
-    "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
-    "payment_window_ms FROM activities";
-
-ActivityRecord ReadActivity(const Stmt& row) {
-  ActivityRecord record;
-  core::SeckillActivity& a = record.activity;
-  a.id = row.Text(0);
-  a.title = row.Text(1);
-  a.kind = row.Text(2) == "items" ? core::StockKind::kItemised : core::StockKind::kCounted;
-  a.start_ms = row.Int(3);
-  a.end_ms = row.Int(4);
-  a.per_user_limit = row.Int(5);
-  a.open = row.Int(6) != 0;
-  record.total_units = row.Int(7);
-  a.stock = a.kind == core::StockKind::kCounted ? record.total_units : 0;
-  a.user_rate = {row.Double(8), row.Int(9)};
-  a.address_rate = {row.Double(10), row.Int(11)};
-  record.version = row.Int(12);
-  record.created_ms = row.Int(13);
-  record.updated_ms = row.Int(14);
-  SetLotteryFromColumn(a, row.Text(15));
-  a.payment_window_ms = row.Int(16);
-  return record;
-}
-
 base::Status InsertItems(sqlite3* db, std::string_view activity_id,
                          std::span<const std::string> items, int64_t now_ms) {
-  Stmt insert(db, "INSERT INTO activity_items (activity_id, item_id, added_ms) VALUES (?, ?, ?)");
+  Stmt insert(db, records::kInsertItem);
   for (const auto& item : items) {
     insert.Reset();
     if (auto run = insert.Bind(activity_id).Bind(item).Bind(now_ms).Run("insert item"); !run) {
       if (run.error().code == ErrorCode::kAlreadyExists) {
-        return MakeError(ErrorCode::kAlreadyExists, "activity '{}' already has item '{}'",
-                         activity_id, item);
+        return records::ItemExists(activity_id, item);
       }
       return run;
     }
@@ -245,27 +222,18 @@ base::Status InsertItems(sqlite3* db, std::string_view activity_id,
   return {};
 }
 
-constexpr std::string_view kSelectOrder =
-    "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
-    "persisted_ms, stream_id, draw_no, state_ms, refund_due, compensation_due FROM orders";
-
-OrderRecord ReadOrder(const Stmt& row) {
-  OrderRecord order;
-  order.order_id = row.Text(0);
-  order.activity_id = row.Text(1);
-  order.user_id = row.Text(2);
-  order.quantity = row.Int(3);
-  order.items = base::SplitWords(row.Text(4));
-  order.state = OrderStateFrom(row.Text(5));
-  order.single_unit = row.Int(6) != 0;
-  order.created_ms = row.Int(7);
-  order.persisted_ms = row.Int(8);
-  order.stream_id = row.Text(9);
-  order.draw_no = row.Int(10);
-  order.state_ms = row.Int(11);
-  order.refund_due = row.Int(12) != 0;
-  order.compensation_due = row.Int(13) != 0;
-  return order;
+// The rows of `query`, each read by `read`.
+template <typename Record>
+Result<std::vector<Record>> ReadAll(Stmt& query, Record (*read)(const Stmt&),
+                                    std::string_view what) {
+  std::vector<Record> records;
+  for (;;) {
+    auto row = query.Step(what);
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    records.push_back(read(query));
+  }
+  return records;
 }
 
 }  // namespace
@@ -340,15 +308,8 @@ base::Status SqliteStore::Ping() {
 
 Result<std::vector<ActivityRecord>> SqliteStore::ListActivities() {
   std::lock_guard lock(mutex_);
-  Stmt query(db_, std::string(kSelectActivity) + " ORDER BY created_ms, id");
-  std::vector<ActivityRecord> records;
-  for (;;) {
-    auto row = query.Step("list activities");
-    if (!row) return std::move(row).error();
-    if (!*row) break;
-    records.push_back(ReadActivity(query));
-  }
-  return records;
+  Stmt query(db_, std::string(records::kSelectActivity) + " ORDER BY created_ms, id");
+  return ReadAll(query, &records::ReadActivity<Stmt>, "list activities");
 }
 
 Result<ActivityRecord> SqliteStore::GetActivity(std::string_view id, bool with_items) {
@@ -357,11 +318,11 @@ Result<ActivityRecord> SqliteStore::GetActivity(std::string_view id, bool with_i
 }
 
 Result<ActivityRecord> SqliteStore::GetLocked(std::string_view id, bool with_items) {
-  Stmt query(db_, std::string(kSelectActivity) + " WHERE id = ?");
+  Stmt query(db_, std::string(records::kSelectActivity) + " WHERE id = ?");
   auto row = query.Bind(id).Step("get activity");
   if (!row) return std::move(row).error();
-  if (!*row) return MakeError(ErrorCode::kNotFound, "no activity '{}'", id);
-  ActivityRecord record = ReadActivity(query);
+  if (!*row) return records::NoActivity(id);
+  ActivityRecord record = records::ReadActivity(query);
   if (with_items && record.activity.kind == core::StockKind::kItemised) {
     Stmt items(db_,
                "SELECT item_id FROM activity_items WHERE activity_id = ? ORDER BY added_ms, "
@@ -382,31 +343,12 @@ Result<ActivityRecord> SqliteStore::CreateActivity(const core::SeckillActivity& 
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
   if (!tx.status()) return tx.status().error();
-  Stmt insert(db_,
-              "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, open, "
-              "total_units, user_rate, user_burst, address_rate, address_burst, version, "
-              "created_ms, updated_ms, lottery, payment_window_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-              "?, ?, ?, ?, 1, ?, ?, ?, ?)");
-  insert.Bind(a.id)
-      .Bind(a.title)
-      .Bind(core::ToString(a.kind))
-      .Bind(a.start_ms)
-      .Bind(a.end_ms)
-      .Bind(a.per_user_limit)
-      .Bind(int64_t{a.open})
-      .Bind(a.InitialUnits())
-      .Bind(a.user_rate.per_second)
-      .Bind(a.user_rate.burst)
-      .Bind(a.address_rate.per_second)
-      .Bind(a.address_rate.burst)
-      .Bind(now_ms)
-      .Bind(now_ms)
-      .Bind(EncodeLottery(a.lottery))
-      .Bind(a.payment_window_ms);
-  if (auto run = insert.Run("create activity"); !run) {
-    if (run.error().code == ErrorCode::kAlreadyExists) {
-      return MakeError(ErrorCode::kAlreadyExists, "activity '{}' exists already", a.id);
-    }
+  Stmt insert(db_, records::kInsertActivity);
+  const std::string lottery = EncodeLottery(a.lottery);
+  if (auto run =
+          insert.BindAll(records::ActivityInsertValues(a, lottery, now_ms)).Run("create activity");
+      !run) {
+    if (run.error().code == ErrorCode::kAlreadyExists) return records::ActivityExists(a.id);
     return run.error();
   }
   if (auto items = InsertItems(db_, a.id, a.items, now_ms); !items) return items.error();
@@ -421,34 +363,14 @@ Result<ActivityRecord> SqliteStore::UpdateActivity(std::string_view id,
   if (!tx.status()) return tx.status().error();
   auto current = GetLocked(id, false);
   if (!current) return current;
-  core::SeckillActivity a = current->activity;
-  if (update.title) a.title = *update.title;
-  if (update.start_ms) a.start_ms = *update.start_ms;
-  if (update.end_ms) a.end_ms = *update.end_ms;
-  if (update.per_user_limit) a.per_user_limit = *update.per_user_limit;
-  if (update.open) a.open = *update.open;
-  if (update.user_rate) a.user_rate = *update.user_rate;
-  if (update.address_rate) a.address_rate = *update.address_rate;
-  if (update.payment_window_ms) a.payment_window_ms = *update.payment_window_ms;
-  a.items.clear();
-  if (auto valid = core::Validate(a); !valid) return valid.error();
-  Stmt write(db_,
-             "UPDATE activities SET title = ?, start_ms = ?, end_ms = ?, per_user_limit = ?, "
-             "open = ?, user_rate = ?, user_burst = ?, address_rate = ?, address_burst = ?, "
-             "payment_window_ms = ?, version = version + 1, updated_ms = ? WHERE id = ?");
-  write.Bind(a.title)
-      .Bind(a.start_ms)
-      .Bind(a.end_ms)
-      .Bind(a.per_user_limit)
-      .Bind(int64_t{a.open})
-      .Bind(a.user_rate.per_second)
-      .Bind(a.user_rate.burst)
-      .Bind(a.address_rate.per_second)
-      .Bind(a.address_rate.burst)
-      .Bind(a.payment_window_ms)
-      .Bind(now_ms)
-      .Bind(id);
-  if (auto run = write.Run("update activity"); !run) return run.error();
+  auto merged = records::MergeUpdate(*current, update);
+  if (!merged) return std::move(merged).error();
+  Stmt write(db_, records::kUpdateActivity);
+  if (auto run =
+          write.BindAll(records::ActivityUpdateValues(*merged, id, now_ms)).Run("update activity");
+      !run) {
+    return run.error();
+  }
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return GetLocked(id, false);
 }
@@ -460,26 +382,11 @@ Result<ActivityRecord> SqliteStore::AddStock(std::string_view id, int64_t units,
   if (!tx.status()) return tx.status().error();
   auto current = GetLocked(id, false);
   if (!current) return current;
-  const bool itemised = current->activity.kind == core::StockKind::kItemised;
-  if (units < 1 || (itemised && static_cast<int64_t>(items.size()) != units) ||
-      (!itemised && !items.empty())) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "add {} units to '{}': must be >= 1, and item ids exactly for itemised stock",
-                     units, id);
+  if (auto valid = records::CheckAddedStock(id, *current, units, items); !valid) {
+    return valid.error();
   }
-  if (current->total_units + units > core::kMaxUnits) {
-    return MakeError(ErrorCode::kInvalidArgument, "'{}' would hold over {} units", id,
-                     core::kMaxUnits);
-  }
-  if (itemised) {
-    core::SeckillActivity check = current->activity;
-    check.items.assign(items.begin(), items.end());
-    if (auto valid = core::Validate(check); !valid) return valid.error();
-    if (auto inserted = InsertItems(db_, id, items, now_ms); !inserted) return inserted.error();
-  }
-  Stmt write(db_,
-             "UPDATE activities SET total_units = total_units + ?, version = version + 1, "
-             "updated_ms = ? WHERE id = ?");
+  if (auto inserted = InsertItems(db_, id, items, now_ms); !inserted) return inserted.error();
+  Stmt write(db_, records::kAddStock);
   if (auto run = write.Bind(units).Bind(now_ms).Bind(id).Run("add stock"); !run) {
     return run.error();
   }
@@ -505,10 +412,8 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
     }
   }
   Stmt exists(db_, "SELECT 1 FROM orders WHERE order_id = ?");
-  Stmt insert(db_,
-              "INSERT INTO orders (order_id, activity_id, user_id, quantity, items, state, "
-              "single_unit, created_ms, persisted_ms, stream_id, draw_no) VALUES (?, ?, ?, ?, ?, "
-              "?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING");
+  Stmt insert(db_, fmt::format("INSERT INTO orders {} VALUES {} ON CONFLICT DO NOTHING",
+                               records::kOrderInsertColumns, records::kOrderInsertRow));
   std::vector<InsertOutcome> outcomes;
   outcomes.reserve(orders.size());
   for (const OrderRecord& order : orders) {
@@ -520,18 +425,12 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
       continue;
     }
     insert.Reset();
-    insert.Bind(order.order_id)
-        .Bind(order.activity_id)
-        .Bind(order.user_id)
-        .Bind(order.quantity)
-        .Bind(base::JoinWords(order.items))
-        .Bind(ToString(order.state))
-        .Bind(int64_t{order.single_unit})
-        .Bind(order.created_ms)
-        .Bind(now_ms)
-        .Bind(order.stream_id)
-        .Bind(order.draw_no);
-    if (auto run = insert.Run("insert order"); !run) return run.error();
+    const std::string items = base::JoinWords(order.items);
+    if (auto run =
+            insert.BindAll(records::OrderInsertValues(order, items, now_ms)).Run("insert order");
+        !run) {
+      return run.error();
+    }
     // Not inserted although no order has this id: the one-live-order-per-user key (or the
     // one-win-per-draw key) refused it.
     outcomes.push_back(sqlite3_changes(db_) == 1 ? InsertOutcome::kInserted
@@ -570,27 +469,19 @@ base::Status SqliteStore::FlagCompensation(std::span<const std::string> order_id
 
 Result<OrderRecord> SqliteStore::GetOrder(std::string_view order_id) {
   std::lock_guard lock(mutex_);
-  Stmt query(db_, std::string(kSelectOrder) + " WHERE order_id = ?");
+  Stmt query(db_, std::string(records::kSelectOrder) + " WHERE order_id = ?");
   auto row = query.Bind(order_id).Step("get order");
   if (!row) return std::move(row).error();
-  if (!*row) return MakeError(ErrorCode::kNotFound, "no order '{}'", order_id);
-  return ReadOrder(query);
+  if (!*row) return records::NoOrder(order_id);
+  return records::ReadOrder(query);
 }
 
 Result<std::vector<OrderRecord>> SqliteStore::OrdersOfUser(std::string_view user_id,
                                                            int64_t limit) {
   std::lock_guard lock(mutex_);
-  Stmt query(db_, std::string(kSelectOrder) +
-                      " WHERE user_id = ? ORDER BY created_ms DESC, order_id DESC LIMIT ?");
+  Stmt query(db_, std::string(records::kSelectOrder) + std::string(records::kWhereUserNewestFirst));
   query.Bind(user_id).Bind(limit);
-  std::vector<OrderRecord> orders;
-  for (;;) {
-    auto row = query.Step("orders of user");
-    if (!row) return std::move(row).error();
-    if (!*row) break;
-    orders.push_back(ReadOrder(query));
-  }
-  return orders;
+  return ReadAll(query, &records::ReadOrder<Stmt>, "orders of user");
 }
 
 Result<std::vector<OrderRecord>> SqliteStore::CancelUnpaid(std::string_view activity_id,
@@ -599,27 +490,17 @@ Result<std::vector<OrderRecord>> SqliteStore::CancelUnpaid(std::string_view acti
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
   if (!tx.status()) return tx.status().error();
-  Stmt query(db_, std::string(kSelectOrder) +
-                      " WHERE activity_id = ? AND state = 'reserved' AND created_ms < ? ORDER BY "
-                      "created_ms, order_id LIMIT ?");
+  Stmt query(db_, std::string(records::kSelectOrder) + std::string(records::kWhereUnpaidBefore));
   query.Bind(activity_id).Bind(created_before_ms).Bind(limit);
-  std::vector<OrderRecord> cancelled;
-  for (;;) {
-    auto row = query.Step("unpaid orders");
-    if (!row) return std::move(row).error();
-    if (!*row) break;
-    cancelled.push_back(ReadOrder(query));
-  }
-  Stmt cancel(db_,
-              "UPDATE orders SET state = 'cancelled', state_ms = ? WHERE order_id = ? AND state = "
-              "'reserved'");
-  for (OrderRecord& order : cancelled) {
+  auto cancelled = ReadAll(query, &records::ReadOrder<Stmt>, "unpaid orders");
+  if (!cancelled) return cancelled;
+  Stmt cancel(db_, records::kCancelReserved);
+  for (OrderRecord& order : *cancelled) {
     cancel.Reset();
     if (auto run = cancel.Bind(now_ms).Bind(order.order_id).Run("cancel order"); !run) {
       return run.error();
     }
-    order.state = OrderState::kCancelled;
-    order.state_ms = now_ms;
+    records::MarkCancelled(order, now_ms);
   }
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return cancelled;
@@ -632,17 +513,14 @@ Result<PayOutcome> SqliteStore::PayOrder(std::string_view order_id, int64_t now_
   Stmt query(db_, "SELECT state FROM orders WHERE order_id = ?");
   auto row = query.Bind(order_id).Step("read order");
   if (!row) return std::move(row).error();
-  if (!*row) return MakeError(ErrorCode::kNotFound, "no order '{}'", order_id);
-  const OrderState state = OrderStateFrom(query.Text(0));
-  PayOutcome outcome = PayOutcome::kAlreadyPaid;
-  if (state == OrderState::kReserved) {
-    Stmt pay(db_, "UPDATE orders SET state = 'paid', state_ms = ? WHERE order_id = ?");
+  if (!*row) return records::NoOrder(order_id);
+  const PayOutcome outcome = records::PayOutcomeFor(OrderStateFrom(query.Text(0)));
+  if (outcome == PayOutcome::kPaid) {
+    Stmt pay(db_, records::kMarkPaid);
     if (auto run = pay.Bind(now_ms).Bind(order_id).Run("pay order"); !run) return run.error();
-    outcome = PayOutcome::kPaid;
-  } else if (state == OrderState::kCancelled) {
-    Stmt flag(db_, "UPDATE orders SET refund_due = 1 WHERE order_id = ?");
+  } else if (outcome == PayOutcome::kRefused) {
+    Stmt flag(db_, records::kFlagRefund);
     if (auto run = flag.Bind(order_id).Run("flag refund"); !run) return run.error();
-    outcome = PayOutcome::kRefused;
   }
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return outcome;
@@ -651,24 +529,14 @@ Result<PayOutcome> SqliteStore::PayOrder(std::string_view order_id, int64_t now_
 Result<std::vector<OrderRecord>> SqliteStore::OrdersOfActivity(std::string_view activity_id) {
   std::lock_guard lock(mutex_);
   Stmt query(db_,
-             std::string(kSelectOrder) + " WHERE activity_id = ? ORDER BY created_ms, order_id");
+             std::string(records::kSelectOrder) + std::string(records::kWhereActivityOldestFirst));
   query.Bind(activity_id);
-  std::vector<OrderRecord> orders;
-  for (;;) {
-    auto row = query.Step("orders of activity");
-    if (!row) return std::move(row).error();
-    if (!*row) break;
-    orders.push_back(ReadOrder(query));
-  }
-  return orders;
+  return ReadAll(query, &records::ReadOrder<Stmt>, "orders of activity");
 }
 
 Result<OrderCounts> SqliteStore::CountOrders(std::string_view activity_id) {
   std::lock_guard lock(mutex_);
-  Stmt query(db_,
-             "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state <> 'cancelled' THEN quantity END), "
-             "0), COALESCE(SUM(CASE WHEN state = 'cancelled' THEN quantity END), 0) FROM orders "
-             "WHERE activity_id = ?");
+  Stmt query(db_, records::kCountOrders);
   auto row = query.Bind(activity_id).Step("count orders");
   if (!row) return std::move(row).error();
   return OrderCounts{query.Int(0), query.Int(1), query.Int(2)};
@@ -677,7 +545,7 @@ Result<OrderCounts> SqliteStore::CountOrders(std::string_view activity_id) {
 Result<OrderAudit> SqliteStore::AuditOrders(std::string_view activity_id, int64_t per_user_limit) {
   std::lock_guard lock(mutex_);
   OrderAudit audit;
-  Stmt over(db_, std::string(kUsersOverLimit));
+  Stmt over(db_, records::kUsersOverLimit);
   over.Bind(activity_id).Bind(per_user_limit);
   for (;;) {
     auto row = over.Step("audit orders");
@@ -685,7 +553,7 @@ Result<OrderAudit> SqliteStore::AuditOrders(std::string_view activity_id, int64_
     if (!*row) break;
     audit.users_over_limit.emplace_back(over.Text(0), over.Int(1));
   }
-  Stmt duplicates(db_, std::string(kDuplicateIntents));
+  Stmt duplicates(db_, records::kDuplicateIntents);
   auto row = duplicates.Bind(activity_id).Step("audit orders");
   if (!row) return std::move(row).error();
   audit.duplicate_intents = duplicates.Int(0);

@@ -4,7 +4,7 @@
 
 #include <boost/json.hpp>
 
-#include "store/mysql_store.h"
+#include "store/mysql/store.h"
 #include "store/sqlite_store.h"
 
 namespace flashsale::store {

@@ -54,7 +54,7 @@
 #include "service/jobs.h"
 #include "service/order_consumer.h"
 #include "service/registry.h"
-#include "store/mysql_store.h"
+#include "store/mysql/store.h"
 #include "support/flashsale_process.h"
 #include "support/io_thread.h"
 #include "support/mariadb_server.h"

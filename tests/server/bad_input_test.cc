@@ -384,31 +384,15 @@ TEST_F(BadInputTest, BadPurchaseBodiesAre400NamingTheField) {
   struct Case {
     std::string body, fragment;
   };
+  // The whole table of bad bodies is a unit test of the parser (src/server/bodies_test.cc);
+  // here, one of each kind shows that a refused body is a 400 over HTTP and takes nothing.
   const std::vector<Case> cases = {
       {R"({"quantity":"two"})", "field 'quantity' must be an integer"},
-      {R"({"quantity":1.5})", "field 'quantity' must be an integer"},
-      {R"({"quantity":[1]})", "field 'quantity' must be an integer"},
-      {R"({"quantity":{"n":1}})", "field 'quantity' must be an integer"},
-      {R"({"quantity":true})", "field 'quantity' must be an integer"},
-      {R"({"quantity":null})", "field 'quantity' must be an integer"},
-      {R"({"quantity":99999999999999999999999})", "field 'quantity' must be an integer"},
-      {R"({"quantity":0})", "quantity must be between 1 and 100"},
-      {R"({"quantity":-1})", "quantity must be between 1 and 100"},
       {R"({"quantity":101})", "quantity must be between 1 and 100"},
       {R"([{"quantity":1}])", "body must be a JSON object"},
-      {"null", "body must be a JSON object"},
-      {R"("one")", "body must be a JSON object"},
-      {"42", "body must be a JSON object"},
       {R"({"qty":1})", "unknown field 'qty'"},
-      {R"({"quantity":1,"colour":"red"})", "unknown field 'colour'"},
-      {R"({"quantity":)", "body is not JSON"},
-      {R"({"quantity":1)", "body is not JSON"},
       {R"({"quantity":1}garbage)", "body is not JSON"},
-      {R"({quantity:1})", "body is not JSON"},
-      {"\xff\xfe{}", "body is not JSON"},
-      {Repeat("[", 100) + Repeat("]", 100), "body is not JSON"},
       {Repeat("[", 4000) + Repeat("]", 4000), "body is not JSON"},
-      {R"({"quantity":)" + Repeat(R"({"a":)", 30) + "1" + Repeat("}", 31), "body is not JSON"},
   };
   HttpClient client = server_->Client();
   for (const Case& c : cases) {

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "store/mysql_store.h"
+#include "store/mysql/store.h"
 #include "store/sqlite_store.h"
 #include "support/mariadb_server.h"
 

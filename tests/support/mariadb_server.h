@@ -52,7 +52,7 @@ class MariaDbServer {
   const std::string& socket_path() const { return socket_path_; }
   pid_t pid() const { return process_ ? process_->pid() : -1; }  // -1 while stopped
 
-  // The store's URL (see store/mysql_store.h) for kDatabase, or for `database`, over TCP:
+  // The store's URL (see store/mysql/url.h) for kDatabase, or for `database`, over TCP:
   // mysql://flashsale:<password>@127.0.0.1:<port>/<database>.
   std::string url() const { return url(kDatabase); }
   std::string url(std::string_view database) const;

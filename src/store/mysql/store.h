@@ -1,15 +1,8 @@
 #pragma once
-// The MySQL/MariaDB store (MariaDB Connector/C; tested against MariaDB 10.11). One connection,
-// one call at a time (a mutex, as SqliteStore), prepared statements for every value that comes
-// from outside, every wait bounded: connect 5 s, each read and write 30 s, a row lock 10 s.
-//
-// URL (user, password, database and socket are percent-decoded, so write '@' ':' '/' '?' '%' of a
-// password as %40 %3A %2F %3F %25):
-//   mysql://user[:password]@host[:port]/database               TCP; port 3306 by default; an
-//                                                              IPv6 host in brackets ([::1])
-//   mysql://user[:password]@localhost/database?socket=/path    the server's unix socket (the
-//                                                              host may also be left empty)
-// No other query parameter is accepted. There is no TLS: use a unix socket or a trusted network.
+// The MySQL/MariaDB store (MariaDB Connector/C; tested against MariaDB 10.11): the rules of
+// store/records.h in MySQL's dialect. One connection, one call at a time (a mutex, as
+// SqliteStore), prepared statements for every value that comes from outside, every wait bounded
+// (store/mysql/connection.h). The URL: store/mysql/url.h.
 //
 // Connection loss. The connection is not reconnected behind a call's back (MYSQL_OPT_RECONNECT is
 // off). When a call finds the connection broken (the server restarted, a network blip, an idle
@@ -31,11 +24,11 @@
 // password); a duplicate key: kAlreadyExists; input the schema cannot hold (an order field over its
 // column's size): kInvalidArgument; anything else: kInternal with the server's message.
 //
-// Schema: the same logical schema as SqliteStore (schema_migrations, activities, activity_items,
-// orders), InnoDB, utf8mb4 with binary collation: ids compare byte for byte as in SQLite, except
-// that trailing spaces do not count (PAD SPACE; no valid id holds a space).
-// SQLite's partial unique index (one live order per user in a limit-1 activity) is a unique key
-// over two generated columns that are NULL unless the order is single-unit and not cancelled.
+// Schema (store/mysql/schema.cc): the same logical schema as SqliteStore, InnoDB, utf8mb4 with
+// binary collation: ids compare byte for byte as in SQLite, except that trailing spaces do not
+// count (PAD SPACE; no valid id holds a space). SQLite's partial unique index (one live order per
+// user in a limit-1 activity) is a unique key over two generated columns that are NULL unless the
+// order is single-unit and not cancelled.
 
 #include <cstdint>
 #include <memory>
@@ -43,29 +36,14 @@
 #include <string>
 #include <string_view>
 
+#include "store/mysql/url.h"
 #include "store/store.h"
 
 namespace flashsale::store {
 
-namespace mysql_internal {
-class Connection;  // one MariaDB connection (mysql_store.cc)
-}  // namespace mysql_internal
-
-// A parsed mysql:// URL.
-struct MySqlEndpoint {
-  std::string user;
-  std::string password;
-  std::string host;  // empty with a socket
-  uint16_t port = 3306;
-  std::string socket;  // a unix socket path, or empty for TCP
-  std::string database;
-
-  // "mysql://user@host:port/db" or "mysql://user@localhost/db?socket=/path": no password.
-  std::string Describe() const;
-};
-
-// kInvalidArgument (naming the problem, never the password) unless `url` has the form above.
-base::Result<MySqlEndpoint> ParseMySqlUrl(std::string_view url);
+namespace mysql {
+class Connection;  // store/mysql/connection.h
+}  // namespace mysql
 
 class MySqlStore final : public Store {
  public:
@@ -76,17 +54,28 @@ class MySqlStore final : public Store {
   MySqlStore(const MySqlStore&) = delete;
   MySqlStore& operator=(const MySqlStore&) = delete;
 
-  // Idempotent, and safe when several processes migrate one database at once: they take turns
-  // under a named server lock (GET_LOCK, waited for up to 20 s). MySQL commits DDL at once, so the
-  // statements of a migration are written to be re-run (CREATE ... IF NOT EXISTS) should a
-  // migration stop half-way.
+  std::string Describe() const override { return endpoint_.Describe(); }
+  // Idempotent and safe when several processes migrate at once (store/mysql/schema.h).
   base::Status Migrate() override;
   base::Result<int> SchemaVersion() override;
+  // mysql_ping: a round trip, without reconnecting.
   base::Status Ping() override;
-  std::string Describe() const override { return endpoint_.Describe(); }
 
+  // Reads: one statement each, no lock taken (READ COMMITTED sees what is committed).
   base::Result<std::vector<ActivityRecord>> ListActivities() override;
   base::Result<ActivityRecord> GetActivity(std::string_view id, bool with_items) override;
+  base::Result<OrderRecord> GetOrder(std::string_view order_id) override;
+  // A negative limit is no limit, as in SQLite.
+  base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
+                                                      int64_t limit) override;
+  base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) override;
+  base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
+  base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
+                                       int64_t per_user_limit) override;
+
+  // Writes: one transaction each. Where SQLite's BEGIN IMMEDIATE keeps every other writer out,
+  // these lock the rows they read and then change (SELECT ... FOR UPDATE) until the commit.
+  // The activity is read back inside the transaction: once COMMIT succeeds, nothing can fail.
   base::Result<ActivityRecord> CreateActivity(const core::SeckillActivity& activity,
                                               int64_t now_ms) override;
   base::Result<ActivityRecord> UpdateActivity(std::string_view id, const ActivityUpdate& update,
@@ -103,17 +92,11 @@ class MySqlStore final : public Store {
                                                         std::optional<int64_t> fence) override;
   base::Result<int64_t> AdvanceFence() override;
   base::Status FlagCompensation(std::span<const std::string> order_ids) override;
-  base::Result<OrderRecord> GetOrder(std::string_view order_id) override;
-  base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
-                                                      int64_t limit) override;
-  base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
-  base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) override;
+  // The expired orders stay locked until cancelled: a payment racing with the expiry waits.
   base::Result<std::vector<OrderRecord>> CancelUnpaid(std::string_view activity_id,
                                                       int64_t created_before_ms, int64_t limit,
                                                       int64_t now_ms) override;
   base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override;
-  base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
-                                       int64_t per_user_limit) override;
 
  private:
   explicit MySqlStore(MySqlEndpoint endpoint);
@@ -124,8 +107,7 @@ class MySqlStore final : public Store {
 
   std::mutex mutex_;  // one call at a time on the one connection
   const MySqlEndpoint endpoint_;
-  std::unique_ptr<mysql_internal::Connection>
-      connection_;  // null until connected, and after a connection loss
+  std::unique_ptr<mysql::Connection> connection_;  // null until connected, and after a loss
 };
 
 }  // namespace flashsale::store

@@ -1,0 +1,358 @@
+#include "store/mysql/store.h"
+
+#include <spdlog/spdlog.h>
+
+#include <limits>
+#include <type_traits>
+
+#include "store/mysql/connection.h"
+#include "store/mysql/insert_orders.h"
+#include "store/mysql/schema.h"
+#include "store/records.h"
+
+namespace flashsale::store {
+
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+using mysql::Connection;
+using mysql::Row;
+using mysql::Statement;
+using mysql::Transaction;
+
+namespace {
+
+constexpr int kDeadlockAttempts = 3;  // runs of a call whose transaction deadlocks
+
+// The activity, its row locked until the transaction ends when `for_update` (a read-modify-write
+// must not interleave with another's: SQLite gets that from BEGIN IMMEDIATE).
+Result<ActivityRecord> GetActivityOn(Connection& conn, std::string_view id, bool with_items,
+                                     bool for_update) {
+  Statement query(
+      conn,
+      std::string(records::kSelectActivity) + " WHERE id = ?" + (for_update ? " FOR UPDATE" : ""),
+      "get activity");
+  if (auto run = query.Execute({id}); !run) return run.error();
+  if (query.rows().empty()) return records::NoActivity(id);
+  ActivityRecord record = records::ReadActivity(query.rows().front());
+  if (with_items && record.activity.kind == core::StockKind::kItemised) {
+    Statement items(conn,
+                    "SELECT item_id FROM activity_items WHERE activity_id = ? ORDER BY added_ms, "
+                    "seq",
+                    "get items");
+    if (auto run = items.Execute({id}); !run) return run.error();
+    for (const Row& row : items.rows()) record.activity.items.push_back(row.Text(0));
+  }
+  return record;
+}
+
+base::Status InsertItems(Connection& conn, std::string_view activity_id,
+                         std::span<const std::string> items, int64_t now_ms) {
+  Statement insert(conn, std::string(records::kInsertItem), "insert item");
+  for (const auto& item : items) {
+    if (auto run = insert.Execute({activity_id, item, now_ms}); !run) {
+      if (run.error().code == ErrorCode::kAlreadyExists) {
+        return records::ItemExists(activity_id, item);
+      }
+      return run;
+    }
+  }
+  return {};
+}
+
+// The activity as the transaction wrote it, then the commit: read inside the transaction, so that
+// once COMMIT succeeds nothing is left that could fail.
+Result<ActivityRecord> ReadBackAndCommit(Connection& conn, Transaction& tx, std::string_view id,
+                                         bool with_items) {
+  auto record = GetActivityOn(conn, id, with_items, false);
+  if (!record) return record;
+  if (auto commit = tx.Commit(); !commit) return commit.error();
+  return record;
+}
+
+// A read-modify-write of activity `id` in one transaction: its row locked (FOR UPDATE) from the
+// read to the commit, so that it does not interleave with another's (SQLite gets that from BEGIN
+// IMMEDIATE); `change(current)` writes; the activity as written is returned.
+template <typename Change>
+Result<ActivityRecord> ChangeActivity(Connection& conn, std::string_view id, const Change& change) {
+  Transaction tx(conn);
+  if (!tx.status()) return tx.status().error();
+  auto current = GetActivityOn(conn, id, false, true);
+  if (!current) return current;
+  if (auto changed = change(*current); !changed) return changed.error();
+  return ReadBackAndCommit(conn, tx, id, false);
+}
+
+// The rows of `query` as records.
+template <typename Record>
+std::vector<Record> ReadAll(const Statement& query, Record (*read)(const Row&)) {
+  std::vector<Record> records;
+  records.reserve(query.rows().size());
+  for (const Row& row : query.rows()) records.push_back(read(row));
+  return records;
+}
+
+}  // namespace
+
+MySqlStore::MySqlStore(MySqlEndpoint endpoint) : endpoint_(std::move(endpoint)) {}
+
+MySqlStore::~MySqlStore() = default;
+
+Result<std::unique_ptr<MySqlStore>> MySqlStore::Open(const std::string& url) {
+  auto endpoint = ParseMySqlUrl(url);
+  if (!endpoint) return std::move(endpoint).error();
+  mysql::InitLibrary();
+  std::unique_ptr<MySqlStore> store(new MySqlStore(std::move(*endpoint)));
+  auto connection = Connection::Open(store->endpoint_);
+  if (!connection) return std::move(connection).error();
+  store->connection_ = std::move(*connection);
+  return store;
+}
+
+template <typename Body>
+auto MySqlStore::Run(const Body& body) {
+  using R = std::invoke_result_t<const Body&, Connection&>;
+  const bool reused = connection_ != nullptr;
+  bool reconnected = false;
+  int deadlocks = 0;
+  for (;;) {
+    if (!connection_) {
+      auto opened = Connection::Open(endpoint_);
+      if (!opened) return R(std::move(opened).error());
+      connection_ = std::move(*opened);
+    }
+    connection_->ClearDeadlock();
+    R result = body(*connection_);
+    // A deadlock victim's transaction was rolled back whole: running the body again is as if it
+    // ran once. Two writers of the same orders (a redelivery racing its original) can deadlock on
+    // the unique keys' locks; one of them trying again is the normal way out.
+    if (!result.ok() && connection_->deadlocked() && ++deadlocks < kDeadlockAttempts) continue;
+    if (!connection_->broken()) return result;
+    connection_.reset();
+    // A connection opened by an earlier call may have died since (a server restart): if this call
+    // found it broken with nothing done (kUnavailable, not kUnknownOutcome), once more on a fresh
+    // one. A fresh connection that breaks is reported: the server is not well right now.
+    const bool retry =
+        reused && !reconnected && !result.ok() && result.error().code == ErrorCode::kUnavailable;
+    if (!retry) return result;
+    reconnected = true;
+    spdlog::info("{}; reconnecting", result.error().ToString());
+  }
+}
+
+base::Status MySqlStore::Migrate() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) { return mysql::Migrate(conn, Describe()); });
+}
+
+Result<int> MySqlStore::SchemaVersion() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) { return mysql::SchemaVersion(conn); });
+}
+
+base::Status MySqlStore::Ping() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) { return conn.Ping(); });
+}
+
+Result<std::vector<ActivityRecord>> MySqlStore::ListActivities() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<ActivityRecord>> {
+    Statement query(conn, std::string(records::kSelectActivity) + " ORDER BY created_ms, id",
+                    "list activities");
+    if (auto run = query.Execute({}); !run) return run.error();
+    return ReadAll(query, &records::ReadActivity<Row>);
+  });
+}
+
+Result<ActivityRecord> MySqlStore::GetActivity(std::string_view id, bool with_items) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) { return GetActivityOn(conn, id, with_items, false); });
+}
+
+Result<ActivityRecord> MySqlStore::CreateActivity(const core::SeckillActivity& a, int64_t now_ms) {
+  if (auto valid = core::Validate(a); !valid) return valid.error();
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<ActivityRecord> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    Statement insert(conn, std::string(records::kInsertActivity), "create activity");
+    const std::string lottery = EncodeLottery(a.lottery);
+    if (auto run = insert.Execute(records::ActivityInsertValues(a, lottery, now_ms)); !run) {
+      if (run.error().code == ErrorCode::kAlreadyExists) return records::ActivityExists(a.id);
+      return run.error();
+    }
+    if (auto items = InsertItems(conn, a.id, a.items, now_ms); !items) return items.error();
+    return ReadBackAndCommit(conn, tx, a.id, true);
+  });
+}
+
+Result<ActivityRecord> MySqlStore::UpdateActivity(std::string_view id, const ActivityUpdate& update,
+                                                  int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) {
+    return ChangeActivity(conn, id, [&](const ActivityRecord& current) -> base::Status {
+      auto merged = records::MergeUpdate(current, update);
+      if (!merged) return std::move(merged).error();
+      Statement write(conn, std::string(records::kUpdateActivity), "update activity");
+      return write.Execute(records::ActivityUpdateValues(*merged, id, now_ms));
+    });
+  });
+}
+
+Result<ActivityRecord> MySqlStore::AddStock(std::string_view id, int64_t units,
+                                            std::span<const std::string> items, int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) {
+    return ChangeActivity(conn, id, [&](const ActivityRecord& current) -> base::Status {
+      if (auto valid = records::CheckAddedStock(id, current, units, items); !valid) return valid;
+      if (auto inserted = InsertItems(conn, id, items, now_ms); !inserted) return inserted;
+      Statement write(conn, std::string(records::kAddStock), "add stock");
+      return write.Execute({units, now_ms, id});
+    });
+  });
+}
+
+Result<std::vector<InsertOutcome>> MySqlStore::InsertOrders(std::span<const OrderRecord> orders,
+                                                            int64_t now_ms,
+                                                            std::optional<int64_t> fence) {
+  if (auto valid = mysql::ValidateOrders(orders); !valid) return valid.error();
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) { return mysql::InsertOrders(conn, orders, now_ms, fence); });
+}
+
+Result<int64_t> MySqlStore::AdvanceFence() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    if (auto run = conn.Exec("UPDATE fence SET epoch = epoch + 1 WHERE id = 1", "advance fence");
+        !run) {
+      return run.error();
+    }
+    Statement read(conn, "SELECT epoch FROM fence WHERE id = 1", "read fence");
+    if (auto run = read.Execute(std::span<const mysql::Param>()); !run) return run.error();
+    if (read.rows().empty()) return MakeError(ErrorCode::kInternal, "no fence row");
+    const int64_t epoch = read.rows()[0].Int(0);
+    if (auto commit = tx.Commit(); !commit) return commit.error();
+    return epoch;
+  });
+}
+
+base::Status MySqlStore::FlagCompensation(std::span<const std::string> order_ids) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> base::Status {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    Statement flag(conn, "UPDATE orders SET compensation_due = 1 WHERE order_id = ?",
+                   "flag compensation");
+    for (const auto& id : order_ids) {
+      if (auto run = flag.Execute({id}); !run) return run.error();
+    }
+    return tx.Commit();
+  });
+}
+
+Result<OrderRecord> MySqlStore::GetOrder(std::string_view order_id) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<OrderRecord> {
+    Statement query(conn, std::string(records::kSelectOrder) + " WHERE order_id = ?", "get order");
+    if (auto run = query.Execute({order_id}); !run) return run.error();
+    if (query.rows().empty()) return records::NoOrder(order_id);
+    return records::ReadOrder(query.rows().front());
+  });
+}
+
+Result<std::vector<OrderRecord>> MySqlStore::OrdersOfUser(std::string_view user_id, int64_t limit) {
+  const int64_t bounded = limit < 0 ? std::numeric_limits<int64_t>::max() : limit;
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<OrderRecord>> {
+    Statement query(conn,
+                    fmt::format("{}{}", records::kSelectOrder, records::kWhereUserNewestFirst),
+                    "orders of user");
+    if (auto run = query.Execute({user_id, bounded}); !run) return run.error();
+    return ReadAll(query, &records::ReadOrder<Row>);
+  });
+}
+
+Result<std::vector<OrderRecord>> MySqlStore::CancelUnpaid(std::string_view activity_id,
+                                                          int64_t created_before_ms, int64_t limit,
+                                                          int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<OrderRecord>> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    Statement query(
+        conn, fmt::format("{}{} FOR UPDATE", records::kSelectOrder, records::kWhereUnpaidBefore),
+        "unpaid orders");
+    if (auto run = query.Execute({activity_id, created_before_ms, limit}); !run) {
+      return run.error();
+    }
+    std::vector<OrderRecord> cancelled = ReadAll(query, &records::ReadOrder<Row>);
+    Statement cancel(conn, std::string(records::kCancelReserved), "cancel order");
+    for (OrderRecord& order : cancelled) {
+      if (auto run = cancel.Execute({now_ms, order.order_id}); !run) return run.error();
+      records::MarkCancelled(order, now_ms);
+    }
+    if (auto commit = tx.Commit(); !commit) return commit.error();
+    return cancelled;
+  });
+}
+
+Result<PayOutcome> MySqlStore::PayOrder(std::string_view order_id, int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<PayOutcome> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    Statement query(conn, "SELECT state FROM orders WHERE order_id = ? FOR UPDATE", "read order");
+    if (auto run = query.Execute({order_id}); !run) return run.error();
+    if (query.rows().empty()) return records::NoOrder(order_id);
+    const PayOutcome outcome = records::PayOutcomeFor(OrderStateFrom(query.rows()[0].Text(0)));
+    if (outcome == PayOutcome::kPaid) {
+      Statement pay(conn, std::string(records::kMarkPaid), "pay order");
+      if (auto run = pay.Execute({now_ms, order_id}); !run) return run.error();
+    } else if (outcome == PayOutcome::kRefused) {
+      Statement flag(conn, std::string(records::kFlagRefund), "flag refund");
+      if (auto run = flag.Execute({order_id}); !run) return run.error();
+    }
+    if (auto commit = tx.Commit(); !commit) return commit.error();
+    return outcome;
+  });
+}
+
+Result<std::vector<OrderRecord>> MySqlStore::OrdersOfActivity(std::string_view activity_id) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<OrderRecord>> {
+    Statement query(conn,
+                    fmt::format("{}{}", records::kSelectOrder, records::kWhereActivityOldestFirst),
+                    "orders of activity");
+    if (auto run = query.Execute({activity_id}); !run) return run.error();
+    return ReadAll(query, &records::ReadOrder<Row>);
+  });
+}
+
+Result<OrderCounts> MySqlStore::CountOrders(std::string_view activity_id) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<OrderCounts> {
+    Statement query(conn, std::string(records::kCountOrders), "count orders");
+    if (auto run = query.Execute({activity_id}); !run) return run.error();
+    const Row& row = query.rows().at(0);
+    return OrderCounts{row.Int(0), row.Int(1), row.Int(2)};
+  });
+}
+
+Result<OrderAudit> MySqlStore::AuditOrders(std::string_view activity_id, int64_t per_user_limit) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<OrderAudit> {
+    OrderAudit audit;
+    Statement over(conn, std::string(records::kUsersOverLimit), "audit orders");
+    if (auto run = over.Execute({activity_id, per_user_limit}); !run) return run.error();
+    for (const Row& row : over.rows()) audit.users_over_limit.emplace_back(row.Text(0), row.Int(1));
+    Statement duplicates(conn, std::string(records::kDuplicateIntents), "audit orders");
+    if (auto run = duplicates.Execute({activity_id}); !run) return run.error();
+    audit.duplicate_intents = duplicates.rows().at(0).Int(0);
+    return audit;
+  });
+}
+
+}  // namespace flashsale::store

@@ -1,0 +1,131 @@
+#include "store/records.h"
+
+namespace flashsale::store::records {
+
+using base::ErrorCode;
+using base::MakeError;
+
+std::array<SqlValue, 16> ActivityInsertValues(const core::SeckillActivity& a,
+                                              const std::string& lottery, int64_t now_ms) {
+  return {a.id,
+          a.title,
+          core::ToString(a.kind),
+          a.start_ms,
+          a.end_ms,
+          a.per_user_limit,
+          int64_t{a.open},
+          a.InitialUnits(),
+          a.user_rate.per_second,
+          a.user_rate.burst,
+          a.address_rate.per_second,
+          a.address_rate.burst,
+          now_ms,
+          now_ms,
+          lottery,
+          a.payment_window_ms};
+}
+
+std::array<SqlValue, 12> ActivityUpdateValues(const core::SeckillActivity& merged,
+                                              std::string_view id, int64_t now_ms) {
+  const core::SeckillActivity& a = merged;
+  return {a.title,
+          a.start_ms,
+          a.end_ms,
+          a.per_user_limit,
+          int64_t{a.open},
+          a.user_rate.per_second,
+          a.user_rate.burst,
+          a.address_rate.per_second,
+          a.address_rate.burst,
+          a.payment_window_ms,
+          now_ms,
+          id};
+}
+
+base::Result<core::SeckillActivity> MergeUpdate(const ActivityRecord& current,
+                                                const ActivityUpdate& update) {
+  core::SeckillActivity a = current.activity;
+  if (update.title) a.title = *update.title;
+  if (update.start_ms) a.start_ms = *update.start_ms;
+  if (update.end_ms) a.end_ms = *update.end_ms;
+  if (update.per_user_limit) a.per_user_limit = *update.per_user_limit;
+  if (update.open) a.open = *update.open;
+  if (update.user_rate) a.user_rate = *update.user_rate;
+  if (update.address_rate) a.address_rate = *update.address_rate;
+  if (update.payment_window_ms) a.payment_window_ms = *update.payment_window_ms;
+  a.items.clear();
+  if (auto valid = core::Validate(a); !valid) return valid.error();
+  return a;
+}
+
+base::Status CheckAddedStock(std::string_view id, const ActivityRecord& current, int64_t units,
+                             std::span<const std::string> items) {
+  const bool itemised = current.activity.kind == core::StockKind::kItemised;
+  if (units < 1 || (itemised && static_cast<int64_t>(items.size()) != units) ||
+      (!itemised && !items.empty())) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "add {} units to '{}': must be >= 1, and item ids exactly for itemised stock",
+                     units, id);
+  }
+  if (current.total_units + units > core::kMaxUnits) {
+    return MakeError(ErrorCode::kInvalidArgument, "'{}' would hold over {} units", id,
+                     core::kMaxUnits);
+  }
+  if (itemised) {
+    core::SeckillActivity check = current.activity;
+    check.items.assign(items.begin(), items.end());
+    if (auto valid = core::Validate(check); !valid) return valid.error();
+  }
+  return {};
+}
+
+std::array<SqlValue, 11> OrderInsertValues(const OrderRecord& order, const std::string& items,
+                                           int64_t now_ms) {
+  return {order.order_id,
+          order.activity_id,
+          order.user_id,
+          order.quantity,
+          items,
+          ToString(order.state),
+          int64_t{order.single_unit},
+          order.created_ms,
+          now_ms,
+          order.stream_id,
+          order.draw_no};
+}
+
+void MarkCancelled(OrderRecord& order, int64_t now_ms) {
+  order.state = OrderState::kCancelled;
+  order.state_ms = now_ms;
+}
+
+PayOutcome PayOutcomeFor(OrderState state) {
+  switch (state) {
+    case OrderState::kReserved:
+      return PayOutcome::kPaid;
+    case OrderState::kCancelled:
+      return PayOutcome::kRefused;
+    case OrderState::kPaid:
+      break;
+  }
+  return PayOutcome::kAlreadyPaid;
+}
+
+base::Error NoActivity(std::string_view id) {
+  return MakeError(ErrorCode::kNotFound, "no activity '{}'", id);
+}
+
+base::Error NoOrder(std::string_view order_id) {
+  return MakeError(ErrorCode::kNotFound, "no order '{}'", order_id);
+}
+
+base::Error ActivityExists(std::string_view id) {
+  return MakeError(ErrorCode::kAlreadyExists, "activity '{}' exists already", id);
+}
+
+base::Error ItemExists(std::string_view activity_id, std::string_view item) {
+  return MakeError(ErrorCode::kAlreadyExists, "activity '{}' already has item '{}'", activity_id,
+                   item);
+}
+
+}  // namespace flashsale::store::records

@@ -1,0 +1,181 @@
+#pragma once
+// The record's rules, stated once for every backend: the column lists and the SQL both dialects
+// run alike, how a row becomes an ActivityRecord or an OrderRecord, how an update merges into an
+// activity, what added stock must satisfy, and the errors a caller sees. A backend keeps only its
+// dialect (schema, locking, batched writes) and its driver, and calls these.
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "base/result.h"
+#include "base/strings.h"
+#include "store/store.h"
+
+namespace flashsale::store::records {
+
+// A value bound to a `?` placeholder, in either driver.
+using SqlValue = std::variant<int64_t, double, std::string_view>;
+
+// ---- Activities ----
+
+inline constexpr std::string_view kSelectActivity =
+    "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
+    "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
+    "payment_window_ms FROM activities";
+
+// The values: ActivityInsertValues.
+inline constexpr std::string_view kInsertActivity =
+    "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, "
+    "user_rate, user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
+    "payment_window_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)";
+
+// The values: ActivityUpdateValues.
+inline constexpr std::string_view kUpdateActivity =
+    "UPDATE activities SET title = ?, start_ms = ?, end_ms = ?, per_user_limit = ?, open = ?, "
+    "user_rate = ?, user_burst = ?, address_rate = ?, address_burst = ?, payment_window_ms = ?, "
+    "version = version + 1, updated_ms = ? WHERE id = ?";
+
+// ? units, ? now_ms, ? id.
+inline constexpr std::string_view kAddStock =
+    "UPDATE activities SET total_units = total_units + ?, version = version + 1, updated_ms = ? "
+    "WHERE id = ?";
+
+// ? activity_id, ? item_id, ? now_ms.
+inline constexpr std::string_view kInsertItem =
+    "INSERT INTO activity_items (activity_id, item_id, added_ms) VALUES (?, ?, ?)";
+
+// `row` has Text(i), Int(i) and Double(i) over the columns of kSelectActivity.
+template <typename Row>
+ActivityRecord ReadActivity(const Row& row) {
+  ActivityRecord record;
+  core::SeckillActivity& a = record.activity;
+  a.id = row.Text(0);
+  a.title = row.Text(1);
+  a.kind = row.Text(2) == "items" ? core::StockKind::kItemised : core::StockKind::kCounted;
+  a.start_ms = row.Int(3);
+  a.end_ms = row.Int(4);
+  a.per_user_limit = row.Int(5);
+  a.open = row.Int(6) != 0;
+  record.total_units = row.Int(7);
+  a.stock = a.kind == core::StockKind::kCounted ? record.total_units : 0;
+  a.user_rate = {row.Double(8), row.Int(9)};
+  a.address_rate = {row.Double(10), row.Int(11)};
+  record.version = row.Int(12);
+  record.created_ms = row.Int(13);
+  record.updated_ms = row.Int(14);
+  SetLotteryFromColumn(a, row.Text(15));
+  a.payment_window_ms = row.Int(16);
+  return record;
+}
+
+// For kInsertActivity; `lottery` is EncodeLottery(a.lottery) and must outlive the values.
+std::array<SqlValue, 16> ActivityInsertValues(const core::SeckillActivity& a,
+                                              const std::string& lottery, int64_t now_ms);
+// For kUpdateActivity: `merged` as MergeUpdate returned it.
+std::array<SqlValue, 12> ActivityUpdateValues(const core::SeckillActivity& merged,
+                                              std::string_view id, int64_t now_ms);
+
+// The activity `current` with `update` applied, validated (kInvalidArgument otherwise). Items are
+// not part of it: stock is added by AddStock only.
+base::Result<core::SeckillActivity> MergeUpdate(const ActivityRecord& current,
+                                                const ActivityUpdate& update);
+
+// kInvalidArgument unless `units` (and `items`, for itemised stock) may be added to `current`.
+base::Status CheckAddedStock(std::string_view id, const ActivityRecord& current, int64_t units,
+                             std::span<const std::string> items);
+
+// ---- Orders ----
+
+inline constexpr std::string_view kSelectOrder =
+    "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
+    "persisted_ms, stream_id, draw_no, state_ms, refund_due, compensation_due FROM orders";
+
+// The columns an insert writes, in the order of OrderInsertValues.
+inline constexpr std::string_view kOrderInsertColumns =
+    "(order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
+    "persisted_ms, stream_id, draw_no)";
+inline constexpr std::string_view kOrderInsertRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+// Appended to kSelectOrder. ? user_id, ? limit.
+inline constexpr std::string_view kWhereUserNewestFirst =
+    " WHERE user_id = ? ORDER BY created_ms DESC, order_id DESC LIMIT ?";
+// ? activity_id.
+inline constexpr std::string_view kWhereActivityOldestFirst =
+    " WHERE activity_id = ? ORDER BY created_ms, order_id";
+// ? activity_id, ? created_before_ms, ? limit.
+inline constexpr std::string_view kWhereUnpaidBefore =
+    " WHERE activity_id = ? AND state = 'reserved' AND created_ms < ? ORDER BY created_ms, "
+    "order_id LIMIT ?";
+
+// ? now_ms, ? order_id.
+inline constexpr std::string_view kCancelReserved =
+    "UPDATE orders SET state = 'cancelled', state_ms = ? WHERE order_id = ? AND state = "
+    "'reserved'";
+inline constexpr std::string_view kMarkPaid =
+    "UPDATE orders SET state = 'paid', state_ms = ? WHERE order_id = ?";
+// ? order_id.
+inline constexpr std::string_view kFlagRefund =
+    "UPDATE orders SET refund_due = 1 WHERE order_id = ?";
+
+// `row` has Text(i) and Int(i) over the columns of kSelectOrder.
+template <typename Row>
+OrderRecord ReadOrder(const Row& row) {
+  OrderRecord order;
+  order.order_id = row.Text(0);
+  order.activity_id = row.Text(1);
+  order.user_id = row.Text(2);
+  order.quantity = row.Int(3);
+  order.items = base::SplitWords(row.Text(4));
+  order.state = OrderStateFrom(row.Text(5));
+  order.single_unit = row.Int(6) != 0;
+  order.created_ms = row.Int(7);
+  order.persisted_ms = row.Int(8);
+  order.stream_id = row.Text(9);
+  order.draw_no = row.Int(10);
+  order.state_ms = row.Int(11);
+  order.refund_due = row.Int(12) != 0;
+  order.compensation_due = row.Int(13) != 0;
+  return order;
+}
+
+// For kOrderInsertRow; `items` is base::JoinWords(order.items) and must outlive the values.
+std::array<SqlValue, 11> OrderInsertValues(const OrderRecord& order, const std::string& items,
+                                           int64_t now_ms);
+
+// An order cancelled at now_ms, as kCancelReserved wrote it.
+void MarkCancelled(OrderRecord& order, int64_t now_ms);
+
+// What paying an order in `state` does: pay it (kPaid, run kMarkPaid), nothing (kAlreadyPaid),
+// or refuse it and flag a refund (kRefused, run kFlagRefund).
+PayOutcome PayOutcomeFor(OrderState state);
+
+// ---- Audit (Store::AuditOrders): both backends look for a double sale in the same way ----
+
+// ? activity_id, ? per_user_limit -> (user_id, units) of users holding more than the limit.
+inline constexpr std::string_view kUsersOverLimit =
+    "SELECT user_id, CAST(SUM(quantity) AS SIGNED) FROM orders WHERE activity_id = ? AND state <> "
+    "'cancelled' GROUP BY user_id HAVING SUM(quantity) > ? ORDER BY user_id LIMIT 10";
+
+// ? activity_id -> the rows beyond the first one of every stream entry (order intent).
+inline constexpr std::string_view kDuplicateIntents =
+    "SELECT CAST(COALESCE(SUM(n - 1), 0) AS SIGNED) FROM (SELECT COUNT(*) AS n FROM orders WHERE "
+    "activity_id = ? AND stream_id <> '' GROUP BY stream_id HAVING COUNT(*) > 1) AS repeated";
+
+// ? activity_id -> (rows, live units, cancelled units). CAST: MySQL sums to DECIMAL.
+inline constexpr std::string_view kCountOrders =
+    "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN state <> 'cancelled' THEN quantity END), 0) AS "
+    "SIGNED), CAST(COALESCE(SUM(CASE WHEN state = 'cancelled' THEN quantity END), 0) AS SIGNED) "
+    "FROM orders WHERE activity_id = ?";
+
+// ---- Errors ----
+
+base::Error NoActivity(std::string_view id);                                  // kNotFound
+base::Error NoOrder(std::string_view order_id);                               // kNotFound
+base::Error ActivityExists(std::string_view id);                              // kAlreadyExists
+base::Error ItemExists(std::string_view activity_id, std::string_view item);  // kAlreadyExists
+
+}  // namespace flashsale::store::records
