@@ -47,7 +47,6 @@ ActivityInspector::ActivityInspector(ScriptRunner& runner, std::string key_names
     : runner_(runner),
       namespace_(std::move(key_namespace)),
       reappend_(runner.scripts().Get("order_reappend")),
-      restore_(runner.scripts().Get("activity_restore_orders")),
       reapply_(runner.scripts().Get("activity_reapply_orders")) {}
 
 asio::awaitable<Result<std::vector<OrderRecordEntry>>> ActivityInspector::Orders(
@@ -107,37 +106,6 @@ asio::awaitable<Result<bool>> ActivityInspector::Reappend(std::string_view activ
                         reply->Describe());
   }
   co_return reply->integer() == 1;
-}
-
-asio::awaitable<Result<int64_t>> ActivityInspector::RestoreOrders(
-    std::string_view activity_id, std::span<const RestoredOrder> orders) {
-  const SeckillKeys keys(namespace_, activity_id);
-  int64_t restored = 0;
-  for (size_t start = 0; start < orders.size(); start += kRestoreChunk) {
-    std::vector<std::string> args;
-    for (size_t i = start; i < std::min(orders.size(), start + kRestoreChunk); ++i) {
-      const RestoredOrder& order = orders[i];
-      args.push_back(order.order_id);
-      args.push_back(order.user_id);
-      args.push_back(std::to_string(order.quantity));
-      args.push_back(fmt::format("R|{}|{}|{}|{}", order.user_id, order.quantity, order.created_ms,
-                                 base::JoinWords(order.items)));
-    }
-    ScriptCall call(restore_);
-    call.Key("meta", keys.meta())
-        .Key("buyers", keys.buyers())
-        .Key("orders", keys.orders())
-        .Key("user_orders", keys.user_orders())
-        .Rest("orders", args);
-    auto reply = co_await Await(runner_, call);
-    if (!reply.ok()) co_return std::move(reply).error();
-    if (!reply->is_integer()) {
-      co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", restore_.name,
-                          reply->Describe());
-    }
-    restored += reply->integer();
-  }
-  co_return restored;
 }
 
 asio::awaitable<Result<ReapplyResult>> ActivityInspector::ReapplyOrders(

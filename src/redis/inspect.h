@@ -24,7 +24,7 @@ struct OrderRecordEntry {
   RecordedOrder order;
 };
 
-// A live order of the record, to restore into a rebuilt activity.
+// A live order of the record, to apply again to an activity Redis lost it from.
 struct RestoredOrder {
   std::string order_id;
   std::string user_id;
@@ -56,9 +56,6 @@ class ActivityInspector {
   // order_reappend.lua: true if appended (the record was still reserved).
   boost::asio::awaitable<base::Result<bool>> Reappend(std::string_view activity_id,
                                                       std::string_view order_id);
-  // activity_restore_orders.lua, in chunks: the number of orders restored.
-  boost::asio::awaitable<base::Result<int64_t>> RestoreOrders(
-      std::string_view activity_id, std::span<const RestoredOrder> orders);
   // activity_reapply_orders.lua, in chunks: the record's live orders applied again to a loaded
   // activity that lost them (each once, by order id), stock taken; see the script.
   boost::asio::awaitable<base::Result<ReapplyResult>> ReapplyOrders(
@@ -72,7 +69,6 @@ class ActivityInspector {
   ScriptRunner& runner_;
   std::string namespace_;
   const Script& reappend_;
-  const Script& restore_;
   const Script& reapply_;
 };
 

@@ -74,6 +74,18 @@ asio::awaitable<std::string> Prewarm(ServiceContext& context, const store::Activ
     co_return std::move(w).Take();
   }
   const std::string id = known.activity.id;
+  // A sale that has orders in the record started once, whatever its start time says now (it can
+  // be postponed): loading its whole stock would sell those units again. Reconciliation rebuilds
+  // it with what is left.
+  const auto count = [id](store::Store& store) { return store.CountOrders(id); };
+  auto orders = co_await context.OnDb(count);
+  if (!orders.ok() || orders->orders > 0) {
+    w.Key("action").String(orders.ok() ? "none" : "failed");
+    w.Key("why").String(orders.ok() ? "orders in the record: reconciliation rebuilds it"
+                                    : orders.error().message);
+    w.EndObject();
+    co_return std::move(w).Take();
+  }
   const auto read = [id](store::Store& store) { return store.GetActivity(id, true); };
   auto record = co_await context.OnDb(read);
   if (!record.ok()) {

@@ -16,8 +16,10 @@
 #include "base/clock.h"
 #include "redis/seckill.h"
 #include "service/admin.h"
+#include "service/jobs.h"
 #include "service/order_consumer.h"
 #include "service/queries.h"
+#include "service/reconcile.h"
 #include "service/redis_watch.h"
 #include "store/sqlite_store.h"
 #include "support/redis_helpers.h"
@@ -347,6 +349,112 @@ TEST_F(PipelineTest, TheBuyerFindsTheOrderBeforeAndAfterItIsPersisted) {
   ASSERT_EQ(after->size(), 1u);
   EXPECT_TRUE((*after)[0].persisted);
   EXPECT_EQ((*after)[0].state, "reserved");
+}
+
+// --- Holes of the audit (issue 15): each a test that failed before its fix. ---
+
+// Every key of an activity in Redis gone, as after Redis lost it.
+void Forget(const RedisServer& redis, const redis::SeckillKeys& keys) {
+  for (const std::string* key :
+       {&keys.meta(), &keys.stock(), &keys.items(), &keys.prizes(), &keys.buyers(), &keys.orders(),
+        &keys.user_orders(), &keys.stream(), &keys.dead(), &keys.failures()}) {
+    redis.Integer({"DEL", *key});
+  }
+}
+
+// Point 9: a started sale postponed (start_ms moved to the future) and then lost by Redis must not
+// be loaded by prewarm with its whole stock: the record holds orders. Reconciliation rebuilds it
+// with what is left.
+TEST_F(PipelineTest, PrewarmNeverLoadsAnActivityWithOrdersInTheRecord) {
+  CreateActivity("moved", 10);
+  Reserve("moved", 3);
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  Drain(consumer);
+  ASSERT_EQ(OrderIdsInDb("moved").size(), 3u);
+  store::ActivityUpdate postpone;
+  postpone.start_ms = clock_.NowMs() + 3'600'000;
+  postpone.end_ms = clock_.NowMs() + 7'200'000;
+  ASSERT_TRUE(store_->UpdateActivity("moved", postpone, clock_.NowMs()).ok());
+  ASSERT_TRUE(io_.Run(ReloadRegistry(*context_)).ok());
+  Forget(*redis_, Keys("moved"));
+
+  const JobRequest prewarm{.job = Job::kPrewarm};
+  auto ran = io_.Run(RunJob(*context_, prewarm, nullptr));
+  ASSERT_TRUE(ran.ok()) << ran.error().ToString();
+  auto status = io_.Run(context_->seckill().AsyncStatus("moved", asio::use_awaitable));
+  ASSERT_TRUE(status.ok());
+  EXPECT_FALSE(status->found) << "prewarm loaded " << status->remaining
+                              << " units of a sale whose record holds 3 orders: " << *ran;
+
+  settings_.rebuild_grace = 0ms;
+  const store::ActivityRecord record = *store_->GetActivity("moved", false);
+  auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_TRUE(report->rebuilt);
+  status = io_.Run(context_->seckill().AsyncStatus("moved", asio::use_awaitable));
+  EXPECT_EQ(status->remaining, 7);
+}
+
+// Point 6: a release on an activity whose definition Redis no longer holds (its order record
+// still there) must not create the meta hash (HINCRBY on a missing key), which made the
+// activity look loaded to the rebuild and wedged it.
+TEST_F(PipelineTest, AReleaseOnAnActivityRedisDoesNotHoldCreatesNothing) {
+  CreateActivity("gone", 5);
+  const auto orders = Reserve("gone", 1);
+  ASSERT_EQ(redis_->Integer({"DEL", Keys("gone").meta()}), 1);
+  auto released = io_.Run(context_->seckill().AsyncRelease("gone", orders[0], asio::use_awaitable));
+  EXPECT_EQ(redis_->Integer({"EXISTS", Keys("gone").meta()}), 0)
+      << "the release created the activity's meta hash";
+  EXPECT_TRUE(released.ok() && released->outcome != redis::ReleaseOutcome::kReleased);
+  // A restore of orders into it is not refused as "loaded" either: the rebuild goes through.
+  settings_.rebuild_grace = 0ms;
+  const store::ActivityRecord record = *store_->GetActivity("gone", false);
+  auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_TRUE(report->rebuilt);
+}
+
+// Point 4: after Redis lost a lottery, the rebuild restores each user's draw COUNT from the
+// record's draw numbers (draws that won nothing are not in the record), not the number of wins:
+// a user who drew 3 times and won once keeps 3 draws, so no extra draws, no draw number clash.
+TEST_F(PipelineTest, ALotteryRebuildRestoresDrawCountsFromDrawNumbers) {
+  core::SeckillActivity lottery;
+  lottery.id = "lot";
+  lottery.start_ms = 0;
+  lottery.end_ms = 4'000'000'000'000;
+  lottery.per_user_limit = 3;
+  lottery.lottery = core::Lottery{.prizes = {{"mug", "A mug", 1, 10}}, .no_prize_weight = 1};
+  lottery.stock = lottery.lottery->TotalStock();
+  ASSERT_TRUE(io_.Run(CreateActivityAsync(lottery)).ok());
+  // u0: no prize, no prize, then a win (draw 3). pick % 2: 0 = no prize, 1 = the mug.
+  for (int draw = 1; draw <= 3; ++draw) {
+    const std::string order = fmt::format("lot-d{}", draw);
+    const redis::DrawRequest request{.order_id = order,
+                                     .user_id = "u0",
+                                     .now_ms = 1000 + draw,
+                                     .pick = draw == 3 ? 1u : 0u,
+                                     .fallback = 0};
+    auto drawn = io_.Run(context_->seckill().AsyncDraw("lot", request, asio::use_awaitable));
+    ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
+    ASSERT_EQ(drawn->outcome, draw == 3 ? core::Outcome::kReserved : core::Outcome::kNoPrize);
+  }
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  Drain(consumer);
+  ASSERT_EQ(OrderIdsInDb("lot").size(), 1u);
+  Forget(*redis_, Keys("lot"));
+
+  settings_.rebuild_grace = 0ms;
+  const store::ActivityRecord record = *store_->GetActivity("lot", false);
+  auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  ASSERT_TRUE(report->rebuilt);
+  EXPECT_EQ(redis_->String({"HGET", Keys("lot").buyers(), "u0"}), "3")
+      << "the draw count became the win count";
+  EXPECT_EQ(redis_->String({"HGET", Keys("lot").prizes(), "mug"}), "9");
+  const redis::DrawRequest fourth{.order_id = "lot-d4", .user_id = "u0", .now_ms = 2000, .pick = 1};
+  auto refused = io_.Run(context_->seckill().AsyncDraw("lot", fourth, asio::use_awaitable));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->outcome, core::Outcome::kLimitReached);
 }
 
 }  // namespace
