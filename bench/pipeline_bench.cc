@@ -113,6 +113,7 @@ class TimedStore final : public store::Store {
     return outcomes;
   }
   base::Result<int64_t> AdvanceFence() override { return inner_.AdvanceFence(); }
+  base::Result<int64_t> ReadFence() override { return inner_.ReadFence(); }
   base::Status FlagCompensation(std::span<const std::string> order_ids) override {
     return inner_.FlagCompensation(order_ids);
   }

@@ -84,9 +84,17 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   auto fields = co_await ReadMarker(context, marker);
   if (!fields.ok()) co_return std::move(fields).error();
   if (!fields->empty()) {
+    // A marker under an older epoch than the record's fence: another server was repaired since
+    // (the endpoint went back to this one); repaired again, so batches carry the current epoch.
     const RepairSummary summary = FromMarker(*fields);
-    watch.Confirm(*run_id, summary.epoch, summary);
-    co_return !watch.frozen();
+    const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
+    auto fence = co_await context.OnDb(read_fence);
+    if (!fence.ok()) co_return std::move(fence).error();
+    if (summary.epoch == *fence) {
+      watch.Confirm(*run_id, summary.epoch, summary);
+      co_return !watch.frozen();
+    }
+    fields->clear();
   }
   if (!may_repair) co_return false;
 
@@ -98,11 +106,17 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   const redis::Lease lease = **taken;
   const auto finish = [&]() -> asio::awaitable<void> { co_await lock.Release(lease); };
 
-  // Done by another instance between our read and the lock?
+  // Done by another instance between our read and the lock (a marker of the current epoch)?
+  const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
   fields = co_await ReadMarker(context, marker);
-  if (!fields.ok() || !fields->empty()) {
+  auto fence = co_await context.OnDb(read_fence);
+  if (!fields.ok() || !fence.ok()) {
     co_await finish();
     if (!fields.ok()) co_return std::move(fields).error();
+    co_return std::move(fence).error();
+  }
+  if (!fields->empty() && FromMarker(*fields).epoch == *fence) {
+    co_await finish();
     const RepairSummary summary = FromMarker(*fields);
     watch.Confirm(*run_id, summary.epoch, summary);
     co_return !watch.frozen();

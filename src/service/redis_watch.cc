@@ -25,7 +25,7 @@ void RedisWatch::Hook(redis::ConnectionOptions& options) {
 
 bool RedisWatch::OnServer(std::string_view run_id) {
   std::lock_guard lock(mutex_);
-  if (run_id == confirmed_) return true;
+  if (run_id == confirmed_ && seen_ == confirmed_) return true;
   if (run_id != seen_) {
     const int64_t now = clock_.NowMs();
     if (!frozen_.load(std::memory_order_relaxed) || seen_.empty()) {
@@ -66,7 +66,9 @@ std::string RedisWatch::run_id() const {
 
 void RedisWatch::Confirm(std::string_view run_id, int64_t epoch, const RepairSummary& summary) {
   std::lock_guard lock(mutex_);
-  if (run_id != seen_ || run_id == confirmed_) return;
+  // Only for the server seen last, and only once (the endpoint may also have gone back to a
+  // server repaired before: its marker confirms it again).
+  if (run_id != seen_ || !frozen_.load(std::memory_order_relaxed)) return;
   confirmed_ = std::string(run_id);
   epoch_.store(epoch, std::memory_order_release);
   const int64_t now = clock_.NowMs();

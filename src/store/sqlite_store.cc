@@ -455,6 +455,14 @@ Result<int64_t> SqliteStore::AdvanceFence() {
   return epoch;
 }
 
+Result<int64_t> SqliteStore::ReadFence() {
+  std::lock_guard lock(mutex_);
+  Stmt read(db_, "SELECT epoch FROM fence WHERE id = 1");
+  auto row = read.Step("read fence");
+  if (!row) return std::move(row).error();
+  return *row ? read.Int(0) : 0;
+}
+
 base::Status SqliteStore::FlagCompensation(std::span<const std::string> order_ids) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_);

@@ -37,6 +37,7 @@ class SqliteStore final : public Store {
                                                         int64_t now_ms,
                                                         std::optional<int64_t> fence) override;
   base::Result<int64_t> AdvanceFence() override;
+  base::Result<int64_t> ReadFence() override;
   base::Status FlagCompensation(std::span<const std::string> order_ids) override;
   base::Result<OrderRecord> GetOrder(std::string_view order_id) override;
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,

@@ -155,6 +155,8 @@ class Store {
   // The record's fence: advances it by one (in its own transaction, waiting for inserts in
   // flight under the old epoch) and returns the new epoch.
   virtual base::Result<int64_t> AdvanceFence() = 0;
+  // The record's fence as it is now.
+  virtual base::Result<int64_t> ReadFence() = 0;
   // Flags orders for compensation (compensation_due); unknown ids are skipped.
   virtual base::Status FlagCompensation(std::span<const std::string> order_ids) = 0;
   // kNotFound if there is no such order.

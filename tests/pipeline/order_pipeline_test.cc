@@ -211,6 +211,28 @@ TEST_F(PipelineTest, ABatchReadBeforeARepairIsFencedNeverWrittenAndLeftPending) 
   settings_.redis_watch = nullptr;
 }
 
+// The watch: frozen at startup until confirmed; another server freezes it; the endpoint going back
+// to the server repaired before stays frozen until that server's marker confirms it again.
+TEST_F(PipelineTest, TheWatchFreezesOnAnotherServerAndOnlyItsRepairUnfreezes) {
+  RedisWatch watch(clock_);
+  EXPECT_TRUE(watch.frozen());
+  EXPECT_TRUE(watch.OnServer("r1"));  // startup: queued commands go out (nothing sells)
+  watch.Confirm("r1", 1, {});
+  EXPECT_FALSE(watch.frozen());
+  EXPECT_TRUE(watch.OnServer("r1"));  // a reconnect to the same server: nothing happens
+  EXPECT_FALSE(watch.frozen());
+  EXPECT_FALSE(watch.OnServer("r2"));  // another server: frozen, queued commands not sent
+  EXPECT_TRUE(watch.frozen());
+  watch.Confirm("r1", 1, {});  // a confirmation for another server frees nothing
+  EXPECT_TRUE(watch.frozen());
+  EXPECT_FALSE(watch.OnServer("r1"));  // back to r1 while frozen: still frozen
+  EXPECT_TRUE(watch.frozen());
+  watch.Confirm("r1", 2, {});
+  EXPECT_FALSE(watch.frozen());
+  EXPECT_EQ(watch.epoch(), 2);
+  EXPECT_EQ(watch.Events().size(), 2u);
+}
+
 TEST_F(PipelineTest, ConsumerDeadAfterCommitLosesNothingAndDoublesNothing) {
   CreateActivity("crash", 100);
   const auto orders = Reserve("crash", 60);

@@ -302,6 +302,7 @@ TEST_P(StoreContractTest, AFencedBatchIsRefusedAfterTheFenceAdvanced) {
   auto after = store_->AdvanceFence();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(*after, *before + 1);
+  EXPECT_EQ(*store_->ReadFence(), *after);
   const std::vector<OrderRecord> held = {Order("f2", "bob"), Order("f3", "carol")};
   auto stale = store_->InsertOrders(held, 200, *before);
   ASSERT_FALSE(stale.ok());

@@ -239,6 +239,15 @@ Result<int64_t> MySqlStore::AdvanceFence() {
   });
 }
 
+Result<int64_t> MySqlStore::ReadFence() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Statement read(conn, "SELECT epoch FROM fence WHERE id = 1", "read fence");
+    if (auto run = read.Execute(std::span<const mysql::Param>()); !run) return run.error();
+    return read.rows().empty() ? int64_t{0} : read.rows()[0].Int(0);
+  });
+}
+
 base::Status MySqlStore::FlagCompensation(std::span<const std::string> order_ids) {
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> base::Status {
