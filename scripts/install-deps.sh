@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package that flashsale's build, tests, benchmarks and demo need.
-# Then the browser tests' npm packages (tests/browser, pinned by its package-lock.json).
+# Then the browser tests' and the API tests' npm packages (tests/browser, tests/api, pinned by
+# their package-lock.json files).
 # Idempotent: when everything is present it prints two lines and touches nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +16,15 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers the tests, benchmarks and the embedded default start
   redis-server redis-tools mariadb-server
+  # scripts/galera.sh: MariaDB Galera (the provider, and rsync for state transfers between nodes)
+  galera-4 rsync
   # the web pages' tests: a real browser, and Node.js to drive it with playwright-core
   chromium nodejs
   # bench/side_by_side.sh: the HTTP limit (nginx), a second load tool as a check (wrk)
   nginx wrk curl python3
+  # operations: the prometheus tests (promtool, a prometheus server scraping serve and worker);
+  # the Debian package and its test (dpkg-shlibdeps, systemd-analyze, the man page checked)
+  prometheus dpkg-dev systemd groff-base man-db
 )
 
 missing=()
@@ -54,4 +60,17 @@ if node -e '
 else
   echo "install-deps: npm ci in tests/browser"
   npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
+fi
+
+# The API tests: @redocly/cli and ajv (tests/api, pinned by its package-lock.json).
+if node -e '
+  const lock = require("./tests/api/package-lock.json").packages;
+  for (const name of ["@redocly/cli", "ajv", "ajv-formats"]) {
+    const have = require("./tests/api/node_modules/" + name + "/package.json").version;
+    if (lock["node_modules/" + name].version !== have) process.exit(1);
+  }' 2>/dev/null; then
+  echo "install-deps: tests/api npm packages present"
+else
+  echo "install-deps: npm ci in tests/api"
+  npm ci --prefix tests/api --no-audit --no-fund --loglevel=error
 fi

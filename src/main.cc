@@ -6,7 +6,8 @@
 //   flashsale activity list|show ID|create FILE|open ID|close ID   activities (admin API)
 //   flashsale job prewarm|reconcile|expire [--activity ID] [--no-repair]  a job now (admin API)
 //   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
-//   flashsale version
+//   flashsale version, flashsale --version   the version and the git commit built from
+//   flashsale help [COMMAND]     the commands, or one command's options
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -14,11 +15,15 @@
 #include "app/config.h"
 #include "app/load.h"
 #include "app/serve.h"
+#include "base/version.h"
 
 int main(int argc, char** argv) {
   using namespace flashsale;
   CLI::App app{"flashsale: flash sales and lotteries that never oversell, lose or double an order"};
   app.require_subcommand(1);
+  const std::string version_text =
+      fmt::format("flashsale {} (commit {})", base::Version(), base::Commit());
+  app.set_version_flag("--version", version_text, "Print the version and the commit, and exit");
 
   auto* serve = app.add_subcommand("serve", "Run the HTTP service");
   app::ServeSettings settings(*serve);
@@ -90,7 +95,10 @@ int main(int argc, char** argv) {
       "verify the sale against Redis and the database");
   app::LoadCommand load_command(*load);
 
-  app.add_subcommand("version", "Print the version");
+  app.add_subcommand("version", "Print the version and the commit");
+  auto* help = app.add_subcommand("help", "Print the commands, or a command's options");
+  std::string help_topic;
+  help->add_option("command", help_topic, "The command to explain");
 
   try {
     app.parse(argc, argv);
@@ -113,13 +121,32 @@ int main(int argc, char** argv) {
       std::cerr << "flashsale worker: " << config.error().message << "\n";
       return 2;
     }
-    return app::RunWorker(*config);
+    return app::RunWorker(*config, worker_settings.Given("listen", app::EnvFromProcess));
   }
   if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
   if (dead->parsed()) return app::RunDeadLetters(activity_id, retry_id, target);
   if (activity->parsed()) return app::RunActivity(action, argument, target);
   if (job->parsed()) return app::RunJobNow(job_name, job_activity, !no_repair, target);
   if (load->parsed()) return load_command.Run();
-  std::cout << "flashsale " << FLASHSALE_VERSION << "\n";
+  if (help->parsed()) {
+    // app.help() would describe the parsed subcommand (help itself): format the whole app.
+    const std::string overview =
+        app.get_formatter()->make_help(&app, "flashsale", CLI::AppFormatMode::Normal);
+    if (help_topic.empty()) {
+      std::cout << overview;
+      return 0;
+    }
+    const CLI::App* topic = nullptr;
+    for (const CLI::App* command : app.get_subcommands({})) {
+      if (command->get_name() == help_topic) topic = command;
+    }
+    if (topic == nullptr || topic == help) {
+      std::cerr << "flashsale help: no command '" << help_topic << "'\n" << overview;
+      return 2;
+    }
+    std::cout << topic->help("flashsale");
+    return 0;
+  }
+  std::cout << version_text << "\n";
   return 0;
 }

@@ -98,6 +98,27 @@ std::string CheckIdentity(const std::string& value) {
   return fmt::format("must be token or gateway, not \"{}\"", value);
 }
 
+std::string CheckDurability(const std::string& value) {
+  if (value == "async" || value == "wait" || value == "fsync") return "";
+  return fmt::format("must be async, wait or fsync, not \"{}\"", value);
+}
+
+std::string CheckLogFormat(const std::string& value) {
+  if (value == "text" || value == "json") return "";
+  return fmt::format("must be text or json, not \"{}\"", value);
+}
+
+std::string CheckFraction(const std::string& value) {
+  double fraction = -1;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, fraction);
+  if (value.empty() || ec != std::errc() || ptr != end || !(fraction >= 0 && fraction <= 1)) {
+    return fmt::format("must be a number from 0 to 1 (0.01: one request in 100), not \"{}\"",
+                       value);
+  }
+  return "";
+}
+
 std::string CheckLogLevel(const std::string& value) {
   for (std::string_view level : {"trace", "debug", "info", "warn", "error"}) {
     if (value == level) return "";
@@ -127,13 +148,28 @@ const std::vector<Setting>& Settings() {
       {.name = "redis-url",
        .field = &ServeConfig::redis_url,
        .placeholder = "URL",
-       .help = "Redis to use, redis://[[user]:password@]host[:port][/db] or unix:///path.sock; "
+       .help = "Redis to use, redis://[[user]:password@]host[:port][/db], unix:///path.sock or "
+               "redis+cluster://host:port[,host:port...] (a Redis Cluster); "
                "empty starts a private redis-server in data-dir"},
       {.name = "redis-server",
        .field = &ServeConfig::redis_server,
        .placeholder = "PATH",
        .help = "The redis-server binary that runs the private Redis",
        .check = NotEmpty},
+      {.name = "durability",
+       .field = &ServeConfig::durability,
+       .placeholder = "async|wait|fsync",
+       .help = "When a reservation counts as acknowledged: async (when Redis replies), wait "
+               "(also confirmed by a replica, WAIT 1; a Redis of yours with a replica), fsync "
+               "(the private Redis fsyncs its AOF before replying)",
+       .check = CheckDurability},
+      {.name = "durability-wait-ms",
+       .field = &ServeConfig::durability_wait_ms,
+       .placeholder = "MS",
+       .help = "With durability wait: how long a reply waits for the replica before the buyer is "
+               "told the outcome is unknown, 1..60000",
+       .min = 1,
+       .max = 60000},
       {.name = "db-url",
        .field = &ServeConfig::db_url,
        .placeholder = "URL",
@@ -271,6 +307,18 @@ const std::vector<Setting>& Settings() {
        .placeholder = "LEVEL",
        .help = "Least severe log messages written: trace, debug, info, warn or error",
        .check = CheckLogLevel},
+      {.name = "log-format",
+       .field = &ServeConfig::log_format,
+       .placeholder = "text|json",
+       .help = "text, or json: one JSON object per line on stderr (time, level, message, and a "
+               "request's method, target, status, activity, order_id, outcome where there is one)",
+       .check = CheckLogFormat},
+      {.name = "access-log-sample",
+       .field = &ServeConfig::access_log_sample,
+       .placeholder = "FRACTION",
+       .help = "Fraction of HTTP requests written to the log, 0..1 (0.01: one in 100; 1: all; 0: "
+               "none)",
+       .check = CheckFraction},
   };
   return settings;
 }
@@ -578,6 +626,79 @@ base::Result<ServeConfig> ServeSettings::Resolve(const EnvLookup& getenv) const 
     if (!applied.ok()) return std::move(applied).error();
   }
   return config;
+}
+
+namespace {
+
+std::string TomlString(std::string_view value) {
+  std::string out = "\"";
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// `text` as comment lines of at most ~98 columns.
+void AppendWrapped(std::string_view text, std::string& out) {
+  std::string line = "#";
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view word = text.substr(start, end - start);
+    if (line.size() + 1 + word.size() > 98 && line.size() > 1) {
+      out += line + "\n";
+      line = "#";
+    }
+    line += " ";
+    line += word;
+    start = end + 1;
+  }
+  out += line + "\n";
+}
+
+}  // namespace
+
+std::string ConfigFileTemplate() {
+  static const ServeConfig kDefaults;
+  std::string out =
+      "# flashsale settings (flashsale serve and flashsale worker --config FILE).\n"
+      "# Every setting is shown commented out at its default. Each one can also be set by its\n"
+      "# FLASHSALE_ environment variable or its --flag, which take precedence over this file.\n"
+      "# Keys may be written with dashes or underscores (data-dir or data_dir).\n";
+  for (const Setting& setting : Settings()) {
+    out += "\n";
+    AppendWrapped(fmt::format("{} (env {})", setting.help, EnvName(setting)), out);
+    std::string value;
+    if (const auto* field = std::get_if<std::string ServeConfig::*>(&setting.field)) {
+      value = TomlString(kDefaults.**field);
+    } else if (const auto* number = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
+      value = std::to_string(kDefaults.**number);
+    } else {
+      value = kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
+    }
+    out += fmt::format("# {} = {}\n", setting.name, value);
+  }
+  return out;
+}
+
+bool ServeSettings::Given(std::string_view name, const EnvLookup& getenv) const {
+  const auto& settings = Settings();
+  for (size_t i = 0; i < settings.size(); ++i) {
+    if (settings[i].name != name) continue;
+    if (options_[i]->count() > 0 || getenv(EnvName(settings[i])).has_value()) return true;
+    std::optional<std::string> file = config_file_->count() > 0 ? config_file_->as<std::string>()
+                                                                : getenv(std::string(kConfigEnv));
+    if (!file.has_value() || file->empty()) return false;
+    try {
+      const toml::table table = toml::parse_file(*file);
+      return table.contains(name) || table.contains(Underscored(name));
+    } catch (const toml::parse_error&) {
+      return false;
+    }
+  }
+  return false;
 }
 
 base::Result<ServeCommandLine> ParseServeConfig(std::vector<std::string> args,

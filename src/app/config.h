@@ -22,6 +22,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -40,6 +41,8 @@ struct ServeConfig {
   std::string data_dir = "./flashsale-data";  // embedded Redis, SQLite, generated secrets
   std::string redis_url;                      // empty: a private redis-server in data_dir
   std::string redis_server = "redis-server";  // the binary for the embedded server
+  std::string durability = "async";           // async | wait | fsync (docs/durability.md)
+  int64_t durability_wait_ms = 200;           // wait: WAIT's timeout, 1..60000
   std::string db_url;                         // empty: sqlite:<data_dir>/flashsale.db
   std::string key_namespace = "fs";           // 1..64 of [A-Za-z0-9_.-]
   std::string identity = "token";             // token | gateway
@@ -64,7 +67,9 @@ struct ServeConfig {
   int64_t rebuild_grace_ms = 20000;    // >= 0
   int64_t expire_every_ms = 5000;      // 0: never
   bool trust_forwarded_for = false;
-  std::string log_level = "info";  // trace | debug | info | warn | error
+  std::string log_level = "info";       // trace | debug | info | warn | error
+  std::string log_format = "text";      // text | json (JSON lines on stderr)
+  std::string access_log_sample = "0";  // a fraction 0..1 of requests logged (1 in round(1/x))
 
   friend bool operator==(const ServeConfig&, const ServeConfig&) = default;
 };
@@ -92,10 +97,19 @@ class ServeSettings {
   // source on the first problem.
   base::Result<ServeConfig> Resolve(const EnvLookup& getenv) const;
 
+  // After `command` was parsed: whether setting `name` ("listen") was given at all, by its flag,
+  // its variable or the config file (a file that cannot be parsed counts as not giving it).
+  bool Given(std::string_view name, const EnvLookup& getenv) const;
+
  private:
   CLI::Option* config_file_;
   std::vector<CLI::Option*> options_;  // one per setting, in the order of ServeConfig
 };
+
+// A TOML config file with every setting commented out at its default, each with its help and
+// its variable: the packaged /etc/flashsale/flashsale.toml (generated from the settings, so it
+// cannot drift from them). Uncommenting any line gives a valid file.
+std::string ConfigFileTemplate();
 
 // What ParseServeConfig found: the resolved settings, or a request for help.
 struct ServeCommandLine {

@@ -138,6 +138,8 @@ TEST_F(ConfigTest, EverySettingHasAFlagAVariableAndAKey) {
        [](ServeConfig& c) { c.redis_url = "redis://r:6380"; }},
       {"redis-server", "/opt/rs", "\"/opt/rs\"",
        [](ServeConfig& c) { c.redis_server = "/opt/rs"; }},
+      {"durability", "fsync", "\"fsync\"", [](ServeConfig& c) { c.durability = "fsync"; }},
+      {"durability-wait-ms", "20", "20", [](ServeConfig& c) { c.durability_wait_ms = 20; }},
       {"db-url", "sqlite:/x.db", "\"sqlite:/x.db\"",
        [](ServeConfig& c) { c.db_url = "sqlite:/x.db"; }},
       {"key-namespace", "prod", "\"prod\"", [](ServeConfig& c) { c.key_namespace = "prod"; }},
@@ -288,6 +290,8 @@ TEST_F(ConfigTest, RejectsValuesOutsideTheRules) {
       {"registry-poll-ms", "9", "must be at least 10, not 9"},
       {"identity", "tokne", "must be token or gateway, not \"tokne\""},
       {"identity", "Token", "must be token or gateway, not \"Token\""},
+      {"durability", "sync", "must be async, wait or fsync, not \"sync\""},
+      {"durability-wait-ms", "0", "must be 1..60000, not 0"},
       {"log-level", "verbose", "must be trace, debug, info, warn or error, not \"verbose\""},
       {"key-namespace", "", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -, not \"\""},
       {"key-namespace", std::string(65, 'a'),
@@ -459,6 +463,38 @@ TEST_F(ConfigTest, SubcommandHelpListsTheSettings) {
 
 TEST(EnvFromProcessTest, UnsetIsNullopt) {
   EXPECT_FALSE(EnvFromProcess("FLASHSALE_TEST_NEVER_SET_7F3A").has_value());
+}
+
+}  // namespace
+}  // namespace flashsale::app
+
+namespace flashsale::app {
+namespace {
+
+// The packaged config file: every setting appears, commented out at its default; uncommented,
+// the file is valid and resolves to the defaults.
+TEST(ConfigFileTemplateTest, NamesEverySettingAtItsDefaultAndParsesUncommented) {
+  const std::string text = ConfigFileTemplate();
+  std::string uncommented;
+  size_t settings = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# ", 0) == 0 && line.find(" = ") != std::string::npos &&
+        line.find(' ', 2) == line.find(" = ")) {
+      uncommented += line.substr(2) + "\n";
+      ++settings;
+    }
+  }
+  EXPECT_GE(settings, 30U);
+  EXPECT_NE(text.find("# listen = \"127.0.0.1:8080\""), std::string::npos) << text;
+  EXPECT_NE(text.find("# demo = false"), std::string::npos);
+  EXPECT_NE(text.find("# threads = 0"), std::string::npos);
+  const std::string path = ::testing::TempDir() + "/flashsale-template.toml";
+  std::ofstream(path) << uncommented;
+  auto parsed = ParseServeConfig({"--config", path},
+                                 [](const std::string&) { return std::optional<std::string>(); });
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message << "\n" << uncommented;
+  EXPECT_EQ(parsed->config, ServeConfig{});
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 namespace flashsale::app {
 
 struct LoadCommand::Flags {
-  std::string url = "http://127.0.0.1:8080";
+  std::vector<std::string> urls = {"http://127.0.0.1:8080"};
   std::string activity = "demo";
   std::string action = "purchase";
   std::string mode = "closed";
@@ -46,7 +46,11 @@ struct LoadCommand::Flags {
 
 LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<Flags>()) {
   Flags& f = *flags_;
-  command.add_option("--url", f.url, "The flashsale to load, http://host:port")
+  command
+      .add_option("--url", f.urls,
+                  "The flashsale to load, http://host:port; several instances of one sale: "
+                  "comma-separated or repeated, the connections spread over them")
+      ->delimiter(',')
       ->capture_default_str();
   command.add_option("--activity", f.activity, "The activity")->capture_default_str();
   command.add_option("--action", f.action, "purchase or draw")
@@ -152,12 +156,21 @@ int LoadCommand::Run() const {
     return 2;
   };
   load::LoadOptions options;
-  auto url = boost::urls::parse_uri(f.url);
-  if (!url || url->scheme() != "http" || url->host().empty()) {
-    return usage("--url '" + f.url + "' must be http://host:port");
+  if (f.urls.empty()) return usage("--url: at least one http://host:port");
+  for (const std::string& text : f.urls) {
+    auto url = boost::urls::parse_uri(text);
+    if (!url || url->scheme() != "http" || url->host().empty()) {
+      return usage("--url '" + text + "' must be http://host:port");
+    }
+    const uint16_t port = url->has_port() ? url->port_number() : 80;
+    if (&text == &f.urls.front()) {
+      options.host = url->host_address();
+      options.port = port;
+    } else {
+      options.more_targets.emplace_back(url->host_address(), port);
+    }
   }
-  options.host = url->host_address();
-  options.port = url->has_port() ? url->port_number() : 80;
+
   options.activity = f.activity;
   options.action = f.action;
   options.mode = f.mode == "open" ? load::LoadMode::kOpen : load::LoadMode::kClosed;
@@ -229,7 +242,7 @@ int LoadCommand::Run() const {
   const std::string title = fmt::format(
       "flashsale load: {}, {} connections, {} thread(s), {} users ({}), POST {}/api/v1/activities/"
       "{}/{}",
-      what, options.connections, options.threads, options.users, f.user_ids, f.url,
+      what, options.connections, options.threads, options.users, f.user_ids, fmt::join(f.urls, ","),
       options.activity, options.action);
   std::cout << load::FormatReport(*report, title);
   std::cout.flush();

@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -22,6 +25,7 @@
 #include "base/crypto.h"
 #include "base/ids.h"
 #include "base/json_writer.h"
+#include "base/log_format.h"
 #include "core/token.h"
 #include "redis/embedded_server.h"
 #include "redis/scripts.h"
@@ -54,6 +58,20 @@ HostPort ParseListen(const std::string& listen) {
     out.host = out.host.substr(1, out.host.size() - 2);
   std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), out.port);
   return out;
+}
+
+// The level, and JSON lines on stderr for --log-format json.
+void ConfigureLogs(const ServeConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (config.log_format == "json") base::UseJsonLogs();
+}
+
+// --access-log-sample (checked to be 0..1) as "one request in N"; 0: none.
+int64_t AccessLogEvery(const std::string& sample) {
+  const double fraction = std::strtod(sample.c_str(), nullptr);
+  if (!(fraction > 0)) return 0;
+  // A tiny fraction would overflow: one in a trillion is as good as never.
+  return std::max<int64_t>(1, std::llround(std::min(1 / fraction, 1e12)));
 }
 
 // The database of record, opened and migrated to the newest schema.
@@ -150,6 +168,10 @@ service::ServiceSettings SettingsFor(const ServeConfig& config) {
   settings.key_namespace = config.key_namespace;
   settings.idempotency_ttl_ms = config.idempotency_ttl_s * 1000;
   settings.rebuild_grace = std::chrono::milliseconds(config.rebuild_grace_ms);
+  if (config.durability == "wait") {
+    settings.wait_replicas = 1;
+    settings.wait_timeout = std::chrono::milliseconds(config.durability_wait_ms);
+  }
   return settings;
 }
 
@@ -160,6 +182,23 @@ service::ConsumerOptions ConsumerOptionsFor(const ServeConfig& config) {
   options.claim_idle = std::chrono::milliseconds(config.claim_idle_ms);
   options.max_deliveries = config.max_deliveries;
   return options;
+}
+
+// fsync is a setting of the private Redis; wait needs a replica, which only a Redis of yours
+// can have (the private one listens on a unix socket only).
+base::Status CheckDurability(const ServeConfig& config) {
+  if (config.durability == "fsync" && !config.redis_url.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "setting 'durability': fsync applies to the private Redis only; with "
+                     "redis-url, set 'appendfsync always' on your Redis (and keep durability "
+                     "async), or use durability wait with a replica");
+  }
+  if (config.durability == "wait" && config.redis_url.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "setting 'durability': wait needs a Redis with a replica (redis-url); the "
+                     "private Redis has none: use durability fsync for it");
+  }
+  return {};
 }
 
 }  // namespace
@@ -186,7 +225,7 @@ Result<std::string> ReadOrCreateSecret(const std::string& path) {
 }
 
 int RunServe(const ServeConfig& config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  ConfigureLogs(config);
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
   if (fs_error) {
@@ -211,12 +250,17 @@ int RunServe(const ServeConfig& config) {
     admin_token = *generated;
   }
 
-  // Redis: the URL given, or a private redis-server in the data directory.
+  // Redis: the URL given, or a private redis-server in the data directory, supervised
+  // (restarted from its AOF when it dies; see redis/embedded_server.h).
+  if (auto durability = CheckDurability(config); !durability) return fail(durability.error());
   std::unique_ptr<redis::EmbeddedServer> embedded;
   std::string redis_url = config.redis_url;
   if (redis_url.empty()) {
-    auto started =
-        redis::EmbeddedServer::Start({.data_dir = config.data_dir, .binary = config.redis_server});
+    auto started = redis::EmbeddedServer::Start(
+        {.data_dir = config.data_dir,
+         .binary = config.redis_server,
+         .appendfsync = config.durability == "fsync" ? "always" : "everysec",
+         .supervise = true});
     if (!started) return fail(started.error());
     embedded = std::move(*started);
     redis_url = embedded->url();
@@ -253,6 +297,7 @@ int RunServe(const ServeConfig& config) {
   options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
   options.trust_forwarded_for = config.trust_forwarded_for;
+  options.access_log_every = AccessLogEvery(config.access_log_sample);
 
   const bool gateway = config.identity == "gateway" || config.demo;
   asio::thread_pool db_pool(1);
@@ -274,6 +319,17 @@ int RunServe(const ServeConfig& config) {
   metrics.AddSource(
       [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
   metrics.AddSource([&redis_watch](std::string& out) { redis_watch.AppendPrometheus(out); });
+  if (embedded) {
+    metrics.AddSource([&embedded](std::string& out) {
+      out += fmt::format(
+          "# HELP flashsale_embedded_redis_restarts_total Times the private redis-server was "
+          "restarted after it exited.\n# TYPE flashsale_embedded_redis_restarts_total counter\n"
+          "flashsale_embedded_redis_restarts_total {}\n"
+          "# HELP flashsale_embedded_redis_up 1 while the private redis-server runs.\n"
+          "# TYPE flashsale_embedded_redis_up gauge\nflashsale_embedded_redis_up {}\n",
+          embedded->restarts(), embedded->up() ? 1 : 0);
+    });
+  }
 
   // The order consumers share the server's registry (its first I/O thread keeps it fresh). They
   // start first: their job schedule runs the lost-write repair for the Redis found at startup,
@@ -335,8 +391,8 @@ int RunServe(const ServeConfig& config) {
   return 0;
 }
 
-int RunWorker(const ServeConfig& config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
+int RunWorker(const ServeConfig& config, bool serve_http) {
+  ConfigureLogs(config);
   auto fail = [](const base::Error& error) {
     spdlog::error("{}", error.message);
     return 1;
@@ -370,9 +426,46 @@ int RunWorker(const ServeConfig& config) {
     db_pool.join();
     return fail(started.error());
   }
-  std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}\n",
+  // /healthz, /readyz and /metrics on the listen address, when one was given: one I/O thread, a
+  // port of its own (two workers, or a worker and a serve, never share one by accident).
+  server::Metrics metrics;
+  metrics.AddSource(
+      [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
+  service::ActivityRegistry http_registry;
+  std::optional<server::HttpServer> http;
+  std::string serving;
+  if (serve_http) {
+    const HostPort listen = ParseListen(config.listen);
+    server::ServerOptions options;
+    options.host = listen.host;
+    options.port = listen.port;
+    options.threads = 1;
+    options.routes = server::OpsRoutes();
+    options.reuse_port = false;
+    options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+    options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
+    server::ServerDeps deps;
+    deps.redis = *redis_options;
+    deps.store = store->get();
+    deps.db_executor = db_pool.get_executor();
+    deps.registry = &http_registry;
+    deps.service_settings = &settings;
+    deps.clock = &base::SystemClock::Instance();
+    deps.metrics = &metrics;
+    http.emplace(options, deps);
+    if (auto started = http->Start(); !started) {
+      pipeline.Stop();
+      db_pool.join();
+      return fail(started.error());
+    }
+    serving = fmt::format(
+        "; /metrics, /healthz, /readyz on http://{}:{}",
+        listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host,
+        http->port());
+  }
+  std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}{}\n",
                            config.consumers, redis_options->endpoint.Describe(),
-                           (*store)->Describe());
+                           (*store)->Describe(), serving);
   std::cout.flush();
   asio::io_context signals_io;
   asio::signal_set signals(signals_io, SIGINT, SIGTERM);
@@ -380,6 +473,7 @@ int RunWorker(const ServeConfig& config) {
     spdlog::info("signal {}: stopping the consumers", signal);
   });
   signals_io.run();
+  if (http) http->Stop();
   pipeline.Stop();
   db_pool.join();
   spdlog::info("stopped: {} orders persisted, {} duplicates, {} dead letters",

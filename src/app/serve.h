@@ -13,7 +13,7 @@ int RunServe(const ServeConfig& config);
 
 // Runs order consumers only (no HTTP) until SIGINT or SIGTERM: `flashsale worker`. Redis is the
 // configured URL, or the embedded one of a `serve` using the same data directory.
-int RunWorker(const ServeConfig& config);
+int RunWorker(const ServeConfig& config, bool serve_http);
 
 // Prints a bearer token for `user_id` valid for `ttl_s`, signed with the secret given or the one
 // serve generated in `data_dir`. The process exit code.

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,7 +81,8 @@ Result<std::string> FindProgram(const std::string& name) {
 // Runs in the child between fork and exec: async-signal-safe calls only (no allocation, no
 // locks). On failure it reports errno through `error_fd` and exits; the parent reads it.
 [[noreturn]] void ExecChild(const char* file, char* const* argv, int null_fd, int log_fd,
-                            int error_fd, const std::vector<int>& keep_fds) {
+                            int error_fd, const std::vector<int>& keep_fds, int death_signal,
+                            pid_t parent) {
   // Signal dispositions set to SIG_IGN and the signal mask survive exec; undo both, so the
   // program reacts to SIGTERM and SIGPIPE the normal way whatever the parent does with them.
   sigset_t none;
@@ -95,6 +97,12 @@ Result<std::string> FindProgram(const std::string& name) {
   // Its own process group: a Ctrl-C in the terminal reaches the parent only, which then stops
   // its children in order (e.g. the embedded redis-server after the HTTP server has drained).
   ::setpgid(0, 0);
+
+  // Told to stop when the parent dies. If it died before this line, the signal will never come
+  // (the child has been re-parented): leave instead of running on unnoticed.
+  if (death_signal != 0) {
+    if (::prctl(PR_SET_PDEATHSIG, death_signal) != 0 || ::getppid() != parent) ::_exit(1);
+  }
 
   if (::dup2(null_fd, STDIN_FILENO) < 0 || ::dup2(log_fd, STDOUT_FILENO) < 0 ||
       ::dup2(log_fd, STDERR_FILENO) < 0) {
@@ -126,7 +134,7 @@ Result<std::string> FindProgram(const std::string& name) {
 
 Result<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv,
                                      const std::string& log_path,
-                                     const std::vector<int>& inherit_fds) {
+                                     const std::vector<int>& inherit_fds, int parent_death_signal) {
   if (argv.empty() || argv[0].empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "spawn: no program given");
   }
@@ -176,13 +184,14 @@ Result<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv,
   keep_fds.push_back(write_end.get());
   std::sort(keep_fds.begin(), keep_fds.end());
 
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     return MakeError(ErrorCode::kUnavailable, "spawn {}: fork: {}", argv[0], ErrnoText(errno));
   }
   if (pid == 0) {
     ExecChild(file->c_str(), child_argv.data(), null_fd.get(), log_fd.get(), write_end.get(),
-              keep_fds);
+              keep_fds, parent_death_signal, parent);
   }
   Subprocess child(pid);
   write_end.Reset();  // or the read below would never see end-of-file

@@ -37,8 +37,13 @@ class Subprocess {
   // runs in a process group of its own, so terminal signals (Ctrl-C) reach only the parent.
   // Errors: kInvalidArgument for an empty argv; kNotFound (naming the program) when it is not in
   // PATH or cannot be executed; kUnavailable when the log cannot be opened or fork fails.
+  // A nonzero `parent_death_signal` is delivered to the child when the thread that called Spawn
+  // ends (Linux PR_SET_PDEATHSIG: the parent was killed, even by SIGKILL), so the child never
+  // outlives its parent unnoticed; call Spawn from a thread that lives as long as the child
+  // should. A child whose parent died before that was set up exits at once (code 1).
   static Result<Subprocess> Spawn(const std::vector<std::string>& argv, const std::string& log_path,
-                                  const std::vector<int>& inherit_fds = {});
+                                  const std::vector<int>& inherit_fds = {},
+                                  int parent_death_signal = 0);
 
   Subprocess(Subprocess&& other) noexcept;
   // Terminates (5 s grace) the child this handle owned before taking over `other`'s.

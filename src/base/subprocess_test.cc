@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -249,6 +250,25 @@ TEST(SubprocessTest, DestructorTerminatesAndMoveTransfersOwnership) {
   replaced = SpawnOrDie({"sleep", "30"});  // terminates the child it held
   EXPECT_FALSE(ProcessExists(old_pid));
   EXPECT_TRUE(replaced.Running());
+}
+
+TEST(SubprocessTest, ParentDeathSignalReachesTheChildWhenTheSpawningThreadEnds) {
+  std::optional<Result<Subprocess>> spawned;
+  std::thread parent([&] { spawned = Subprocess::Spawn({"sleep", "30"}, "", {}, SIGTERM); });
+  parent.join();
+  ASSERT_TRUE(spawned && spawned->ok()) << spawned->error().ToString();
+  Subprocess child = std::move(*spawned).value();
+  ASSERT_TRUE(child.Wait(10s)) << "the child outlived the thread that spawned it";
+  ASSERT_TRUE(child.exit_status().has_value());
+  EXPECT_TRUE(WIFSIGNALED(*child.exit_status()));
+  EXPECT_EQ(WTERMSIG(*child.exit_status()), SIGTERM);
+
+  // Without it, the child lives on.
+  std::optional<Result<Subprocess>> plain;
+  std::thread other([&] { plain = Subprocess::Spawn({"sleep", "30"}, ""); });
+  other.join();
+  ASSERT_TRUE(plain && plain->ok());
+  EXPECT_FALSE(plain->value().Wait(300ms));
 }
 
 }  // namespace

@@ -52,9 +52,9 @@ constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
 // What every thread shares: the options, the request counter, the schedule, progress counters.
 struct Shared {
   const LoadOptions& options;
-  tcp::endpoint endpoint;
+  std::vector<tcp::endpoint> endpoints;  // the targets
   UserIds users;
-  std::string head;  // request line and Host header
+  std::vector<std::string> heads;  // per target: request line and Host header
   std::optional<core::TokenSigner> signer;
   int64_t token_expires_ms = 0;
   int64_t limit = kNoEnd;  // requests
@@ -80,14 +80,17 @@ struct Slot {
   beast::flat_buffer buffer;
   int64_t deadline_ns = 0;  // 0: no operation in progress
   bool timed_out = false;
+  size_t target = 0;  // index into Shared::endpoints
 };
 
 class Worker {
  public:
-  Worker(Shared& shared, int index, int connections)
+  // `first`: the run-wide number of this worker's first connection (targets go round robin).
+  Worker(Shared& shared, int index, int connections, int first)
       : shared_(shared), random_(shared.options.seed + static_cast<uint64_t>(index)) {
     for (int i = 0; i < connections; ++i) {
       slots_.push_back(std::make_unique<Slot>(io_.get_executor()));
+      slots_.back()->target = static_cast<size_t>(first + i) % shared.endpoints.size();
     }
   }
 
@@ -149,7 +152,7 @@ class Worker {
   asio::awaitable<bool> Connect(Slot& slot) {
     slot.timed_out = false;
     slot.deadline_ns = Now() + shared_.options.connect_timeout_ms * 1'000'000;
-    auto [error] = co_await slot.socket.async_connect(shared_.endpoint, kTuple);
+    auto [error] = co_await slot.socket.async_connect(shared_.endpoints[slot.target], kTuple);
     slot.deadline_ns = 0;
     if (error) {
       Fail(slot, slot.timed_out ? "connect timeout" : "connect");
@@ -170,8 +173,8 @@ class Worker {
     co_await slot.pause.async_wait(kTuple);
   }
 
-  void BuildRequest(int64_t index, std::string& request) {
-    request.assign(shared_.head);
+  void BuildRequest(int64_t index, size_t target, std::string& request) {
+    request.assign(shared_.heads[target]);
     const std::string user = shared_.users.For(index, random_);
     if (shared_.signer) {
       request += "Authorization: Bearer ";
@@ -238,7 +241,7 @@ class Worker {
           continue;
         }
       }
-      BuildRequest(index, request);
+      BuildRequest(index, slot.target, request);
       const int64_t sent_ns = Now();
       slot.timed_out = false;
       slot.deadline_ns = sent_ns + options.request_timeout_ms * 1'000'000;
@@ -324,20 +327,23 @@ int64_t LoadReport::ErrorCount() const {
 base::Result<LoadReport> RunLoad(const LoadOptions& options) {
   if (auto checked = Check(options); !checked) return std::move(checked).error();
 
-  boost::system::error_code resolve_error;
+  Shared shared{.options = options,
+                .users = UserIds(options.user_prefix, options.users, options.random_users)};
+  std::vector<std::pair<std::string, uint16_t>> targets = {{options.host, options.port}};
+  targets.insert(targets.end(), options.more_targets.begin(), options.more_targets.end());
   asio::io_context resolver_io;
   tcp::resolver resolver(resolver_io);
-  auto resolved = resolver.resolve(options.host, std::to_string(options.port), resolve_error);
-  if (resolve_error || resolved.empty()) {
-    return MakeError(ErrorCode::kUnavailable, "resolve {}: {}", options.host,
-                     resolve_error ? resolve_error.message() : "no address");
+  for (const auto& [host, port] : targets) {
+    boost::system::error_code resolve_error;
+    auto resolved = resolver.resolve(host, std::to_string(port), resolve_error);
+    if (resolve_error || resolved.empty()) {
+      return MakeError(ErrorCode::kUnavailable, "resolve {}: {}", host,
+                       resolve_error ? resolve_error.message() : "no address");
+    }
+    shared.endpoints.push_back(resolved.begin()->endpoint());
+    shared.heads.push_back(fmt::format("POST /api/v1/activities/{}/{} HTTP/1.1\r\nHost: {}:{}\r\n",
+                                       options.activity, options.action, host, port));
   }
-
-  Shared shared{.options = options,
-                .endpoint = resolved.begin()->endpoint(),
-                .users = UserIds(options.user_prefix, options.users, options.random_users)};
-  shared.head = fmt::format("POST /api/v1/activities/{}/{} HTTP/1.1\r\nHost: {}:{}\r\n",
-                            options.activity, options.action, options.host, options.port);
   if (!options.token_secret.empty()) {
     shared.signer.emplace(options.token_secret);
     shared.token_expires_ms = options.wall_clock->NowMs() + 3'600'000;
@@ -346,10 +352,11 @@ base::Result<LoadReport> RunLoad(const LoadOptions& options) {
 
   const int threads = std::min(options.threads, options.connections);
   std::vector<std::unique_ptr<Worker>> workers;
-  for (int t = 0; t < threads; ++t) {
+  for (int t = 0, first = 0; t < threads; ++t) {
     // Connections spread evenly, the first threads taking one more when they do not divide.
     const int connections = options.connections / threads + (t < options.connections % threads);
-    workers.push_back(std::make_unique<Worker>(shared, t, connections));
+    workers.push_back(std::make_unique<Worker>(shared, t, connections, first));
+    first += connections;
   }
 
   // Once every thread has opened its connections: the clock starts.

@@ -32,6 +32,9 @@ enum class LoadMode { kClosed, kOpen };
 struct LoadOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
+  // Further servers of the same sale (instances behind no balancer): the connections are spread
+  // over host:port and these, round robin.
+  std::vector<std::pair<std::string, uint16_t>> more_targets;
   std::string activity = "demo";
   std::string action = "purchase";  // purchase | draw: POST /api/v1/activities/{id}/{action}
 

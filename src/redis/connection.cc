@@ -11,6 +11,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "redis/cluster.h"
+
 namespace flashsale::redis {
 
 namespace asio = boost::asio;
@@ -44,11 +46,13 @@ bool IsNotRunNow(std::string_view error) {
   return false;
 }
 
-Result<Reply> ToResult(Reply reply, const Endpoint& endpoint) {
+Result<Reply> ToResult(Reply reply, const ConnectionOptions& options) {
   if (!reply.is_error()) return reply;
-  if (IsNotRunNow(reply.str())) {
+  if (IsNotRunNow(reply.str()) &&
+      !(options.cluster_node &&
+        (reply.str().starts_with("TRYAGAIN") || reply.str().starts_with("CLUSTERDOWN")))) {
     return MakeError(ErrorCode::kUnavailable, "redis at {} did not run the command: {}",
-                     endpoint.Describe(), reply.str());
+                     options.endpoint.Describe(), reply.str());
   }
   return Error{ErrorCode::kRemote, std::string(reply.str())};
 }
@@ -72,7 +76,17 @@ std::string InfoField(std::string_view info, std::string_view name) {
 
 std::shared_ptr<Connection> Connection::Create(asio::any_io_executor executor,
                                                ConnectionOptions options) {
-  return std::shared_ptr<Connection>(new Connection(std::move(executor), std::move(options)));
+  auto connection =
+      std::shared_ptr<Connection>(new Connection(std::move(executor), std::move(options)));
+  if (connection->options_.endpoint.cluster) {
+    connection->cluster_ =
+        std::make_shared<ClusterRouter>(connection->executor_, connection->options_);
+  }
+  return connection;
+}
+
+const ConnectionStats& Connection::stats() const {
+  return cluster_ != nullptr ? cluster_->stats() : stats_;
 }
 
 Connection::Connection(asio::any_io_executor executor, ConnectionOptions options)
@@ -92,11 +106,21 @@ Connection::~Connection() {
 
 void Connection::Start() {
   if (state_ != State::kIdle) return;
+  if (cluster_ != nullptr) {
+    state_ = State::kReady;
+    cluster_->Start();
+    return;
+  }
   Connect();
 }
 
 void Connection::Stop() {
   if (state_ == State::kStopped) return;
+  if (cluster_ != nullptr) {
+    state_ = State::kStopped;
+    cluster_->Stop();
+    return;
+  }
   std::vector<Completion> done;
   FailAll("connection stopped", ErrorCode::kCancelled, done);
   CloseLink();
@@ -247,6 +271,10 @@ void Connection::BecomeReady() {
 
 void Connection::Send(std::string_view wire, Deadline deadline, ReplyHandler handler) {
   ++sequence_;
+  if (cluster_ != nullptr) [[unlikely]] {
+    cluster_->Send(wire, deadline, std::move(handler));
+    return;
+  }
   switch (state_) {
     case State::kStopped:
       Post(std::move(handler), Error{ErrorCode::kCancelled, "connection stopped; not sent"});
@@ -360,7 +388,7 @@ void Connection::OnRead(uint64_t generation, const error_code& error, size_t byt
     inflight_.pop_front();
     if (pending.abandoned) continue;
     stats_.latency.Record(Clock::now() - pending.sent_at);
-    Result<Reply> result = ToResult(std::move(reply), options_.endpoint);
+    Result<Reply> result = ToResult(std::move(reply), options_);
     if (!result.ok()) CountError(result.error().code);
     Complete(std::move(pending.handler), std::move(result));
     // The handler may have stopped or reset this connection.

@@ -22,6 +22,10 @@
 // background with exponential backoff; while it waits, calls fail at once (kUnavailable) instead
 // of piling up, so a flash sale with Redis down answers quickly and loses nothing.
 //
+// A redis+cluster:// endpoint makes a cluster client with the same interface and the same
+// failure codes (redis/cluster.h): commands are routed by key slot to one pipelined connection per
+// primary, redirections followed.
+//
 // Threading: all member functions must be called on the connection's executor (one thread).
 // Completion handlers run through their associated executor.
 
@@ -51,6 +55,8 @@ struct redisReader;
 
 namespace flashsale::redis {
 
+class ClusterRouter;
+
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 using ReplyHandler = boost::asio::any_completion_handler<void(base::Result<Reply>)>;
@@ -76,6 +82,9 @@ struct ConnectionOptions {
   std::function<bool(std::string_view run_id)> on_server;
   // Called when an established link breaks (on the connection's thread).
   std::function<void()> on_link_lost;
+  // Set by the cluster router on its node connections: TRYAGAIN and CLUSTERDOWN come back as
+  // kRemote with Redis's text (the router retries them), not as kUnavailable.
+  bool cluster_node = false;
 };
 
 // Written by the connection's thread, readable from any thread (the /metrics scraper).
@@ -134,9 +143,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // higher number runs after one with a lower number on this connection.
   uint64_t next_sequence() const { return sequence_; }
   State state() const { return state_; }
-  const ConnectionStats& stats() const { return stats_; }
+  const ConnectionStats& stats() const;
   const ConnectionOptions& options() const { return options_; }
   const std::string& last_error() const { return last_error_; }
+  // The cluster router of a redis+cluster:// connection, else null.
+  const ClusterRouter* cluster() const { return cluster_.get(); }
   const boost::asio::any_io_executor& executor() const { return executor_; }
 
  private:
@@ -202,6 +213,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::minstd_rand jitter_;
   std::string last_error_ = "not connected yet";
   ConnectionStats stats_;
+  // A redis+cluster:// endpoint: every call goes through the router (cluster.h), which keeps a
+  // plain Connection per primary; this connection's own link is never used.
+  std::shared_ptr<ClusterRouter> cluster_;
 };
 
 }  // namespace flashsale::redis

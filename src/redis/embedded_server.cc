@@ -3,6 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -14,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -73,9 +77,44 @@ std::string LogTail(const std::string& path, uintmax_t from) {
   return fmt::format("the end of {}:\n{}", path, std::string_view(text).substr(start));
 }
 
+// Blocks SIGPIPE in this thread for a scope, and discards one raised meanwhile: hiredis writes
+// with write(), and a server that closes the socket as we write (it is shutting down) would
+// otherwise kill the whole process with SIGPIPE.
+class ScopedNoSigpipe {
+ public:
+  ScopedNoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~ScopedNoSigpipe() {
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec now{0, 0};
+        while (sigtimedwait(&pipe_, nullptr, &now) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  ScopedNoSigpipe(const ScopedNoSigpipe&) = delete;
+  ScopedNoSigpipe& operator=(const ScopedNoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
+
 // True when a redis-server answers PING with PONG on the socket (not while it loads its AOF:
 // it answers -LOADING then).
 bool AnswersPing(const std::string& socket_path) {
+  const ScopedNoSigpipe no_sigpipe;
   const timeval timeout{0, 500 * 1000};
   redisContext* context = redisConnectUnixWithTimeout(socket_path.c_str(), timeout);
   if (context == nullptr) return false;
@@ -105,29 +144,169 @@ std::string EncodePath(std::string_view path) {
   return out;
 }
 
-// Takes the data directory's lock without waiting; the descriptor holds it until closed.
-base::Result<int> Lock(const std::string& lock_path, const std::string& data_dir) {
-  ScopedFd fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (fd.get() < 0) {
+// Opens a lock file; the descriptor is closed on exec (a child gets it only when passed on).
+base::Result<int> OpenLockFile(const std::string& lock_path) {
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
     return MakeError(ErrorCode::kUnavailable, "cannot open the lock file {}: {}", lock_path,
                      std::strerror(errno));
   }
+  return fd;
+}
+
+// flock(LOCK_EX | LOCK_NB): true when taken, false when someone else holds it.
+base::Result<bool> TryLock(int fd, const std::string& lock_path) {
   int result;
   do {
-    result = ::flock(fd.get(), LOCK_EX | LOCK_NB);
+    result = ::flock(fd, LOCK_EX | LOCK_NB);
   } while (result != 0 && errno == EINTR);
-  if (result != 0 && errno == EWOULDBLOCK) {
+  if (result == 0) return true;
+  if (errno == EWOULDBLOCK) return false;
+  return MakeError(ErrorCode::kUnavailable, "cannot lock {}: {}", lock_path, std::strerror(errno));
+}
+
+base::Error InUse(const std::string& data_dir, const std::string& lock_path) {
+  return MakeError(ErrorCode::kUnavailable,
+                   "another flashsale seems to be using the data directory {} (its lock {} is "
+                   "held): stop it, or use another data directory",
+                   data_dir, lock_path);
+}
+
+// The pid a redis-server reports in INFO server (process_id), or -1; then SHUTDOWN, which makes
+// it write and fsync its AOF and exit (no reply comes when it works).
+pid_t ShutdownOverSocket(const std::string& socket_path) {
+  const ScopedNoSigpipe no_sigpipe;
+  const timeval timeout{1, 0};
+  redisContext* context = redisConnectUnixWithTimeout(socket_path.c_str(), timeout);
+  if (context == nullptr) return -1;
+  pid_t pid = -1;
+  if (context->err == 0 && redisSetTimeout(context, timeout) == REDIS_OK) {
+    auto* info = static_cast<redisReply*>(redisCommand(context, "INFO server"));
+    if (info != nullptr && info->type == REDIS_REPLY_STRING) {
+      const std::string_view text(info->str, info->len);
+      const size_t at = text.find("process_id:");
+      if (at != std::string_view::npos) pid = std::atoi(text.data() + at + 11);
+    }
+    if (info != nullptr) freeReplyObject(info);
+    auto* reply = static_cast<redisReply*>(redisCommand(context, "SHUTDOWN"));
+    if (reply != nullptr) {
+      if (reply->type == REDIS_REPLY_ERROR) {
+        spdlog::warn("embedded redis: the left-over redis-server refused SHUTDOWN: {}",
+                     std::string_view(reply->str, reply->len));
+      }
+      freeReplyObject(reply);
+    }
+  }
+  redisFree(context);
+  return pid;
+}
+
+// Polls the lock until it is taken or `timeout` passes.
+base::Result<bool> LockWithin(int fd, const std::string& lock_path,
+                              std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto taken = TryLock(fd, lock_path);
+    if (!taken || *taken) return taken;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(kPingInterval);
+  }
+}
+
+// redis.lock is held while flashsale.lock was free: a redis-server left running by a flashsale
+// that died. Asks it to shut down (it flushes its AOF), then SIGTERM to the pid it reported if
+// it is still there, each with a bounded wait for the lock.
+base::Status ShutDownLeftOver(int lock_fd, const std::string& lock_path,
+                              const std::string& socket_path, const std::string& data_dir,
+                              std::chrono::milliseconds timeout) {
+  spdlog::warn(
+      "embedded redis: a redis-server left by an earlier flashsale still runs on {} (no flashsale "
+      "behind it); shutting it down",
+      data_dir);
+  const pid_t pid = ShutdownOverSocket(socket_path);
+  auto taken = LockWithin(lock_fd, lock_path, timeout);
+  if (!taken) return std::move(taken).error();
+  if (!*taken && pid > 0) {
+    spdlog::warn("embedded redis: the left-over redis-server (pid {}) is still there; SIGTERM",
+                 pid);
+    ::kill(pid, SIGTERM);
+    taken = LockWithin(lock_fd, lock_path, timeout);
+    if (!taken) return std::move(taken).error();
+  }
+  if (!*taken) {
     return MakeError(ErrorCode::kUnavailable,
-                     "another flashsale seems to be using the data directory {} (its lock {} is "
-                     "held, by that flashsale or by a redis-server it left running): stop it, "
-                     "or use another data directory",
-                     data_dir, lock_path);
+                     "the data directory {} is locked by a redis-server left by an earlier "
+                     "flashsale ({}), and it did not shut down within {} ms: stop it by hand",
+                     data_dir,
+                     pid > 0 ? fmt::format("pid {}", pid) : "it does not answer on " + socket_path,
+                     timeout.count());
   }
-  if (result != 0) {
-    return MakeError(ErrorCode::kUnavailable, "cannot lock {}: {}", lock_path,
-                     std::strerror(errno));
+  spdlog::info("embedded redis: the left-over redis-server{} has shut down",
+               pid > 0 ? fmt::format(" (pid {})", pid) : "");
+  return {};
+}
+
+// Spawns redis-server on the prepared directory and waits until it answers PING (its AOF
+// loaded). `stopped` (may be null) ends the wait early.
+base::Result<base::Subprocess> SpawnServer(const EmbeddedServerOptions& options,
+                                           const std::string& socket_path, int lock_fd,
+                                           const std::function<bool()>& stopped) {
+  const fs::path dir(options.data_dir);
+  const std::string redis_dir = (dir / "redis").string();
+  const std::string log_path = (dir / "redis.log").string();
+  const uintmax_t log_start = FileSize(log_path);
+  const std::vector<std::string> argv = {options.binary,
+                                         "--port",
+                                         "0",
+                                         "--unixsocket",
+                                         socket_path,
+                                         "--unixsocketperm",
+                                         "700",
+                                         "--dir",
+                                         redis_dir,
+                                         "--appendonly",
+                                         "yes",
+                                         "--appendfsync",
+                                         options.appendfsync,
+                                         "--save",
+                                         "",
+                                         "--daemonize",
+                                         "no",
+                                         "--logfile",
+                                         log_path};
+  // redis-server inherits the lock (see the header): it is released only when both are gone.
+  auto spawned = base::Subprocess::Spawn(argv, log_path, {lock_fd}, SIGTERM);
+  if (!spawned) {
+    if (spawned.error().code == ErrorCode::kNotFound) {
+      return MakeError(ErrorCode::kNotFound,
+                       "{} not found in PATH: install it (scripts/install-deps.sh) or give a Redis "
+                       "URL with --redis-url ({})",
+                       options.binary, spawned.error().message);
+    }
+    return MakeError(ErrorCode::kUnavailable, "cannot start {}: {}", options.binary,
+                     spawned.error().message);
   }
-  return fd.release();
+  base::Subprocess process = std::move(spawned).value();
+
+  // Ready when it answers PING: the socket is bound and the AOF loaded.
+  const auto until = std::chrono::steady_clock::now() + options.start_timeout;
+  for (;;) {
+    if (!process.Running()) {
+      const auto status = process.exit_status();
+      return MakeError(ErrorCode::kUnavailable, "{} exited during startup ({}); {}", options.binary,
+                       status ? base::DescribeExitStatus(*status) : "status unknown",
+                       LogTail(log_path, log_start));
+    }
+    if (AnswersPing(socket_path)) break;
+    if (std::chrono::steady_clock::now() >= until || (stopped && stopped())) {
+      process.Terminate(options.stop_timeout);
+      return MakeError(ErrorCode::kUnavailable, "{} did not answer PING on {} within {} ms; {}",
+                       options.binary, socket_path, options.start_timeout.count(),
+                       LogTail(log_path, log_start));
+    }
+    std::this_thread::sleep_for(kPingInterval);
+  }
+  return process;
 }
 
 }  // namespace
@@ -136,6 +315,13 @@ base::Result<std::unique_ptr<EmbeddedServer>> EmbeddedServer::Start(
     const EmbeddedServerOptions& options) {
   if (options.data_dir.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, "embedded redis: no data directory given");
+  }
+  if (options.appendfsync != "everysec" && options.appendfsync != "always" &&
+      options.appendfsync != "no") {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "embedded redis: appendfsync '{}' is not one of "
+                     "everysec, always, no",
+                     options.appendfsync);
   }
   // Absolute, so url() works from any working directory.
   std::error_code ec;
@@ -160,73 +346,132 @@ base::Result<std::unique_ptr<EmbeddedServer>> EmbeddedServer::Start(
     return MakeError(ErrorCode::kUnavailable, "cannot create the data directory {}: {}", redis_dir,
                      ec.message());
   }
-  auto lock = Lock((dir / "redis.lock").string(), data_dir);
+  // flashsale.lock first: held, another flashsale runs here.
+  const std::string owner_lock_path = (dir / "flashsale.lock").string();
+  auto owner_fd = OpenLockFile(owner_lock_path);
+  if (!owner_fd) return std::move(owner_fd).error();
+  ScopedFd owner_lock(*owner_fd);
+  auto owner_taken = TryLock(owner_lock.get(), owner_lock_path);
+  if (!owner_taken) return std::move(owner_taken).error();
+  if (!*owner_taken) return InUse(data_dir, owner_lock_path);
+
+  // Then redis.lock: held now, a redis-server outlived its flashsale.
+  const std::string lock_path = (dir / "redis.lock").string();
+  auto lock = OpenLockFile(lock_path);
   if (!lock) return std::move(lock).error();
   ScopedFd lock_fd(*lock);
-
-  const std::string log_path = (dir / "redis.log").string();
-  const uintmax_t log_start = FileSize(log_path);
-  const std::vector<std::string> argv = {
-      options.binary, "--port", "0",       "--unixsocket", socket_path, "--unixsocketperm",
-      "700",          "--dir",  redis_dir, "--appendonly", "yes",       "--appendfsync",
-      "everysec",     "--save", "",        "--daemonize",  "no",        "--logfile",
-      log_path};
-  // redis-server inherits the lock (see the header): it is released only when both are gone.
-  auto spawned = base::Subprocess::Spawn(argv, log_path, {lock_fd.get()});
-  if (!spawned) {
-    if (spawned.error().code == ErrorCode::kNotFound) {
-      return MakeError(ErrorCode::kNotFound,
-                       "{} not found in PATH: install it (scripts/install-deps.sh) or give a Redis "
-                       "URL with --redis-url ({})",
-                       options.binary, spawned.error().message);
+  auto taken = TryLock(lock_fd.get(), lock_path);
+  if (!taken) return std::move(taken).error();
+  if (!*taken) {
+    if (auto shut =
+            ShutDownLeftOver(lock_fd.get(), lock_path, socket_path, data_dir, options.stop_timeout);
+        !shut) {
+      return std::move(shut).error();
     }
-    return MakeError(ErrorCode::kUnavailable, "cannot start {}: {}", options.binary,
-                     spawned.error().message);
   }
-  base::Subprocess process = std::move(spawned).value();
 
-  // Ready when it answers PING: the socket is bound and the AOF loaded.
-  const auto until = std::chrono::steady_clock::now() + options.start_timeout;
-  for (;;) {
-    if (!process.Running()) {
-      const auto status = process.exit_status();
-      return MakeError(ErrorCode::kUnavailable, "{} exited during startup ({}); {}", options.binary,
-                       status ? base::DescribeExitStatus(*status) : "status unknown",
-                       LogTail(log_path, log_start));
-    }
-    if (AnswersPing(socket_path)) break;
-    if (std::chrono::steady_clock::now() >= until) {
-      process.Terminate(options.stop_timeout);
-      return MakeError(ErrorCode::kUnavailable, "{} did not answer PING on {} within {} ms; {}",
-                       options.binary, socket_path, options.start_timeout.count(),
-                       LogTail(log_path, log_start));
-    }
-    std::this_thread::sleep_for(kPingInterval);
-  }
-  return std::unique_ptr<EmbeddedServer>(new EmbeddedServer(
-      data_dir, socket_path, lock_fd.release(), std::move(process), options.stop_timeout));
+  EmbeddedServerOptions resolved = options;
+  resolved.data_dir = data_dir;
+  auto process = SpawnServer(resolved, socket_path, lock_fd.get(), nullptr);
+  if (!process) return std::move(process).error();
+  std::unique_ptr<EmbeddedServer> server(new EmbeddedServer(std::move(resolved), socket_path,
+                                                            owner_lock.release(), lock_fd.release(),
+                                                            std::move(process).value()));
+  if (server->options_.supervise)
+    server->supervisor_ = std::thread([s = server.get()] { s->Supervise(); });
+  return server;
 }
 
-EmbeddedServer::EmbeddedServer(std::string data_dir, std::string socket_path, int lock_fd,
-                               base::Subprocess process, std::chrono::milliseconds stop_timeout)
-    : data_dir_(std::move(data_dir)),
+EmbeddedServer::EmbeddedServer(EmbeddedServerOptions options, std::string socket_path,
+                               int owner_lock_fd, int lock_fd, base::Subprocess process)
+    : options_(std::move(options)),
       socket_path_(std::move(socket_path)),
+      owner_lock_fd_(owner_lock_fd),
       lock_fd_(lock_fd),
-      process_(std::move(process)),
-      stop_timeout_(stop_timeout) {}
+      process_(std::move(process)) {
+  pid_ = process_->pid();
+}
 
 EmbeddedServer::~EmbeddedServer() { Stop(); }
 
 std::string EmbeddedServer::url() const { return "unix://" + EncodePath(socket_path_); }
 
+bool EmbeddedServer::SleepUnlessStopped(std::chrono::milliseconds duration) {
+  std::unique_lock lock(mutex_);
+  return !stop_cv_.wait_for(lock, duration, [this] { return stopping_; });
+}
+
+void EmbeddedServer::Supervise() {
+  int attempt = 0;
+  auto up_since = std::chrono::steady_clock::now();
+  auto stopped = [this] {
+    std::lock_guard lock(mutex_);
+    return stopping_;
+  };
+  while (SleepUnlessStopped(options_.watch_interval)) {
+    if (process_->Running()) {
+      // Up for a while: the next failure starts the backoff from the beginning again.
+      if (attempt > 0 &&
+          std::chrono::steady_clock::now() - up_since >= options_.restart_backoff_max * 2) {
+        attempt = 0;
+      }
+      continue;
+    }
+    const auto lost_at = std::chrono::steady_clock::now();
+    if (up_.exchange(false)) {
+      const auto status = process_->exit_status();
+      spdlog::error("embedded redis: redis-server (pid {}) {}; restarting it on {}",
+                    process_->pid(),
+                    status ? base::DescribeExitStatus(*status) : "exited (status unknown)",
+                    options_.data_dir);
+    }
+    for (;;) {
+      const int shift = std::min(attempt, 16);
+      const auto backoff = std::min<std::chrono::milliseconds>(
+          options_.restart_backoff_max, options_.restart_backoff_initial * (int64_t{1} << shift));
+      ++attempt;
+      spdlog::warn("embedded redis: restart attempt {} in {} ms", attempt, backoff.count());
+      if (!SleepUnlessStopped(backoff)) return;
+      auto process = SpawnServer(options_, socket_path_, lock_fd_, stopped);
+      if (process) {
+        process_ = std::move(process).value();
+        pid_ = process_->pid();
+        restarts_.fetch_add(1);
+        up_ = true;
+        up_since = std::chrono::steady_clock::now();
+        spdlog::warn(
+            "embedded redis: redis-server back up (pid {}) after {} ms, attempt {}",
+            process_->pid(),
+            std::chrono::duration_cast<std::chrono::milliseconds>(up_since - lost_at).count(),
+            attempt);
+        break;
+      }
+      if (stopped()) return;
+      spdlog::error("embedded redis: restart attempt {} failed: {}", attempt,
+                    process.error().message);
+    }
+  }
+}
+
 void EmbeddedServer::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (supervisor_.joinable()) supervisor_.join();
   if (process_) {
-    process_->Terminate(stop_timeout_);
+    process_->Terminate(options_.stop_timeout);
     process_.reset();
   }
+  pid_ = -1;
   if (lock_fd_ >= 0) {
     ::close(lock_fd_);
     lock_fd_ = -1;
+  }
+  if (owner_lock_fd_ >= 0) {
+    ::close(owner_lock_fd_);
+    owner_lock_fd_ = -1;
   }
 }
 

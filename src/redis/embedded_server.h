@@ -4,24 +4,44 @@
 // data made durable by an append-only file (fsync every second, and on shutdown).
 //
 // Layout of the data directory:
+//   <data_dir>/flashsale.lock  flock()ed by the flashsale process that runs the server (only by
+//                          it: redis-server does not inherit this one)
 //   <data_dir>/redis.lock  flock()ed while a server runs on this directory
 //   <data_dir>/redis.sock  the socket (mode 700: only our user may connect)
 //   <data_dir>/redis.log   redis-server's log, and its stdout and stderr
 //   <data_dir>/redis/      redis-server's working directory: the AOF (appendonlydir/)
 //
-// Two processes must never run Redis on one directory: both would write the same AOF. The lock
+// Two processes must never run Redis on one directory: both would write the same AOF. redis.lock
 // guards that, and redis-server inherits it, so it stays held for as long as either flashsale or
-// its redis-server lives: a redis-server left running by a flashsale that was killed still
-// holds it, and a new flashsale refuses to start next to it instead of corrupting its files.
+// its redis-server lives. flashsale.lock tells the two apart: a second flashsale on a directory
+// whose first one lives finds flashsale.lock held and is refused; a flashsale that finds only
+// redis.lock held has found a redis-server left behind by a flashsale that died (no flashsale
+// behind it), asks it to SHUTDOWN over its socket (it writes and fsyncs its AOF), waits for the
+// lock (bounded), and starts.
 //
-// Not thread-safe; Start and Stop block (up to start_timeout and stop_timeout).
+// redis-server is told to stop (SIGTERM) when the thread that started it ends, e.g. when
+// flashsale is killed (PR_SET_PDEATHSIG), so it rarely outlives flashsale; Start from a thread
+// that lives as long as the server (the main thread).
+//
+// Supervision (options.supervise): a thread of the server watches redis-server; when it exits or
+// is killed, the thread reaps it, logs its exit status, and starts it again on the same
+// directory (it reloads its AOF) after a backoff that doubles from restart_backoff_initial up to
+// restart_backoff_max, logging each attempt, until it is back or Stop is called. Meanwhile the
+// clients' connections fail fast and reconnect by themselves once it is back.
+//
+// Start and Stop block (up to start_timeout and stop_timeout); call them from one thread. pid(),
+// restarts() and the accessors may be read from any thread.
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "base/result.h"
 #include "base/subprocess.h"
@@ -33,6 +53,13 @@ struct EmbeddedServerOptions {
   std::string binary = "redis-server";
   std::chrono::milliseconds start_timeout{10000};  // until it answers PING (AOF loaded)
   std::chrono::milliseconds stop_timeout{10000};   // after SIGTERM, before SIGKILL
+  // Redis's appendfsync: "everysec" (a crash may lose about the last second of acknowledged
+  // writes) or "always" (fsync before each reply: nothing acknowledged is lost; slower).
+  std::string appendfsync = "everysec";
+  bool supervise = false;  // restart redis-server when it exits (see above)
+  std::chrono::milliseconds restart_backoff_initial{100};
+  std::chrono::milliseconds restart_backoff_max{5000};
+  std::chrono::milliseconds watch_interval{50};  // how often the supervisor checks the child
 };
 
 class EmbeddedServer {
@@ -51,24 +78,39 @@ class EmbeddedServer {
 
   // unix://<absolute data_dir>/redis.sock, percent-encoded for redis::ParseUrl.
   std::string url() const;
-  const std::string& data_dir() const { return data_dir_; }  // absolute
+  const std::string& data_dir() const { return options_.data_dir; }  // absolute
   const std::string& socket_path() const { return socket_path_; }
-  // redis-server's pid; -1 once stopped.
-  pid_t pid() const { return process_ ? process_->pid() : -1; }
+  // redis-server's pid (the current one, after a restart); -1 once stopped.
+  pid_t pid() const { return pid_.load(); }
+  // How many times the supervisor has brought redis-server back after it exited.
+  uint64_t restarts() const { return restarts_.load(); }
+  // False from the moment the supervisor sees redis-server gone until it answers PING again.
+  bool up() const { return up_.load(); }
 
   // SIGTERM (Redis writes and fsyncs its AOF on the way out), up to stop_timeout for it to exit,
-  // then SIGKILL; then releases the lock. Idempotent.
+  // then SIGKILL; then releases the locks. Stops the supervisor first. Idempotent.
   void Stop();
 
  private:
-  EmbeddedServer(std::string data_dir, std::string socket_path, int lock_fd,
-                 base::Subprocess process, std::chrono::milliseconds stop_timeout);
+  EmbeddedServer(EmbeddedServerOptions options, std::string socket_path, int owner_lock_fd,
+                 int lock_fd, base::Subprocess process);
+  void Supervise();
+  // Sleeps up to `duration`; false if Stop was called meanwhile.
+  bool SleepUnlessStopped(std::chrono::milliseconds duration);
 
-  std::string data_dir_;
+  EmbeddedServerOptions options_;  // data_dir absolute
   std::string socket_path_;
-  int lock_fd_;  // -1 once stopped
-  std::optional<base::Subprocess> process_;
-  std::chrono::milliseconds stop_timeout_;
+  int owner_lock_fd_;                        // flashsale.lock; -1 once stopped
+  int lock_fd_;                              // redis.lock; -1 once stopped
+  std::optional<base::Subprocess> process_;  // touched by the supervisor while it runs
+  std::atomic<pid_t> pid_{-1};
+  std::atomic<uint64_t> restarts_{0};
+  std::atomic<bool> up_{true};
+
+  std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by mutex_
+  std::thread supervisor_;
 };
 
 }  // namespace flashsale::redis

@@ -21,15 +21,62 @@ base::Result<int> ParseDb(std::string_view text, std::string_view url) {
   return db;
 }
 
+// redis+cluster://[[user]:password@]host:port[,host:port...]: each seed is parsed as the
+// redis:// URL with the same credentials.
+base::Result<Endpoint> ParseClusterUrl(std::string_view text) {
+  std::string_view rest = text.substr(std::string_view("redis+cluster://").size());
+  std::string userinfo;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    userinfo = std::string(rest.substr(0, at + 1));
+    rest.remove_prefix(at + 1);
+  }
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  Endpoint endpoint;
+  endpoint.cluster = true;
+  for (bool more = true; more;) {
+    const size_t comma = rest.find(',');
+    const std::string_view seed = rest.substr(0, comma);
+    more = comma != std::string_view::npos;
+    if (more) rest.remove_prefix(comma + 1);
+    if (seed.empty() || seed.find_first_of("/?") != std::string_view::npos) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "redis url '{}': expected redis+cluster://host:port[,host:port...] (no "
+                       "database or parameters: a cluster has database 0 only)",
+                       text);
+    }
+    auto node = ParseUrl(fmt::format("redis://{}{}", userinfo, seed));
+    if (!node) {
+      return MakeError(ErrorCode::kInvalidArgument, "redis url '{}': seed '{}': {}", text, seed,
+                       node.error().message);
+    }
+    if (endpoint.seeds.empty()) {
+      endpoint.host = node->host;
+      endpoint.port = node->port;
+      endpoint.username = node->username;
+      endpoint.password = node->password;
+    }
+    endpoint.seeds.emplace_back(node->host, node->port);
+  }
+  return endpoint;
+}
+
 }  // namespace
 
 std::string Endpoint::Describe() const {
   std::string user = username.empty() ? "" : username + "@";
+  if (cluster) {
+    std::string out = "redis+cluster://" + user;
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      out += fmt::format("{}{}:{}", i == 0 ? "" : ",", seeds[i].first, seeds[i].second);
+    }
+    return out;
+  }
   if (kind == Kind::kUnix) return fmt::format("unix://{}{}?db={}", user, path, db);
   return fmt::format("redis://{}{}:{}/{}", user, host, port, db);
 }
 
 base::Result<Endpoint> ParseUrl(std::string_view text) {
+  if (text.starts_with("redis+cluster://")) return ParseClusterUrl(text);
   auto parsed = boost::urls::parse_uri(text);
   if (!parsed) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -72,8 +119,9 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
     }
   } else {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "redis url '{}': scheme '{}' is not supported (use redis:// or unix://)", text,
-                     scheme);
+                     "redis url '{}': scheme '{}' is not supported (use redis://, unix:// or "
+                     "redis+cluster://)",
+                     text, scheme);
   }
   for (const auto& param : url.params()) {
     if (param.key == "db") {

@@ -7,6 +7,7 @@
 #include "base/json_writer.h"
 #include "core/activity.h"
 #include "server/bodies.h"
+#include "server/ops_metrics.h"
 #include "server/web_assets.h"
 #include "service/admin.h"
 #include "service/jobs.h"
@@ -530,6 +531,7 @@ asio::awaitable<Reply> HandleReady(Call& call) {
 asio::awaitable<Reply> HandleMetrics(Call& call) {
   Reply reply;
   reply.body = call.worker.all_metrics.RenderPrometheus();
+  co_await AppendOperatorMetrics(call.worker.service, reply.body);
   reply.content_type = "text/plain; version=0.0.4";
   co_return reply;
 }

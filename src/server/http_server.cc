@@ -23,6 +23,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/log_format.h"
 #include "redis/scripts.h"
 #include "server/handlers.h"
 #include "server/router.h"
@@ -120,7 +121,7 @@ class HttpServer::Worker {
     acceptor_.emplace(io_);
     acceptor_->open(endpoint.protocol(), error);
     if (!error) acceptor_->set_option(tcp::acceptor::reuse_address(true), error);
-    if (!error) acceptor_->set_option(ReusePort(true), error);
+    if (!error) acceptor_->set_option(ReusePort(options_.reuse_port), error);
     if (!error) acceptor_->bind(endpoint, error);
     if (!error) acceptor_->listen(asio::socket_base::max_listen_connections, error);
     if (error) {
@@ -275,6 +276,9 @@ class HttpServer::Worker {
       }
       entry->idle = false;
       const auto start = std::chrono::steady_clock::now();
+      const bool sampled =
+          options_.access_log_every > 0 && ++requests_seen_ % options_.access_log_every == 0;
+      std::string method_text, target_text;  // for the access log
       // The rest of the request, headers then body, within read_timeout in all.
       beast::http::request_parser<beast::http::string_body> parser;
       parser.header_limit(static_cast<uint32_t>(options_.max_header_bytes));
@@ -308,6 +312,10 @@ class HttpServer::Worker {
       } else {
         const Request& request = parser.get();
         version = request.version();
+        if (sampled) {
+          method_text = std::string(request.method_string());
+          target_text = std::string(request.target());
+        }
         std::string address = peer;
         if (options_.trust_forwarded_for) {
           auto forwarded = request.find("X-Forwarded-For");
@@ -329,6 +337,7 @@ class HttpServer::Worker {
       auto [write_error, written] =
           co_await asio::async_write(socket, asio::buffer(out), kUseTuple);
       metrics_.Request(route, reply.word, std::chrono::steady_clock::now() - start);
+      if (sampled) LogAccess(method_text, target_text, reply, start);
       if (write_error || !keep_alive) break;
     }
     error_code ignored;
@@ -340,7 +349,8 @@ class HttpServer::Worker {
 
   asio::awaitable<Reply> Handle(const Request& request, std::string_view address,
                                 RouteId& route_id) {
-    RouteMatch match = MatchRoute(Routes(), request.method(), request.target());
+    RouteMatch match = MatchRoute(options_.routes.empty() ? Routes() : options_.routes,
+                                  request.method(), request.target());
     if (match.route == nullptr) {
       if (!match.allow.empty()) {
         Reply reply = ErrorReply(http::status::method_not_allowed, Word::kMethodNotAllowed,
@@ -382,6 +392,38 @@ class HttpServer::Worker {
     co_return ErrorReply(http::status::internal_server_error, Word::kError, "internal error");
   }
 
+  // One access-log record: in text a line, with --log-format json the fields as JSON fields.
+  static void LogAccess(std::string_view method, std::string_view target, const Reply& reply,
+                        std::chrono::steady_clock::time_point start) {
+    base::LogFields fields;
+    fields.method = method.empty() ? std::string_view("-") : method;
+    fields.target = target;
+    fields.status = static_cast<int>(reply.status);
+    fields.outcome = WordName(reply.word);
+    fields.latency_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // The activity of /api/v1/activities/{id}/... and /api/v1/admin/activities/{id}...
+    for (std::string_view prefix : {"/api/v1/activities/", "/api/v1/admin/activities/"}) {
+      if (target.starts_with(prefix)) {
+        const std::string_view rest = target.substr(prefix.size());
+        fields.activity = rest.substr(0, rest.find_first_of("/?"));
+      }
+    }
+    // The order id a reply names (a reservation, a win, a payment).
+    constexpr std::string_view kOrderKey = "\"order_id\":\"";
+    if (const size_t at = reply.body.find(kOrderKey); at != std::string::npos) {
+      const size_t from = at + kOrderKey.size();
+      const size_t to = reply.body.find('"', from);
+      if (to != std::string::npos)
+        fields.order_id = std::string_view(reply.body).substr(from, to - from);
+    }
+    const base::ScopedLogFields scope(fields);
+    spdlog::info("access {} {} {} activity={} order_id={} outcome={} {:.3f}ms", fields.method,
+                 fields.target, fields.status, fields.activity.empty() ? "-" : fields.activity,
+                 fields.order_id.empty() ? "-" : fields.order_id, fields.outcome,
+                 fields.latency_ms);
+  }
+
   asio::awaitable<std::string> CheckReady() {
     std::string problems;
     const redis::Command ping{"PING"};
@@ -415,6 +457,7 @@ class HttpServer::Worker {
   bool stop_poll_ = false;
   std::list<SessionEntry> sessions_;
   std::atomic<size_t> session_count_{0};
+  int64_t requests_seen_ = 0;  // for the access log's sampling (this thread's requests)
   std::thread thread_;
 };
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "redis/connection.h"
 #include "server/identity.h"
 #include "server/metrics.h"
+#include "server/router.h"
 #include "service/context.h"
 #include "service/registry.h"
 #include "store/store.h"
@@ -40,6 +42,14 @@ struct ServerOptions {
   std::chrono::milliseconds shutdown_timeout{10000};
   std::chrono::milliseconds registry_poll{500};
   bool trust_forwarded_for = false;  // take the client address from X-Forwarded-For
+  // The routes served; empty: every route (Routes()). `flashsale worker` serves OpsRoutes().
+  std::span<const Route> routes;
+  // Share the port with other listeners (SO_REUSEPORT, one per I/O thread). Off: the port is
+  // this server's alone, and binding one another process holds fails.
+  bool reuse_port = true;
+  // The access log: one request in this many is logged (method, target, status, activity, order
+  // id, outcome, latency; JSON fields with --log-format json). 0: none.
+  int64_t access_log_every = 0;
 };
 
 struct ServerDeps {

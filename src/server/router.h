@@ -34,6 +34,8 @@ struct Route {
 
 // Every route the service answers, in one table.
 std::span<const Route> Routes();
+// The operations routes only (/healthz, /readyz, /metrics): what `flashsale worker` serves.
+std::span<const Route> OpsRoutes();
 
 struct RouteMatch {
   const Route* route = nullptr;  // null: no route (404), or wrong method (405, see allow)

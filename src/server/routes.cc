@@ -1,5 +1,6 @@
 // The route table: every path the service answers, who may call it, and its handler.
 
+#include "server/api_spec.h"
 #include "server/handlers.h"
 #include "server/router.h"
 
@@ -44,14 +45,23 @@ constexpr Route kRoutes[] = {
     {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},
     {verb::get, "/readyz", RouteId::kReady, Access::kPublic, HandleReady},
     {verb::get, "/metrics", RouteId::kMetrics, Access::kPublic, HandleMetrics},
+    {verb::get, "/api/v1/openapi.json", RouteId::kPage, Access::kPublic, HandleOpenApi},
     // The buyer page, the operator dashboard and their files (web/).
     {verb::get, "/", RouteId::kPage, Access::kPublic, HandlePage},
     {verb::get, "/dashboard", RouteId::kPage, Access::kPublic, HandleDashboard},
     {verb::get, "/web/{file}", RouteId::kPage, Access::kPublic, HandleWebFile},
 };
 
+// flashsale worker: no buyer, admin or page routes.
+constexpr Route kOpsRoutes[] = {
+    {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},
+    {verb::get, "/readyz", RouteId::kReady, Access::kPublic, HandleReady},
+    {verb::get, "/metrics", RouteId::kMetrics, Access::kPublic, HandleMetrics},
+};
+
 }  // namespace
 
 std::span<const Route> Routes() { return kRoutes; }
+std::span<const Route> OpsRoutes() { return kOpsRoutes; }
 
 }  // namespace flashsale::server

@@ -1,5 +1,7 @@
 #include "service/context.h"
 
+#include <boost/asio/use_awaitable.hpp>
+
 #include "base/crypto.h"
 #include "service/redis_watch.h"
 
@@ -23,7 +25,27 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
       registry_(registry),
       clock_(clock),
       ids_(clock_, random_),
-      cache_keys_(settings.key_namespace, settings.secret) {}
+      cache_keys_(settings.key_namespace, settings.secret) {
+  if (settings.wait_replicas > 0) {
+    replica_wait_ = std::make_unique<redis::ReplicaWait>(
+        runner.connection(), settings.wait_replicas, settings.wait_timeout);
+  }
+}
+
+boost::asio::awaitable<base::Status> ServiceContext::ConfirmDurable(std::string_view order_id) {
+  if (!replica_wait_) co_return base::Status{};
+  const std::string order(order_id);
+  auto acked = co_await replica_wait_->AsyncConfirm(boost::asio::use_awaitable);
+  if (acked.ok() && *acked >= replica_wait_->replicas()) co_return base::Status{};
+  const std::string why =
+      acked.ok() ? fmt::format("{} of {} replicas acknowledged it within {} ms", *acked,
+                               replica_wait_->replicas(), replica_wait_->timeout().count())
+                 : acked.error().message;
+  co_return base::MakeError(base::ErrorCode::kUnknownOutcome,
+                            "order {} was reserved but its durability is not confirmed ({}); "
+                            "GET /api/v1/orders shows whether it stands",
+                            order, why);
+}
 
 SnapshotPtr ServiceContext::snapshot() {
   const uint64_t before = snapshot_ ? snapshot_->generation() : 0;

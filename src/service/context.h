@@ -20,6 +20,7 @@
 #include "redis/draw_queue.h"
 #include "redis/order_stream.h"
 #include "redis/rate_limiter.h"
+#include "redis/replica_wait.h"
 #include "redis/seckill.h"
 #include "service/blocking.h"
 #include "service/registry.h"
@@ -41,6 +42,10 @@ struct ServiceSettings {
   // The process's watch for Redis restarts and failovers (service/redis_watch.h); null: none
   // (tests of single components), never frozen.
   class RedisWatch* redis_watch = nullptr;
+  // Durability mode wait (docs/durability.md): a reservation or draw is answered as done only
+  // once this many replicas acknowledged it (WAIT), within wait_timeout; 0: not waited for.
+  int64_t wait_replicas = 0;
+  std::chrono::milliseconds wait_timeout{200};
 };
 
 class ServiceContext {
@@ -65,6 +70,13 @@ class ServiceContext {
   const core::CacheKeys& cache_keys() const { return cache_keys_; }
   // Purchases and draws wait for the lost-write repair (service/redis_watch.h).
   bool frozen() const;
+  // Null unless settings().wait_replicas > 0.
+  redis::ReplicaWait* replica_wait() { return replica_wait_.get(); }
+
+  // With wait_replicas: waits for the replicas to acknowledge this connection's writes so far
+  // (the reservation `order_id` just answered); kUnknownOutcome, naming the order id, when they
+  // did not within wait_timeout. Without: ok at once.
+  boost::asio::awaitable<base::Status> ConfirmDurable(std::string_view order_id);
 
   // Runs a store call on the database executor; kUnavailable if it takes over db_timeout. Pass a
   // named lambda that owns what it uses (it runs on another thread and may outlive the wait).
@@ -101,6 +113,7 @@ class ServiceContext {
   base::SecureRandom random_;
   base::OrderIdGenerator ids_;
   core::CacheKeys cache_keys_;
+  std::unique_ptr<redis::ReplicaWait> replica_wait_;
   SnapshotPtr snapshot_;
   struct StringHash {
     using is_transparent = void;

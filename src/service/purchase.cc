@@ -122,6 +122,7 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
   };
   std::optional<base::Error> last_error;
+  bool unknown = false;  // an attempt was written and got no reply
   for (int64_t attempt = 0; attempt <= context.settings().redis_retries; ++attempt) {
     auto reservation =
         co_await context.seckill().AsyncReserve(activity.id, reserve, asio::use_awaitable);
@@ -139,10 +140,21 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
       if (result.outcome == Outcome::kSoldOut && result.remaining == 0) {
         context.MarkSoldOut(activity.id);
       }
+      // Durability wait: a unit taken is answered as done only once a replica has it.
+      if (result.outcome == Outcome::kReserved) {
+        auto durable = co_await context.ConfirmDurable(result.order_id);
+        if (!durable.ok()) co_return std::move(durable).error();
+      }
       co_return result;
     }
     last_error = std::move(reservation).error();
     if (last_error->code != ErrorCode::kUnknownOutcome) break;
+    unknown = true;
+  }
+  // A retry that could not even be sent (Redis gone since) leaves the first attempt's fate
+  // unknown: never tell the buyer "it did not happen" then.
+  if (unknown && last_error->code == ErrorCode::kUnavailable) {
+    last_error->code = ErrorCode::kUnknownOutcome;
   }
   if (last_error->code == ErrorCode::kUnknownOutcome) {
     last_error->message =

@@ -4,16 +4,22 @@
 
 #include "redis/embedded_server.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
+#include "base/subprocess.h"
 #include "support/redis_helpers.h"
 
 namespace flashsale::redis {
@@ -247,6 +253,158 @@ TEST(EmbeddedServerTest, StopLeavesNoProcess) {
     destroyed_pid = other->pid();
   }
   EXPECT_FALSE(ProcessExists(destroyed_pid)) << "the destructor did not stop redis-server";
+}
+
+// Polls `done` every 20 ms until it holds or `timeout` passes.
+template <typename Predicate>
+bool Eventually(Predicate done, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+TEST(EmbeddedServerTest, SupervisedServerKilledIsRestartedOnItsAofAndClientsReconnect) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  options.appendfsync = "always";  // so nothing acknowledged before the kill may be missing
+  options.supervise = true;
+  options.restart_backoff_initial = 50ms;
+  auto server = StartOrDie(options);
+  const pid_t first = server->pid();
+  EXPECT_EQ(server->restarts(), 0u);
+  EXPECT_TRUE(server->up());
+
+  IoThread io;
+  auto connection = Connect(io, server->url());
+  ASSERT_TRUE(Exec(io, *connection, {"SET", "before", "kill"}, 5s).ok());
+  auto fsync = Exec(io, *connection, {"CONFIG", "GET", "appendfsync"});
+  ASSERT_TRUE(fsync.ok());
+  ASSERT_EQ(fsync->size(), 2u);
+  EXPECT_EQ((*fsync)[1].str(), "always");
+
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { return server->restarts() == 1 && server->up(); }, 30s))
+      << "not restarted; restarts=" << server->restarts();
+  EXPECT_NE(server->pid(), first);
+  EXPECT_TRUE(ProcessExists(server->pid()));
+  // The killed one was reaped (a zombie would still answer kill(0)).
+  EXPECT_FALSE(ProcessExists(first)) << "the killed redis-server was not reaped";
+
+  // The same connection reconnects by itself and finds the data of before the kill.
+  std::optional<base::Result<Reply>> got;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        got = Exec(io, *connection, {"GET", "before"}, 1s);
+        return got->ok();
+      },
+      30s))
+      << got->error().ToString();
+  EXPECT_EQ((*got)->str(), "kill");
+  testing::Stop(io, connection);
+
+  // The restarted server loaded the AOF the killed one left.
+  std::ifstream log_file(tmp.Path("data/redis.log"));
+  const std::string log((std::istreambuf_iterator<char>(log_file)),
+                        std::istreambuf_iterator<char>());
+  EXPECT_TRUE(Contains(log, "DB loaded from incr file")) << log;
+
+  const pid_t second = server->pid();
+  server->Stop();
+  EXPECT_FALSE(ProcessExists(second));
+  EXPECT_EQ(server->pid(), -1);
+}
+
+TEST(EmbeddedServerTest, UnsupervisedServerKilledStaysDown) {
+  TempDir tmp;
+  auto server = StartOrDie({.data_dir = tmp.Path("data")});
+  const pid_t first = server->pid();
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(server->restarts(), 0u);
+  EXPECT_EQ(server->pid(), first);
+}
+
+TEST(EmbeddedServerTest, LeftOverServerWithNoFlashsaleBehindItIsShutDownCleanlyAndTheNewOneStarts) {
+  TempDir tmp;
+  const std::string data_dir = tmp.Path("data");
+  // A redis-server as a flashsale killed before this change would have left it: on the
+  // directory's socket, holding redis.lock, nobody holding flashsale.lock.
+  fs::create_directories(data_dir + "/redis");
+  const std::string socket = data_dir + "/redis.sock";
+  const int lock_fd =
+      ::open((data_dir + "/redis.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(lock_fd, 0);
+  ASSERT_EQ(::flock(lock_fd, LOCK_EX | LOCK_NB), 0);
+  auto spawned = base::Subprocess::Spawn(
+      {"redis-server", "--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--dir",
+       data_dir + "/redis", "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+       "--logfile", data_dir + "/redis.log"},
+      "", {lock_fd});
+  ASSERT_TRUE(spawned.ok()) << spawned.error().ToString();
+  base::Subprocess left_over = std::move(spawned).value();
+  ::close(lock_fd);  // only the left-over redis-server holds it now
+  {
+    IoThread io;
+    std::shared_ptr<Connection> connection;
+    ASSERT_TRUE(Eventually(
+        [&] {
+          connection = Connect(io, "unix://" + socket);
+          const bool ok = Exec(io, *connection, {"SET", "left", "over"}, 1s).ok();
+          if (!ok) testing::Stop(io, connection);
+          return ok;
+        },
+        30s));
+    testing::Stop(io, connection);
+  }
+
+  auto server = EmbeddedServer::Start({.data_dir = data_dir});
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  // The left-over one exited by itself, cleanly (SHUTDOWN: exit code 0), before ours started.
+  ASSERT_TRUE(left_over.Wait(10s));
+  ASSERT_TRUE(left_over.exit_status().has_value());
+  EXPECT_TRUE(WIFEXITED(*left_over.exit_status()))
+      << base::DescribeExitStatus(*left_over.exit_status());
+  EXPECT_EQ(WEXITSTATUS(*left_over.exit_status()), 0);
+  EXPECT_NE((*server)->pid(), left_over.pid());
+
+  // Its data (written under appendfsync everysec, flushed by SHUTDOWN) is in the new server.
+  IoThread io;
+  auto connection = Connect(io, (*server)->url());
+  auto left = Exec(io, *connection, {"GET", "left"}, 5s);
+  ASSERT_TRUE(left.ok()) << left.error().ToString();
+  EXPECT_EQ(left->str(), "over");
+  testing::Stop(io, connection);
+
+  // And a second flashsale next to this one is still refused.
+  auto second = EmbeddedServer::Start({.data_dir = data_dir});
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(Contains(second.error().message, "another flashsale seems to be using"))
+      << second.error().message;
+}
+
+TEST(EmbeddedServerTest, RedisServerIsToldToStopWhenTheThreadThatStartedItEnds) {
+  TempDir tmp;
+  std::unique_ptr<EmbeddedServer> server;
+  std::thread starter([&] { server = StartOrDie({.data_dir = tmp.Path("data")}); });
+  starter.join();  // stands in for a flashsale that died: PR_SET_PDEATHSIG fires
+  ASSERT_TRUE(server);
+  const pid_t pid = server->pid();
+  EXPECT_TRUE(
+      Eventually([&] { return !server->up() || ::waitpid(pid, nullptr, WNOHANG) == pid; }, 30s))
+      << "redis-server " << pid << " outlived the thread that started it";
+  server->Stop();
+}
+
+TEST(EmbeddedServerTest, BadAppendfsyncIsRefused) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  options.appendfsync = "sometimes";
+  auto server = EmbeddedServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.error().code, ErrorCode::kInvalidArgument);
 }
 
 TEST(EmbeddedServerTest, TooLongSocketPathIsRefused) {

@@ -1,5 +1,7 @@
 #include "support/http_client.h"
 
+#include <fmt/format.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -9,6 +11,9 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
 
 namespace flashsale::testing {
 
@@ -27,6 +32,54 @@ struct HttpClient::Impl {
 
 HttpClient::HttpClient(std::string host, uint16_t port) : impl_(new Impl{std::move(host), port}) {}
 HttpClient::~HttpClient() { delete impl_; }
+
+namespace {
+
+// A JSON string literal of `text` (bytes >= 0x80 are passed through: the bodies are UTF-8).
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void RecordExchange(std::string_view method, std::string_view target, const HttpResult& result) {
+  static std::mutex mutex;
+  const char* path = std::getenv(kApiRecordEnv);  // NOLINT(concurrency-mt-unsafe): never set
+  if (path == nullptr || *path == '\0') return;
+  const auto type = result.headers.find("content-type");
+  const std::string line = fmt::format(
+      "{{\"method\":{},\"target\":{},\"status\":{},\"content_type\":{},\"body\":{}}}\n",
+      JsonString(method), JsonString(target), result.status,
+      JsonString(type == result.headers.end() ? "" : type->second), JsonString(result.body));
+  std::lock_guard lock(mutex);
+  std::ofstream(path, std::ios::app) << line;
+}
 
 HttpResult HttpClient::Request(std::string_view method, std::string_view target,
                                std::string_view body,
@@ -77,6 +130,7 @@ HttpResult HttpClient::Request(std::string_view method, std::string_view target,
       result.headers[name] = std::string(field.value());
     }
     if (!response.keep_alive()) impl_->stream.reset();
+    RecordExchange(method, target, result);
     return result;
   }
   return result;

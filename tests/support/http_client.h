@@ -42,6 +42,12 @@ class HttpClient {
   Impl* impl_;
 };
 
+// When the environment variable FLASHSALE_API_RECORD names a file, every reply HttpClient receives
+// is appended to it as one JSON line {method, target, status, content_type, body}: the API test
+// (tests/api/validate.mjs) checks each against api/openapi.json.
+inline constexpr const char* kApiRecordEnv = "FLASHSALE_API_RECORD";
+void RecordExchange(std::string_view method, std::string_view target, const HttpResult& result);
+
 // Sends `bytes` on a fresh connection and reads until the server closes it or `timeout` passes;
 // returns everything read.
 std::string SendRaw(uint16_t port, std::string_view bytes,

@@ -244,8 +244,13 @@ void MariaDbServer::Stop() {
 }
 
 QueryResult MariaDbServer::Query(const std::string& sql, const std::string& database) const {
+  return QueryAsRoot(socket_path_, sql, database);
+}
+
+QueryResult QueryAsRoot(const std::string& socket_path, const std::string& sql,
+                        const std::string& database) {
   std::string error;
-  MysqlHandle mysql = ConnectRoot(socket_path_, database, 10, error);
+  MysqlHandle mysql = ConnectRoot(socket_path, database, 10, error);
   if (!mysql) throw std::runtime_error("test mariadb connect failed: " + error);
   if (mysql_real_query(mysql.get(), sql.data(), sql.size()) != 0) {
     throw std::runtime_error(fmt::format("test mariadb query '{}' failed: {} (error {})", sql,

@@ -33,6 +33,11 @@ struct QueryResult {
   uint64_t affected_rows = 0;
 };
 
+// Runs one SQL statement as root over the unix socket `socket_path`, as MariaDbServer::Query does
+// (also for the nodes of a GaleraCluster).
+QueryResult QueryAsRoot(const std::string& socket_path, const std::string& sql,
+                        const std::string& database = {});
+
 class MariaDbServer {
  public:
   static constexpr std::string_view kUser = "flashsale";

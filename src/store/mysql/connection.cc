@@ -75,10 +75,13 @@ ErrorCode CodeFor(unsigned code) {
     case ER_DUP_KEY:
     case ER_DUP_ENTRY_WITH_KEY_NAME:
       return ErrorCode::kAlreadyExists;
-    // The statement (a lock wait) or the transaction (a deadlock) was rolled back: nothing
-    // happened, and trying again later may work.
+    // The statement (a lock wait) or the transaction (a deadlock, or on Galera a certification
+    // conflict, which the server reports as a deadlock) was rolled back: nothing happened, and
+    // trying again later may work. ER_UNKNOWN_COM_ERROR is how a Galera node that is not part of
+    // the primary component (or not synced yet) refuses every statement.
     case ER_LOCK_WAIT_TIMEOUT:
     case ER_LOCK_DEADLOCK:
+    case ER_UNKNOWN_COM_ERROR:
     case ER_STATEMENT_TIMEOUT:
     case ER_QUERY_INTERRUPTED:
     case ER_CON_COUNT_ERROR:
@@ -163,13 +166,29 @@ Result<std::unique_ptr<Connection>> Connection::Open(const MySqlEndpoint& endpoi
       return std::move(status).error();
     }
   }
+  if (auto causal = conn->ReadCausallyOnGalera(); !causal) return std::move(causal).error();
   return conn;
+}
+
+// A Galera node certifies a write set with the whole cluster before COMMIT returns, but applies
+// the other nodes' write sets a moment later: without this, a read through one node could miss
+// what another node committed just before (an order, an activity an admin created elsewhere).
+// wsrep_sync_wait = 1 makes each read wait until the node has applied everything committed in the
+// cluster when the read began. A server without Galera has no wsrep_on variable, or has it OFF.
+base::Status Connection::ReadCausallyOnGalera() {
+  auto wsrep = TextRows("SHOW VARIABLES LIKE 'wsrep_on'", "session setup");
+  if (!wsrep) return std::move(wsrep).error();
+  const bool galera = !wsrep->empty() && wsrep->front().size() == 2 && wsrep->front()[1] == "ON";
+  if (!galera) return {};
+  return Exec("SET SESSION wsrep_sync_wait = 1", "session setup");
 }
 
 Connection::~Connection() { mysql_close(mysql_); }
 
 Error Connection::Fail(std::string_view what, unsigned code, std::string_view message) {
   if (IsConnectionLoss(code) || IsClientError(code)) broken_ = true;
+  // Galera: a certification conflict (at COMMIT, or an autocommitted statement) and a transaction
+  // aborted by a replicated one that won ("brute force" abort) both arrive as ER_LOCK_DEADLOCK.
   if (code == ER_LOCK_DEADLOCK) deadlocked_ = true;
   const ErrorCode error_code = IsConnectionLoss(code) ? ErrorCode::kUnavailable
                                : IsClientError(code)  ? ErrorCode::kInternal

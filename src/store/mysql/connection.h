@@ -83,6 +83,8 @@ class Connection {
 
  private:
   Connection(MYSQL* mysql, std::string where) : mysql_(mysql), where_(std::move(where)) {}
+  // On a Galera node: reads see what the other nodes committed before them (connection.cc).
+  base::Status ReadCausallyOnGalera();
 
   MYSQL* mysql_;
   std::string where_;  // Describe(): for messages, without the password

@@ -1,7 +1,9 @@
 #include "store/mysql/schema.h"
 
 #include <array>
+#include <chrono>
 #include <span>
+#include <thread>
 
 namespace flashsale::store::mysql {
 
@@ -121,34 +123,125 @@ CREATE TABLE IF NOT EXISTS fence (
 constexpr std::array<std::span<const std::string_view>, 4> kMigrations = {kMigration1, kMigration2,
                                                                           kMigration3, kMigration4};
 
-// One name per database on the server: LEFT(SHA1(..)) keeps it within GET_LOCK's 64 characters.
-constexpr std::string_view kMigrationLock =
-    "CONCAT('flashsale-migrate-', LEFT(SHA1(DATABASE()), 32))";
+// ---- The migration lock ----
+//
+// Processes that migrate one database at once take turns under a lease: the one row of
+// schema_lock names its holder and when the lease ends, and it is taken with a compare-and-set,
+//   UPDATE schema_lock SET holder = <me>, until_ms = now + lease WHERE id = 1 AND (holder = '' OR
+//   until_ms < now)
+// autocommitted, which took it iff it changed the row. Why not GET_LOCK: Galera does not replicate
+// it, so two nodes would each grant it. Why not a row locked with SELECT ... FOR UPDATE: the DDL of
+// a migration commits the transaction that holds the row lock, and Galera's row locks are local to
+// a node anyway. The compare-and-set is one replicated write: on a single server the row lock
+// orders two attempts and the loser finds the row taken; on Galera two attempts on different nodes
+// conflict in certification, and the loser gets a deadlock error (1213) and tries again. The holder
+// renews the lease before each migration and stops if it was lost; a holder that dies keeps it
+// until it ends (kLeaseMs, shorter than a waiter's 20 s, so a crash does not block the restart).
+// A single statement slower than the lease could let a second migrator in: the statements are
+// idempotent (IF NOT EXISTS), and the holder then stops at its next renewal.
 
-}  // namespace
+constexpr int64_t kLeaseMs = 15'000;
+constexpr auto kRetryPause = std::chrono::milliseconds(100);
 
-base::Status Migrate(Connection& conn, std::string_view where) {
-  Statement take(conn, fmt::format("SELECT GET_LOCK({}, ?)", kMigrationLock),
-                 "take the migration lock");
-  if (auto run = take.Execute({kMigrationLockTimeoutS}); !run) return run;
-  if (take.rows().empty() || take.rows()[0].IsNull(0)) {
-    return MakeError(ErrorCode::kInternal, "mysql GET_LOCK on {} failed", where);
+constexpr std::string_view kCreateSchemaLock = R"sql(
+CREATE TABLE IF NOT EXISTS schema_lock (
+  id        INT NOT NULL PRIMARY KEY,
+  holder    VARCHAR(64) NOT NULL,
+  until_ms  BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql";
+
+constexpr std::string_view kNowMs = "CAST(UNIX_TIMESTAMP(CURRENT_TIMESTAMP(3)) * 1000 AS SIGNED)";
+
+// A deadlock or certification conflict: nothing happened, and trying again may work.
+bool Conflicted(Connection& conn, const base::Status& status) {
+  if (status.ok() || !conn.deadlocked() || conn.broken()) return false;
+  conn.ClearDeadlock();
+  return true;
+}
+
+// One attempt: true if the lease is now `holder`'s.
+Result<bool> TryTakeLease(Connection& conn, std::string_view holder) {
+  if (auto made = conn.Exec(kCreateSchemaLock, "create schema_lock"); !made) {
+    if (Conflicted(conn, made)) return false;
+    return made.error();
   }
-  if (take.rows()[0].Int(0) != 1) {
-    return MakeError(ErrorCode::kUnavailable,
-                     "mysql migrate {}: another migration held the lock for {} s", where,
-                     kMigrationLockTimeoutS);
+  if (auto row =
+          conn.Exec("INSERT IGNORE INTO schema_lock (id, holder, until_ms) VALUES (1, '', 0)",
+                    "create the migration lease");
+      !row) {
+    if (Conflicted(conn, row)) return false;
+    return row.error();
   }
-  // Released with the connection too, should this one break.
-  struct Release {
-    Connection& conn;
-    ~Release() {
-      if (!conn.broken()) {
-        (void)conn.Exec(fmt::format("DO RELEASE_LOCK({})", kMigrationLock), "release lock");
-      }
+  Statement take(conn,
+                 fmt::format("UPDATE schema_lock SET holder = ?, until_ms = {0} + ? WHERE id = 1 "
+                             "AND (holder = '' OR until_ms < {0})",
+                             kNowMs),
+                 "take the migration lease");
+  if (auto run = take.Execute({holder, kLeaseMs}); !run) {
+    if (Conflicted(conn, run)) return false;
+    return run.error();
+  }
+  return take.affected_rows() == 1;
+}
+
+// The lease for `holder`, waited for up to kMigrationLockTimeoutS.
+base::Status TakeLease(Connection& conn, std::string_view holder, std::string_view where) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(kMigrationLockTimeoutS);
+  for (;;) {
+    auto taken = TryTakeLease(conn, holder);
+    if (!taken) return std::move(taken).error();
+    if (*taken) return {};
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return MakeError(ErrorCode::kUnavailable,
+                       "mysql migrate {}: another migration held the lock for {} s", where,
+                       kMigrationLockTimeoutS);
     }
-  } release{conn};
+    std::this_thread::sleep_for(kRetryPause);
+  }
+}
 
+// The lease extended by kLeaseMs; kUnavailable if it is no longer `holder`'s.
+base::Status RenewLease(Connection& conn, std::string_view holder, std::string_view where) {
+  // GREATEST: the row always changes, so the affected rows (changed rows) tell whether it is
+  // still ours, also within the millisecond it was taken.
+  Statement renew(conn,
+                  fmt::format("UPDATE schema_lock SET until_ms = GREATEST(until_ms + 1, {} + ?) "
+                              "WHERE id = 1 AND holder = ?",
+                              kNowMs),
+                  "renew the migration lease");
+  if (auto run = renew.Execute({kLeaseMs, holder}); !run) return run;
+  if (renew.affected_rows() != 1) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "mysql migrate {}: the migration lease ran out and was taken by another "
+                     "migrator",
+                     where);
+  }
+  return {};
+}
+
+// A name no other migrator has: the server's UUID().
+Result<std::string> NewHolder(Connection& conn) {
+  Statement uuid(conn, "SELECT UUID()", "name the migrator");
+  if (auto run = uuid.Execute({}); !run) return run.error();
+  return uuid.rows().at(0).Text(0);
+}
+
+// Gives the lease back, if the connection is still usable (else it runs out).
+struct LeaseRelease {
+  Connection& conn;
+  std::string holder;
+  ~LeaseRelease() {
+    if (conn.broken()) return;
+    Statement give(conn,
+                   "UPDATE schema_lock SET holder = '', until_ms = 0 WHERE id = 1 AND holder = ?",
+                   "release the migration lease");
+    (void)give.Execute({std::string_view(holder)});
+  }
+};
+
+base::Status ApplyMigrations(Connection& conn, std::string_view holder, std::string_view where) {
   if (auto status = conn.Exec(kCreateSchemaMigrations, "create schema_migrations"); !status) {
     return status;
   }
@@ -162,6 +255,7 @@ base::Status Migrate(Connection& conn, std::string_view where) {
     const auto version = static_cast<int64_t>(i + 1);
     if (auto run = check.Execute({version}); !run) return run;
     if (!check.rows().empty()) continue;
+    if (auto renewed = RenewLease(conn, holder, where); !renewed) return renewed;
     for (std::string_view statement : kMigrations[i]) {
       if (auto status = conn.Exec(statement, fmt::format("migration {}", version)); !status) {
         return status;
@@ -170,6 +264,16 @@ base::Status Migrate(Connection& conn, std::string_view where) {
     if (auto run = record.Execute({version}); !run) return run;
   }
   return {};
+}
+
+}  // namespace
+
+base::Status Migrate(Connection& conn, std::string_view where) {
+  auto holder = NewHolder(conn);
+  if (!holder) return std::move(holder).error();
+  if (auto taken = TakeLease(conn, *holder, where); !taken) return taken;
+  LeaseRelease release{conn, *holder};
+  return ApplyMigrations(conn, *holder, where);
 }
 
 Result<int> SchemaVersion(Connection& conn) {

@@ -11,7 +11,8 @@
 namespace flashsale::store::mysql {
 
 // Applies the migrations not applied yet. Idempotent, and safe when several processes migrate one
-// database at once: they take turns under a named server lock (GET_LOCK, waited for up to 20 s).
+// database at once, on one server or on the nodes of a Galera cluster: they take turns under a
+// lease row taken with a compare-and-set (schema.cc says why not GET_LOCK), waited for up to 20 s.
 // MySQL commits DDL at once, so the statements of a migration are written to be re-run (CREATE
 // ... IF NOT EXISTS) should a migration stop half-way. `where` names the server in messages.
 base::Status Migrate(Connection& conn, std::string_view where);

@@ -15,9 +15,13 @@
 // caller may simply retry it; for the activity calls, read the activity back first.
 //
 // Deadlocks. A transaction the server rolled back as a deadlock victim is run again, up to 3 runs
-// in all (nothing of a victim's transaction remains). Two writers of the same orders are kept from
-// the usual cause, the next-key locks InnoDB takes on a unique-key clash: InsertOrders reads
-// whether a committed order clashes before it inserts.
+// in all (nothing of a victim's transaction remains). On MariaDB Galera a certification conflict
+// (another node committed a write to the same rows or unique keys first) arrives as the same error
+// and is retried the same way; a node outside the primary component refuses with kUnavailable.
+// Reads on a Galera node are causal (wsrep_sync_wait = 1, connection.cc): they see what any node
+// committed before them. Two
+// writers of the same orders are kept from the usual cause, the next-key locks InnoDB takes on a
+// unique-key clash: InsertOrders reads whether a committed order clashes before it inserts.
 //
 // Errors: a server that cannot be reached, a lost connection, a timeout, a third deadlock or a lock
 // wait over 10 s: kUnavailable (a message naming the server as Describe() does, never the
