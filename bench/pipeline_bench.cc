@@ -102,14 +102,21 @@ class TimedStore final : public store::Store {
     return inner_.AddStock(id, units, items, now_ms);
   }
   base::Status DeleteActivity(std::string_view id) override { return inner_.DeleteActivity(id); }
+  using store::Store::InsertOrders;
   base::Result<std::vector<store::InsertOutcome>> InsertOrders(
-      std::span<const store::OrderRecord> orders, int64_t now_ms) override {
+      std::span<const store::OrderRecord> orders, int64_t now_ms,
+      std::optional<int64_t> fence) override {
     const auto start = Clock::now();
-    auto outcomes = inner_.InsertOrders(orders, now_ms);
+    auto outcomes = inner_.InsertOrders(orders, now_ms, fence);
     insert_ns_ +=
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     ++insert_calls_;
     return outcomes;
+  }
+  base::Result<int64_t> AdvanceFence() override { return inner_.AdvanceFence(); }
+  base::Result<int64_t> ReadFence() override { return inner_.ReadFence(); }
+  base::Status FlagCompensation(std::span<const std::string> order_ids) override {
+    return inner_.FlagCompensation(order_ids);
   }
   base::Result<store::OrderRecord> GetOrder(std::string_view order_id) override {
     return inner_.GetOrder(order_id);

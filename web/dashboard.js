@@ -156,12 +156,15 @@
       if (r.rebuilt) text += ", rebuilt";
       if (repaired > 0) text += `, ${repaired} repaired`;
       if (r.loaded === false && !r.rebuilt) text += ", not in Redis";
+      if (r.reapplied_orders > 0) text += `, ${r.reapplied_orders} lost orders applied again`;
+      if (state.oversold_units > 0) text += `, ${state.oversold_units} units oversold`;
       return text;
     }
     return r.status || r.state || JSON.stringify(r);
   }
 
-  function phase(a) {
+  function phase(a, state) {
+    if (state && state.frozen) return "frozen (Redis restarted: repair pending)";
     const now = Date.now() + offsetMs;
     if (now >= a.end_ms) return "ended";
     if (!a.open) return "closed";
@@ -178,7 +181,7 @@
     const pipeline = state.pipeline || null;
     const persisted = state.persisted || null;
     return {
-      state: phase(a),
+      state: phase(a, state),
       remaining: value(redis && redis.remaining),
       // Reserved now: units ever reserved minus those that came back (expired unpaid, cancelled).
       reserved: value(redis && redis.reserved - (redis.released || 0)),
@@ -237,13 +240,46 @@
     while (body.rows.length > rows.length) body.deleteRow(-1);
   }
 
+  // --- Redis events: when Redis was lost and back, the freeze, what the repair did. ---
+
+  function clock(ms) {
+    return ms > 0 ? new Date(ms).toLocaleTimeString() : "–";
+  }
+
+  function renderRedis(watch) {
+    const state = $("redis-state");
+    const list = $("redis-events");
+    const events = (watch.events || []).filter((e) => e.from_run_id);
+    const text = watch.frozen
+      ? "FROZEN: Redis restarted or failed over; purchases and draws wait for the repair."
+      : `Running (epoch ${watch.epoch}); ${events.length ? events.length + " event(s) seen" : "no event seen"}.`;
+    if (state.textContent !== text) state.textContent = text;
+    state.className = watch.frozen ? "error" : "muted";
+    const lines = events.slice().reverse().map((e) => {
+      const r = e.repair || {};
+      const activities = (r.activities || []).join(", ") || "none";
+      return `lost ${clock(e.lost_ms)}, back ${clock(e.back_ms)}, ` +
+        (e.repaired_ms ? `repaired ${clock(e.repaired_ms)}` : "repair pending") +
+        `: frozen ${e.frozen_ms} ms (${activities}), ${e.refused} refused; ` +
+        `${r.orders_applied || 0} orders (${r.units_applied || 0} units) applied again, ` +
+        `${r.rebuilt || 0} rebuilt, ${r.oversold_units || 0} units oversold, ` +
+        `${r.acknowledged_lost || 0} acknowledged orders lost`;
+    });
+    const shown = [...list.children].map((li) => li.textContent);
+    if (shown.join("\n") !== lines.join("\n")) {
+      list.replaceChildren(...lines.map((line) => FS.el("li", {}, line)));
+    }
+  }
+
   // --- Polling. ---
 
   async function poll() {
-    const [admin, metrics] = await Promise.all([
+    const [admin, metrics, redis] = await Promise.all([
       FS.request("GET", "/api/v1/admin/activities", { headers: auth(), timeoutMs: 5000 }),
       FS.request("GET", "/metrics", { timeoutMs: 5000 }),
+      FS.request("GET", "/api/v1/admin/redis", { headers: auth(), timeoutMs: 5000 }),
     ]);
+    if (redis.status === 200 && redis.json) renderRedis(redis.json);
     if (metrics.status === 200) {
       addSample(parseRequestCounters(metrics.text), metrics.receivedAt);
       drawChart();

@@ -33,6 +33,7 @@
 #include "server/http_server.h"
 #include "service/admin.h"
 #include "service/pipeline.h"
+#include "service/redis_watch.h"
 #include "store/store.h"
 
 namespace flashsale::app {
@@ -275,6 +276,11 @@ int RunServe(const ServeConfig& config) {
 
   service::ServiceSettings settings = SettingsFor(config);
   settings.secret = secret;
+  // Redis restarting or failing over is noticed on every connection; purchases and draws are
+  // frozen until the lost-write repair ran (service/redis_watch.h).
+  service::RedisWatch redis_watch(base::SystemClock::Instance());
+  redis_watch.Hook(*redis_options);
+  settings.redis_watch = &redis_watch;
 
   if (config.demo) {
     if (auto demo = CreateDemo(config, *redis_options, **store, settings); !demo) {
@@ -318,6 +324,7 @@ int RunServe(const ServeConfig& config) {
   service::PipelineMetrics pipeline_metrics;
   metrics.AddSource(
       [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
+  metrics.AddSource([&redis_watch](std::string& out) { redis_watch.AppendPrometheus(out); });
   if (embedded) {
     metrics.AddSource([&embedded](std::string& out) {
       out += fmt::format(
@@ -330,18 +337,26 @@ int RunServe(const ServeConfig& config) {
     });
   }
 
-  server::HttpServer server(options, deps);
-  if (auto started = server.Start(); !started) {
-    db_pool.join();
-    return fail(started.error());
-  }
-  // The order consumers share the server's registry (its first I/O thread keeps it fresh).
+  // The order consumers share the server's registry (its first I/O thread keeps it fresh). They
+  // start first: their job schedule runs the lost-write repair for the Redis found at startup,
+  // so the sale opens unfrozen (bounded wait; without consumers a worker must run it).
   service::OrderPipeline pipeline(PipelineDepsFor(config, *redis_options, **store, db_pool,
                                                   registry, settings, pipeline_metrics),
                                   ConsumerOptionsFor(config), static_cast<int>(config.consumers),
                                   /*poll_registry=*/false, options.registry_poll);
   if (auto started = pipeline.Start(); !started) {
-    server.Stop();
+    db_pool.join();
+    return fail(started.error());
+  }
+  for (int waited = 0; config.consumers > 0 && redis_watch.frozen() && waited < 300; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (redis_watch.frozen()) {
+    spdlog::warn("the lost-write repair has not run yet: purchases and draws wait for it");
+  }
+  server::HttpServer server(options, deps);
+  if (auto started = server.Start(); !started) {
+    pipeline.Stop();
     db_pool.join();
     return fail(started.error());
   }
@@ -404,7 +419,10 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
 
-  const service::ServiceSettings settings = SettingsFor(config);
+  service::ServiceSettings settings = SettingsFor(config);
+  service::RedisWatch redis_watch(base::SystemClock::Instance());
+  redis_watch.Hook(*redis_options);
+  settings.redis_watch = &redis_watch;
   asio::thread_pool db_pool(1);
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;

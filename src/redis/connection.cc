@@ -68,6 +68,21 @@ struct Connection::Tls {
   explicit Tls(boost::asio::generic::stream_protocol::socket& socket) : stream(socket, context) {}
 };
 
+std::string InfoField(std::string_view info, std::string_view name) {
+  size_t at = 0;
+  while (at < info.size()) {
+    size_t end = info.find('\n', at);
+    if (end == std::string_view::npos) end = info.size();
+    std::string_view line = info.substr(at, end - at);
+    if (line.ends_with('\r')) line.remove_suffix(1);
+    if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == ':') {
+      return std::string(line.substr(name.size() + 1));
+    }
+    at = end + 1;
+  }
+  return {};
+}
+
 std::shared_ptr<Connection> Connection::Create(asio::any_io_executor executor,
                                                ConnectionOptions options) {
   auto connection =
@@ -250,6 +265,29 @@ void Connection::OnConnected(uint64_t generation) {
   if (endpoint.db != 0) {
     ++handshake_left_;
     SendInternal(Command{"SELECT", IntArg(endpoint.db)}.wire(), step("SELECT"));
+  }
+  if (options_.on_server) {
+    ++handshake_left_;
+    SendInternal(
+        Command{"INFO", "server"}.wire(), ReplyHandler([self, generation](Result<Reply> result) {
+          if (generation != self->generation_) return;
+          if (!result.ok()) {
+            self->Fail(fmt::format("INFO on {} failed: {}", self->options_.endpoint.Describe(),
+                                   result.error().message));
+            return;
+          }
+          if (!self->options_.on_server(InfoField(result->str(), "run_id"))) {
+            // Queued before this link: not for a server that may have lost writes.
+            std::deque<Waiting> refused;
+            refused.swap(self->waiting_);
+            for (auto& waiting : refused) {
+              self->Post(std::move(waiting.pending.handler),
+                         Error{ErrorCode::kUnavailable,
+                               "redis restarted or failed over; not sent until it is repaired"});
+            }
+          }
+          if (--self->handshake_left_ == 0) self->BecomeReady();
+        }));
   }
   if (handshake_left_ == 0) BecomeReady();
 }
@@ -481,6 +519,7 @@ void Connection::Fail(const std::string& reason) {
   const bool was_ready = state_ == State::kReady;
   if (was_ready) {
     stats_.disconnects.Add();
+    if (options_.on_link_lost) options_.on_link_lost();
     spdlog::warn("redis: {}; reconnecting", reason);
   } else {
     stats_.connect_failures.Add();

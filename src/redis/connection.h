@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -72,6 +73,15 @@ struct ConnectionOptions {
   std::chrono::milliseconds backoff_max{1000};
   size_t max_queued = 100000;  // commands waiting + in flight; more is kResourceExhausted
   uint64_t jitter_seed = 0;    // 0: seeded from std::random_device
+  // Which Redis is behind each new link (a restart or a failover changes it): when set, the
+  // handshake also sends INFO server and calls this with the server's run_id before any other
+  // command goes out. It returns false when commands queued before the link was up must not be
+  // sent to this server (it may have lost writes and is not repaired yet): they fail with
+  // kUnavailable (never sent). Called on the connection's thread; must be thread-safe when the
+  // options are shared by several connections.
+  std::function<bool(std::string_view run_id)> on_server;
+  // Called when an established link breaks (on the connection's thread).
+  std::function<void()> on_link_lost;
   // Set by the cluster router on its node connections: TRYAGAIN and CLUSTERDOWN come back as
   // kRemote with Redis's text (the router retries them), not as kUnavailable.
   bool cluster_node = false;
@@ -91,6 +101,9 @@ struct ConnectionStats {
   base::Counter remote_errors;     // error replies
   base::LatencyHistogram latency;  // Send to reply, for commands that got one
 };
+
+// The value of `name` in an INFO reply ("run_id:abc\r\n" -> "abc"); empty if absent.
+std::string InfoField(std::string_view info, std::string_view name);
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:

@@ -47,7 +47,7 @@ ActivityInspector::ActivityInspector(ScriptRunner& runner, std::string key_names
     : runner_(runner),
       namespace_(std::move(key_namespace)),
       reappend_(runner.scripts().Get("order_reappend")),
-      restore_(runner.scripts().Get("activity_restore_orders")) {}
+      reapply_(runner.scripts().Get("activity_reapply_orders")) {}
 
 asio::awaitable<Result<std::vector<OrderRecordEntry>>> ActivityInspector::Orders(
     std::string_view activity_id) {
@@ -108,10 +108,10 @@ asio::awaitable<Result<bool>> ActivityInspector::Reappend(std::string_view activ
   co_return reply->integer() == 1;
 }
 
-asio::awaitable<Result<int64_t>> ActivityInspector::RestoreOrders(
+asio::awaitable<Result<ReapplyResult>> ActivityInspector::ReapplyOrders(
     std::string_view activity_id, std::span<const RestoredOrder> orders) {
   const SeckillKeys keys(namespace_, activity_id);
-  int64_t restored = 0;
+  ReapplyResult total;
   for (size_t start = 0; start < orders.size(); start += kRestoreChunk) {
     std::vector<std::string> args;
     for (size_t i = start; i < std::min(orders.size(), start + kRestoreChunk); ++i) {
@@ -119,24 +119,68 @@ asio::awaitable<Result<int64_t>> ActivityInspector::RestoreOrders(
       args.push_back(order.order_id);
       args.push_back(order.user_id);
       args.push_back(std::to_string(order.quantity));
+      args.push_back(std::to_string(order.draw_no));
       args.push_back(fmt::format("R|{}|{}|{}|{}", order.user_id, order.quantity, order.created_ms,
                                  base::JoinWords(order.items)));
     }
-    ScriptCall call(restore_);
+    ScriptCall call(reapply_);
     call.Key("meta", keys.meta())
+        .Key("stock", keys.stock())
+        .Key("items", keys.items())
         .Key("buyers", keys.buyers())
         .Key("orders", keys.orders())
         .Key("user_orders", keys.user_orders())
+        .Key("prizes", keys.prizes())
         .Rest("orders", args);
     auto reply = co_await Await(runner_, call);
     if (!reply.ok()) co_return std::move(reply).error();
-    if (!reply->is_integer()) {
-      co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", restore_.name,
+    if (!reply->is_array() || reply->size() < 4) {
+      co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", reapply_.name,
                           reply->Describe());
     }
-    restored += reply->integer();
+    total.applied += (*reply)[0].integer();
+    total.units += (*reply)[1].integer();
+    total.present += (*reply)[2].integer();
+    total.short_units += (*reply)[3].integer();
+    for (size_t i = 4; i < reply->size(); ++i) total.short_orders.emplace_back((*reply)[i].str());
   }
-  co_return restored;
+  co_return total;
+}
+
+asio::awaitable<Result<std::vector<std::string>>> ActivityInspector::IdempotentOrderIds(
+    std::string_view activity_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  const std::string pattern = keys.Idempotency("*");
+  std::vector<std::string> names;
+  std::string cursor = "0";
+  const IntArg count(kPage);
+  do {
+    const Command scan({"SCAN", cursor, "MATCH", pattern, "COUNT", count});
+    auto reply = co_await Await(runner_.connection(), scan);
+    if (!reply.ok()) co_return std::move(reply).error();
+    if (!reply->is_array() || reply->size() != 2 || !(*reply)[1].is_array()) {
+      co_return MakeError(ErrorCode::kProtocol, "SCAN: unexpected {}", reply->Describe());
+    }
+    cursor = (*reply)[0].str();
+    for (size_t i = 0; i < (*reply)[1].size(); ++i) names.emplace_back((*reply)[1][i].str());
+  } while (cursor != "0");
+  std::vector<std::string> ids;
+  for (const auto& name : names) {
+    const Command get({"GET", name});
+    auto reply = co_await Await(runner_.connection(), get);
+    if (!reply.ok()) co_return std::move(reply).error();
+    if (!reply->is_string()) continue;  // expired meanwhile
+    // "1|0|<order id>" (a sale) or "1|<draws>|<order id>|<user>" (a draw): only decided
+    // successes name an order the buyer was told about.
+    const std::string_view text = reply->str();
+    if (!text.starts_with("1|")) continue;
+    const size_t bar = text.find('|', 2);
+    if (bar == std::string_view::npos) continue;
+    std::string_view id = text.substr(bar + 1);
+    id = id.substr(0, id.find('|'));
+    if (!id.empty()) ids.emplace_back(id);
+  }
+  co_return ids;
 }
 
 }  // namespace flashsale::redis

@@ -24,13 +24,23 @@ struct OrderRecordEntry {
   RecordedOrder order;
 };
 
-// A live order of the record, to restore into a rebuilt activity.
+// A live order of the record, to apply again to an activity Redis lost it from.
 struct RestoredOrder {
   std::string order_id;
   std::string user_id;
   int64_t quantity = 1;
   int64_t created_ms = 0;
   std::vector<std::string> items;
+  int64_t draw_no = 0;  // a lottery win's draw number (0 for a sale)
+};
+
+// What activity_reapply_orders.lua did.
+struct ReapplyResult {
+  int64_t applied = 0;      // orders applied again now
+  int64_t units = 0;        // their units
+  int64_t present = 0;      // orders Redis held already (nothing done)
+  int64_t short_units = 0;  // units no longer in stock: oversold (the activity was closed)
+  std::vector<std::string> short_orders;  // the orders those units belong to
 };
 
 class ActivityInspector {
@@ -46,15 +56,20 @@ class ActivityInspector {
   // order_reappend.lua: true if appended (the record was still reserved).
   boost::asio::awaitable<base::Result<bool>> Reappend(std::string_view activity_id,
                                                       std::string_view order_id);
-  // activity_restore_orders.lua, in chunks: the number of orders restored.
-  boost::asio::awaitable<base::Result<int64_t>> RestoreOrders(
+  // activity_reapply_orders.lua, in chunks: the record's live orders applied again to a loaded
+  // activity that lost them (each once, by order id), stock taken; see the script.
+  boost::asio::awaitable<base::Result<ReapplyResult>> ReapplyOrders(
       std::string_view activity_id, std::span<const RestoredOrder> orders);
+  // Idempotency records of the activity that name an order id (SCAN): order id -> the record's
+  // outcome code. What survives of replies given to buyers.
+  boost::asio::awaitable<base::Result<std::vector<std::string>>> IdempotentOrderIds(
+      std::string_view activity_id);
 
  private:
   ScriptRunner& runner_;
   std::string namespace_;
   const Script& reappend_;
-  const Script& restore_;
+  const Script& reapply_;
 };
 
 }  // namespace flashsale::redis

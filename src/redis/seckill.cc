@@ -353,7 +353,7 @@ void SeckillScripts::Release(std::string_view activity_id, std::string_view orde
                      [&script = release_](ReplyView reply) -> Result<ReleaseResult> {
                        auto code = Code(script, reply, 1);
                        if (!code) return std::move(code).error();
-                       if (*code < -1 || *code > 1) {
+                       if ((*code < -1 || *code > 1) && *code != -4) {
                          return MakeError(ErrorCode::kProtocol, "script {} returned code {}",
                                           script.name, *code);
                        }

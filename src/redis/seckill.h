@@ -142,7 +142,12 @@ struct RecordedOrder {
   std::vector<std::string> items;
 };
 
-enum class ReleaseOutcome { kReleased = 1, kAlreadyReleased = 0, kUnknownOrder = -1 };
+enum class ReleaseOutcome {
+  kReleased = 1,
+  kAlreadyReleased = 0,
+  kUnknownOrder = -1,
+  kUnknownActivity = -4,  // not loaded in Redis: nothing written
+};
 struct ReleaseResult {
   ReleaseOutcome outcome = ReleaseOutcome::kUnknownOrder;
   int64_t quantity = 0;  // kReleased: units returned

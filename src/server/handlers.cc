@@ -16,6 +16,7 @@
 #include "service/jobs.h"
 #include "service/purchase.h"
 #include "service/queries.h"
+#include "service/redis_watch.h"
 
 namespace flashsale::server {
 
@@ -100,6 +101,7 @@ void WriteState(JsonWriter& w, const service::ActivityState& state) {
   } else {
     w.Null();
   }
+  w.Key("frozen").Bool(state.frozen).Key("oversold_units").Int(state.oversold_units);
   w.EndObject();
 }
 
@@ -541,6 +543,19 @@ asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call) {
   JsonWriter w;
   w.BeginObject().Key("dead_id").String(dead_id).Key("stream_id").String(*id).EndObject();
   co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleAdminRedis(Call& call) {
+  const service::RedisWatch* watch = call.worker.service.settings().redis_watch;
+  if (watch == nullptr) {
+    co_return ErrorReply(http::status::not_found, Word::kNotFound,
+                         "this server does not watch Redis for restarts");
+  }
+  Reply reply;
+  reply.status = http::status::ok;
+  reply.word = Word::kOk;
+  reply.body = watch->Json();
+  co_return reply;
 }
 
 asio::awaitable<Reply> HandleAdminJob(Call& call) {

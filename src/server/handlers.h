@@ -64,6 +64,9 @@ boost::asio::awaitable<Reply> HandleAdminDeadLetters(Call& call);
 boost::asio::awaitable<Reply> HandleAdminRetryDeadLetter(Call& call);
 boost::asio::awaitable<Reply> HandleAdminToken(Call& call);
 boost::asio::awaitable<Reply> HandleAdminJob(Call& call);
+// GET /api/v1/admin/redis: Redis restarts and failovers seen, freezes and repairs
+// (service/redis_watch.h).
+boost::asio::awaitable<Reply> HandleAdminRedis(Call& call);
 boost::asio::awaitable<Reply> HandleHealth(Call& call);
 boost::asio::awaitable<Reply> HandleReady(Call& call);
 boost::asio::awaitable<Reply> HandleMetrics(Call& call);

@@ -43,6 +43,7 @@ constexpr Route kRoutes[] = {
      Access::kAdmin, HandleAdminRetryDeadLetter},
     {verb::post, "/api/v1/admin/tokens", RouteId::kAdmin, Access::kAdmin, HandleAdminToken},
     {verb::post, "/api/v1/admin/jobs/{job}", RouteId::kAdmin, Access::kAdmin, HandleAdminJob},
+    {verb::get, "/api/v1/admin/redis", RouteId::kAdmin, Access::kAdmin, HandleAdminRedis},
     // Operations.
     {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},
     {verb::get, "/readyz", RouteId::kReady, Access::kPublic, HandleReady},

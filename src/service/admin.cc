@@ -4,9 +4,12 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 
 #include "redis/activity_delete.h"
 #include "service/jobs.h"
+#include "service/redis_repair.h"
+#include "service/redis_watch.h"
 
 namespace flashsale::service {
 
@@ -38,6 +41,7 @@ namespace {
 asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
                                                const store::ActivityRecord& record) {
   ActivityState state{record, std::nullopt, {}, std::nullopt, std::nullopt};
+  state.frozen = context.frozen();
   auto status = co_await context.seckill().AsyncStatus(record.activity.id, asio::use_awaitable);
   if (status.ok()) {
     state.redis = std::move(*status);
@@ -47,6 +51,13 @@ asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
         {"GET", ReconcileReportKey(context.settings().key_namespace, record.activity.id)});
     auto report = co_await context.redis().AsyncSend(last, asio::use_awaitable);
     if (report.ok() && report->is_string()) state.reconciliation = report->str();
+    const redis::SeckillKeys keys(context.settings().key_namespace, record.activity.id);
+    const redis::Command oversold({"HGET", keys.meta(), "oversold"});
+    auto units = co_await context.redis().AsyncSend(oversold, asio::use_awaitable);
+    if (units.ok() && units->is_string()) {
+      const std::string_view text = units->str();
+      std::from_chars(text.data(), text.data() + text.size(), state.oversold_units);
+    }
   } else {
     state.redis_error = status.error().ToString();
   }
@@ -251,7 +262,14 @@ asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::millise
   const redis::Command get{"GET", ActivityRegistry::VersionKey(context.settings().key_namespace)};
   std::string seen;
   bool first = true;
+  RedisWatch* watch = context.settings().redis_watch;
   while (!*stop) {
+    if (watch != nullptr && watch->frozen()) {
+      // Frozen after a Redis restart or failover: free as soon as the repair's marker says so
+      // (the repair itself runs on an instance's job schedule).
+      auto resolved = co_await ResolveRedisEvent(context, *watch, /*may_repair=*/false);
+      if (!resolved.ok()) spdlog::debug("redis event: {}", resolved.error().message);
+    }
     auto version = co_await context.redis().AsyncSend(get, asio::use_awaitable);
     if (version.ok()) {
       const std::string now = version->is_nil() ? "" : std::string(version->str());
@@ -265,7 +283,9 @@ asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::millise
       }
     }
     if (*stop) break;
-    timer.expires_after(every);
+    timer.expires_after(watch != nullptr && watch->frozen()
+                            ? std::min(every, std::chrono::milliseconds(100))
+                            : every);
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   }
 }

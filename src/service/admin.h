@@ -32,6 +32,8 @@ struct ActivityState {
   std::optional<redis::GroupInfo> pipeline;     // the order stream's consumer group
   std::optional<store::OrderCounts> persisted;  // nothing: the database did not answer
   std::string reconciliation;  // the last reconciliation report (JSON); empty: none yet
+  bool frozen = false;         // purchases and draws wait for the lost-write repair
+  int64_t oversold_units = 0;  // units Redis sold again before a lost-write repair (meta)
 };
 
 // Arguments are references: await these at once, with the arguments alive meanwhile.

@@ -3,6 +3,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "base/crypto.h"
+#include "service/redis_watch.h"
 
 namespace flashsale::service {
 
@@ -56,6 +57,10 @@ SnapshotPtr ServiceContext::snapshot() {
 
 std::string ServiceContext::KeyToken(std::string_view data) const {
   return base::HexEncode(base::HmacSha256(key_ids_key_, data)).substr(0, 32);
+}
+
+bool ServiceContext::frozen() const {
+  return settings_.redis_watch != nullptr && settings_.redis_watch->frozen();
 }
 
 bool ServiceContext::IsSoldOut(std::string_view activity_id) const {

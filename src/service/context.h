@@ -44,6 +44,9 @@ struct ServiceSettings {
   // rebuilds it: long enough for any consumer still holding a batch of the lost stream to drop it
   // (one database timeout and one retry pause), so none is written after the rebuild.
   std::chrono::milliseconds rebuild_grace{20000};
+  // The process's watch for Redis restarts and failovers (service/redis_watch.h); null: none
+  // (tests of single components), never frozen.
+  class RedisWatch* redis_watch = nullptr;
   // Durability mode wait (docs/durability.md): a reservation or draw is answered as done only
   // once this many replicas acknowledged it (WAIT), within wait_timeout; 0: not waited for.
   int64_t wait_replicas = 0;
@@ -70,6 +73,8 @@ class ServiceContext {
   base::OrderIdGenerator& ids() { return ids_; }
   base::Random& random() { return random_; }  // the CSPRNG: lottery draws, ids
   const core::CacheKeys& cache_keys() const { return cache_keys_; }
+  // Purchases and draws wait for the lost-write repair (service/redis_watch.h).
+  bool frozen() const;
   // Null unless settings().wait_replicas > 0.
   redis::ReplicaWait* replica_wait() { return replica_wait_.get(); }
 

@@ -33,6 +33,8 @@ DrawQueueConsumer::DrawQueueConsumer(ServiceContext& context, QueueConsumerOptio
     : context_(context), options_(std::move(options)), metrics_(metrics) {}
 
 asio::awaitable<int64_t> DrawQueueConsumer::Pass(const bool* stop) {
+  // Frozen after a Redis restart or failover: no draw until the lost-write repair ran.
+  if (context_.frozen()) co_return 0;
   const SnapshotPtr snapshot = context_.snapshot();
   const auto now = Clock::now();
   const bool claim_due = now >= next_claim_;

@@ -1,6 +1,7 @@
 #pragma once
 // Jobs that run once across all instances (S3-8, S3-9), under a distributed lock each:
-//   prewarm    loads every activity that has not started yet, and is not in Redis, from the
+//   prewarm    loads every activity that has not started yet, has no orders in the record (its
+//              start may have been postponed after it sold), and is not in Redis, from the
 //              record into Redis (the setup script: stock loaded once); a sale that is running
 //              is never touched (its Redis state is reconciliation's to judge);
 //   reconcile  service/reconcile.h for every activity: the invariant's terms, the repairs it can

@@ -13,6 +13,7 @@
 #include "base/failpoint.h"
 #include "base/ids.h"
 #include "base/strings.h"
+#include "service/redis_watch.h"
 
 namespace flashsale::service {
 
@@ -102,10 +103,14 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
       "# HELP flashsale_orders_claimed_total Intents taken over from consumers presumed dead.\n"
       "# TYPE flashsale_orders_claimed_total counter\n"
       "flashsale_orders_claimed_total {}\n"
+      "# HELP flashsale_order_batches_fenced_total Batches read before a Redis restart or "
+      "failover, refused by the record's fence.\n"
+      "# TYPE flashsale_order_batches_fenced_total counter\n"
+      "flashsale_order_batches_fenced_total {}\n"
       "# HELP flashsale_order_batch_duration_seconds Time to persist and acknowledge a batch.\n"
       "# TYPE flashsale_order_batch_duration_seconds histogram\n",
       persisted.value(), duplicates.value(), dead_letters.value(), entry_failures.value(),
-      db_errors.value(), claimed.value());
+      db_errors.value(), claimed.value(), fenced.value());
   base::AppendPrometheusHistogram(out, "flashsale_order_batch_duration_seconds", "",
                                   batch_latency.Read());
   out += fmt::format(
@@ -171,6 +176,13 @@ asio::awaitable<void> OrderConsumer::Run(const bool* stop) {
 }
 
 asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
+  // After a Redis restart or failover, nothing is read until the lost-write repair ran; a batch
+  // carries the record's epoch it was read under, so one read before the event is refused by
+  // the record once the repair advanced it (store::Store::InsertOrders).
+  const RedisWatch* watch = context_.settings().redis_watch;
+  if (watch != nullptr && watch->frozen()) co_return 0;
+  const std::optional<int64_t> fence =
+      watch != nullptr ? std::optional<int64_t>(watch->epoch()) : std::nullopt;
   const SnapshotPtr snapshot = context_.snapshot();
   const auto now = Clock::now();
   const bool claim_due = now >= next_claim_;
@@ -210,7 +222,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
     }
     if (!entries->empty()) {
       handled += static_cast<int64_t>(entries->size());
-      co_await Process(activity, std::move(*entries), stop);
+      co_await Process(activity, std::move(*entries), fence, stop);
     }
     if (trim_due) {
       auto trimmed = co_await stream_.Trim(id);
@@ -224,7 +236,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
 
 asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activity,
                                              std::vector<redis::StreamEntry> entries,
-                                             const bool* stop) {
+                                             std::optional<int64_t> fence, const bool* stop) {
   const auto start = Clock::now();
   const std::string& activity_id = activity.activity.id;
   std::vector<store::OrderRecord> orders;
@@ -244,7 +256,7 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   // Per order: written (acknowledge), refused by the record (dead-letter), or failed (leave
   // pending; counted against the entry).
   std::vector<std::optional<store::InsertOutcome>> outcomes(orders.size());
-  auto batch = co_await Insert(activity_id, orders, ids, stop);
+  auto batch = co_await Insert(activity_id, orders, ids, fence, stop);
   if (!batch.ok() && batch.error().code == ErrorCode::kCancelled) co_return;  // stopping
   if (batch.ok()) {
     for (size_t i = 0; i < orders.size(); ++i) outcomes[i] = (*batch)[i];
@@ -254,7 +266,7 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
                  activity_id, batch.error().message);
     for (size_t i = 0; i < orders.size(); ++i) {
       const std::vector<store::OrderRecord> one = {orders[i]};
-      auto single = co_await Insert(activity_id, one, std::span(&ids[i], 1), stop);
+      auto single = co_await Insert(activity_id, one, std::span(&ids[i], 1), fence, stop);
       if (!single.ok() && single.error().code == ErrorCode::kCancelled) co_return;
       if (single.ok()) {
         outcomes[i] = (*single)[0];
@@ -299,13 +311,22 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
 
 asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert(
     std::string_view activity_id, const std::vector<store::OrderRecord>& orders,
-    std::span<const std::string> ids, const bool* stop) {
+    std::span<const std::string> ids, std::optional<int64_t> fence, const bool* stop) {
   auto backoff = std::chrono::milliseconds(100);
   for (;;) {
-    const auto write = [orders, now_ms = context_.clock().NowMs()](store::Store& store) {
-      return store.InsertOrders(orders, now_ms);
+    const auto write = [orders, now_ms = context_.clock().NowMs(), fence](store::Store& store) {
+      return store.InsertOrders(orders, now_ms, fence);
     };
     auto outcomes = co_await context_.OnDb(write);
+    if (!outcomes.ok() && outcomes.error().code == ErrorCode::kCancelled) {
+      // Fenced: read before a Redis restart or failover that the repair has counted without
+      // it. Left pending, never acknowledged: if this Redis still holds the entries, they are
+      // claimed and written under the new epoch; if not, they are gone with what Redis lost.
+      metrics_.fenced.Add();
+      spdlog::warn("{} held order intents of '{}' refused by the record: {}", orders.size(),
+                   activity_id, outcomes.error().message);
+      co_return outcomes;
+    }
     const bool retry = !outcomes.ok() && (outcomes.error().code == ErrorCode::kUnavailable ||
                                           outcomes.error().code == ErrorCode::kUnknownOutcome);
     if (!retry) co_return outcomes;

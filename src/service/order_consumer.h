@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -59,6 +60,7 @@ struct PipelineMetrics {
   base::Counter entry_failures;
   base::Counter db_errors;  // database calls that failed (retried)
   base::Counter claimed;    // entries taken over from other consumers
+  base::Counter fenced;     // batches refused by the record's fence (read before a Redis event)
   base::LatencyHistogram batch_latency;
   QueueMetrics queue;  // the lotteries' admission queues (same consumers, same threads)
   JobMetrics jobs;     // prewarm and reconciliation runs of this process
@@ -89,13 +91,15 @@ class OrderConsumer {
   boost::asio::awaitable<int64_t> Pass(const bool* stop);
 
  private:
+  // `fence`: the record's epoch the batch was read under (service/redis_watch.h), if any.
   boost::asio::awaitable<void> Process(const store::ActivityRecord& activity,
-                                       std::vector<redis::StreamEntry> entries, const bool* stop);
+                                       std::vector<redis::StreamEntry> entries,
+                                       std::optional<int64_t> fence, const bool* stop);
   // The batch's outcomes; retries while the database is unavailable. Nothing when told to stop
   // or on an error that is not unavailability (then the entries are tried one by one).
   boost::asio::awaitable<base::Result<std::vector<store::InsertOutcome>>> Insert(
       std::string_view activity_id, const std::vector<store::OrderRecord>& orders,
-      std::span<const std::string> ids, const bool* stop);
+      std::span<const std::string> ids, std::optional<int64_t> fence, const bool* stop);
   // Counts a failed delivery of one entry; at max_deliveries it is dead-lettered (with `error`),
   // before that it stays pending and is claimed again after claim_idle.
   boost::asio::awaitable<void> Fail(std::string_view activity_id, const std::string& entry_id,

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/activity.h"
+#include "service/redis_watch.h"
 
 namespace flashsale::service {
 
@@ -28,7 +29,12 @@ asio::awaitable<Result<std::optional<PurchaseResult>>> PassGate(ServiceContext& 
                                                                 const store::ActivityRecord& record,
                                                                 const PurchaseRequest& request,
                                                                 int64_t now_ms) {
-  // 1. The local gate.
+  // 1. The local gate. Frozen first: after Redis restarted or failed over, nothing is sold until
+  // the lost-write repair ran (service/redis_watch.h).
+  if (context.frozen()) {
+    context.settings().redis_watch->CountRefused();
+    co_return MakeError(ErrorCode::kUnavailable, "{}", kFrozenMessage);
+  }
   const core::SeckillActivity& activity = record.activity;
   if (!activity.open) co_return Local(Outcome::kClosed, LocalReason::kClosed);
   switch (activity.PositionAt(now_ms)) {

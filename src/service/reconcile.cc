@@ -22,63 +22,93 @@ namespace {
 
 bool Live(const store::OrderRecord& order) { return order.state != store::OrderState::kCancelled; }
 
-// The activity as it must be set up again after Redis lost it: the record's definition with the
-// stock the record says is left.
-core::SeckillActivity WhatIsLeft(const store::ActivityRecord& record,
-                                 const std::vector<store::OrderRecord>& orders, int64_t db_live) {
-  core::SeckillActivity left = record.activity;
-  if (left.is_lottery()) {
-    std::map<std::string, int64_t> won;
-    for (const auto& order : orders) {
-      if (Live(order) && !order.items.empty()) won[order.items[0]] += order.quantity;
-    }
-    for (auto& prize : left.lottery->prizes)
-      prize.stock = std::max<int64_t>(0, prize.stock - won[prize.id]);
-    left.stock = left.lottery->TotalStock();
-  } else if (left.kind == core::StockKind::kItemised) {
-    std::set<std::string> taken;
-    for (const auto& order : orders) {
-      if (Live(order)) taken.insert(order.items.begin(), order.items.end());
-    }
-    std::erase_if(left.items, [&](const std::string& item) { return taken.contains(item); });
-  } else {
-    left.stock = std::max<int64_t>(0, record.total_units - db_live);
-  }
-  return left;
-}
-
-// Rebuilds an activity Redis does not have: live orders first, then the definition and stock.
-asio::awaitable<base::Status> Rebuild(ServiceContext& context, const store::ActivityRecord& record,
-                                      const std::vector<store::OrderRecord>& orders,
-                                      int64_t db_live, ReconcileReport& report) {
-  redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
+std::vector<redis::RestoredOrder> LiveOrders(const std::vector<store::OrderRecord>& orders) {
   std::vector<redis::RestoredOrder> live;
   for (const auto& order : orders) {
     if (!Live(order)) continue;
-    live.push_back({order.order_id, order.user_id, order.quantity, order.created_ms, order.items});
+    live.push_back({order.order_id, order.user_id, order.quantity, order.created_ms, order.items,
+                    order.draw_no});
   }
-  auto restored = co_await inspector.RestoreOrders(record.activity.id, live);
-  if (!restored.ok()) co_return std::move(restored).error();
-  const core::SeckillActivity left = WhatIsLeft(record, orders, db_live);
-  auto setup = co_await context.seckill().AsyncSetup(left, redis::SetupMode::kLoadIfMissing,
-                                                     asio::use_awaitable);
-  if (!setup.ok()) co_return std::move(setup).error();
-  // The restored orders count as reserved, so Redis's own counters add up again.
-  const redis::SeckillKeys keys(context.settings().key_namespace, record.activity.id);
-  const redis::IntArg units(db_live);
-  const redis::Command reserved({"HINCRBY", keys.meta(), "reserved", units});
-  const redis::Command total({"HINCRBY", keys.meta(), "total", units});
-  auto counted = co_await context.redis().AsyncSend(reserved, asio::use_awaitable);
-  auto totalled = co_await context.redis().AsyncSend(total, asio::use_awaitable);
-  if (!counted.ok()) co_return std::move(counted).error();
-  if (!totalled.ok()) co_return std::move(totalled).error();
-  report.rebuilt = true;
-  spdlog::warn("reconcile '{}': rebuilt from the record ({} live orders, {} units left)",
-               record.activity.id, *restored, left.InitialUnits());
+  return live;
+}
+
+// Applies the record's live orders that Redis does not hold to a loaded activity
+// (activity_reapply_orders.lua); units Redis resold meanwhile close the activity, in Redis (the
+// script) and in the record, and their orders are flagged for compensation in the record.
+asio::awaitable<base::Status> Reapply(ServiceContext& context, const store::ActivityRecord& record,
+                                      const std::vector<store::OrderRecord>& orders,
+                                      ReconcileReport& report) {
+  redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
+  const std::vector<redis::RestoredOrder> live = LiveOrders(orders);
+  auto applied = co_await inspector.ReapplyOrders(record.activity.id, live);
+  if (!applied.ok()) co_return std::move(applied).error();
+  report.reapplied_orders += applied->applied;
+  report.reapplied_units += applied->units;
+  if (applied->applied > 0) {
+    spdlog::warn(
+        "reconcile '{}': {} orders ({} units) of the record were missing from Redis; "
+        "applied again",
+        record.activity.id, applied->applied, applied->units);
+    report.notes.push_back(fmt::format(
+        "{} live orders ({} units) of the record were missing from Redis (it lost writes); "
+        "applied again",
+        applied->applied, applied->units));
+  }
+  if (applied->short_units == 0) co_return base::Status();
+  report.oversold_units += applied->short_units;
+  report.flagged_orders += static_cast<int64_t>(applied->short_orders.size());
+  spdlog::error(
+      "reconcile '{}': {} units were sold again before the repair (oversold); the activity is "
+      "closed and {} orders are flagged for compensation",
+      record.activity.id, applied->short_units, applied->short_orders.size());
   report.notes.push_back(fmt::format(
-      "rebuilt from the record: {} live orders restored, {} units left; intents that were in "
-      "the lost stream and never reached the record cannot be recovered",
-      *restored, left.InitialUnits()));
+      "{} units were sold again before the repair: oversold; the activity is closed and {} "
+      "orders are flagged for compensation in the record",
+      applied->short_units, applied->short_orders.size()));
+  const std::string id = record.activity.id;
+  const auto close = [id, now = context.clock().NowMs()](store::Store& store) {
+    store::ActivityUpdate update;
+    update.open = false;
+    return store.UpdateActivity(id, update, now);
+  };
+  auto closed = co_await context.OnDb(close);
+  if (!closed.ok()) co_return std::move(closed).error();
+  const auto flag = [ids = applied->short_orders](store::Store& store) {
+    return store.FlagCompensation(ids);
+  };
+  auto flagged = co_await context.OnDb(flag);
+  if (!flagged.ok()) co_return std::move(flagged).error();
+  co_await Announce(context);
+  co_return base::Status();
+}
+
+// Rebuilds an activity Redis does not have: loaded closed with the record's whole stock, then
+// the record's live orders applied (each once: units, buyers' counts, lotteries' draw counts from
+// draw_no, records and counters in the same script), then opened as the record says. Every step
+// is atomic and a rerun converges: a crash between them leaves the activity closed, loaded, and
+// the next run applies what is missing.
+asio::awaitable<base::Status> Rebuild(ServiceContext& context, const store::ActivityRecord& record,
+                                      const std::vector<store::OrderRecord>& orders,
+                                      ReconcileReport& report) {
+  core::SeckillActivity closed = record.activity;
+  closed.open = false;
+  auto loaded = co_await context.seckill().AsyncSetup(closed, redis::SetupMode::kLoadIfMissing,
+                                                      asio::use_awaitable);
+  if (!loaded.ok()) co_return std::move(loaded).error();
+  auto applied = co_await Reapply(context, record, orders, report);
+  if (!applied.ok()) co_return applied;
+  if (report.oversold_units == 0) {
+    auto opened = co_await context.seckill().AsyncSetup(
+        record.activity, redis::SetupMode::kDefinitionOnly, asio::use_awaitable);
+    if (!opened.ok()) co_return std::move(opened).error();
+  }
+  report.rebuilt = true;
+  spdlog::warn("reconcile '{}': rebuilt from the record ({} live orders applied)",
+               record.activity.id, report.reapplied_orders);
+  report.notes.push_back(fmt::format(
+      "rebuilt from the record: {} live orders applied; intents that were in the lost stream and "
+      "never reached the record cannot be recovered",
+      report.reapplied_orders));
   co_await Announce(context);
   co_return base::Status();
 }
@@ -91,13 +121,16 @@ std::string ReconcileReport::Json() const {
   w.Key("initial").Int(initial).Key("remaining").Int(remaining).Key("not_in_db").Int(not_in_db);
   w.Key("db_live").Int(db_live).Key("cancelled_not_returned").Int(cancelled_not_returned);
   w.Key("drift").Int(drift).Key("returned").Int(returned).Key("reappended").Int(reappended);
-  w.Key("rebuilt").Bool(rebuilt).Key("notes").Strings(notes).EndObject();
+  w.Key("rebuilt").Bool(rebuilt).Key("reapplied_orders").Int(reapplied_orders);
+  w.Key("reapplied_units").Int(reapplied_units).Key("oversold_units").Int(oversold_units);
+  w.Key("flagged_orders").Int(flagged_orders).Key("acknowledged_lost").Int(acknowledged_lost);
+  w.Key("notes").Strings(notes).EndObject();
   return std::move(w).Take();
 }
 
 asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
-                                                   const store::ActivityRecord& known,
-                                                   bool repair) {
+                                                   const store::ActivityRecord& known, bool repair,
+                                                   bool after_event) {
   const std::string id = known.activity.id;
   ReconcileReport report;
   report.activity_id = id;
@@ -139,26 +172,73 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
       std::from_chars(text.data(), text.data() + text.size(), since);
     }
     const int64_t waited = context.clock().NowMs() - since;
-    if (waited < context.settings().rebuild_grace.count()) {
+    if (!after_event && waited < context.settings().rebuild_grace.count()) {
       report.notes.push_back(fmt::format(
           "not in Redis for {} ms: the sale is stopped; rebuilt once {} ms have passed (consumers "
           "holding intents of the lost stream drop them meanwhile)",
           waited, context.settings().rebuild_grace.count()));
       co_return report;
     }
-    auto rebuilt = co_await Rebuild(context, *record, *orders, report.db_live, report);
+    auto rebuilt = co_await Rebuild(context, *record, *orders, report);
     if (!rebuilt.ok()) co_return std::move(rebuilt).error();
     const redis::Command unmark({"DEL", missing_key});
     co_await context.redis().AsyncSend(unmark, asio::use_awaitable);
     status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) co_return std::move(status).error();
   }
-  report.remaining = status->remaining;
 
   // 3. Redis's order records: which the record has (and in which state).
   redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
   auto records = co_await inspector.Orders(id);
   if (!records.ok()) co_return std::move(records).error();
+  if (repair && !report.rebuilt) {
+    // Live orders of the record that Redis does not hold: it lost writes it had acknowledged.
+    std::set<std::string> in_redis;
+    for (const auto& entry : *records) in_redis.insert(entry.order.order_id);
+    std::vector<store::OrderRecord> missing;
+    for (const auto& order : *orders) {
+      if (Live(order) && !in_redis.contains(order.order_id)) missing.push_back(order);
+    }
+    if (!missing.empty()) {
+      auto applied = co_await Reapply(context, *record, missing, report);
+      if (!applied.ok()) co_return applied.error();
+      status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      if (!status.ok()) co_return std::move(status).error();
+      records = co_await inspector.Orders(id);
+      if (!records.ok()) co_return std::move(records).error();
+    }
+  }
+  if (after_event) {
+    // Replies that said "reserved" which still show in Redis (idempotency records, stream
+    // entries), whose order is neither in Redis's records nor in the record: acknowledged, lost.
+    std::set<std::string> known_ids;
+    for (const auto& entry : *records) known_ids.insert(entry.order.order_id);
+    auto told = co_await inspector.IdempotentOrderIds(id);
+    if (!told.ok()) co_return std::move(told).error();
+    auto streamed = co_await inspector.OrderIdsInStreams(id);
+    if (!streamed.ok()) co_return std::move(streamed).error();
+    std::set<std::string> candidates(told->begin(), told->end());
+    candidates.insert(streamed->begin(), streamed->end());
+    for (const auto& order_id : candidates) {
+      if (known_ids.contains(order_id) || in_db.contains(order_id)) continue;
+      const auto read_order = [order_id](store::Store& store) { return store.GetOrder(order_id); };
+      auto persisted = co_await context.OnDb(read_order);
+      if (persisted.ok()) continue;
+      if (persisted.error().code != ErrorCode::kNotFound) co_return std::move(persisted).error();
+      ++report.acknowledged_lost;
+    }
+    if (report.acknowledged_lost > 0) {
+      report.notes.push_back(fmt::format(
+          "{} orders a buyer was told about exist neither in Redis nor in the record (lost with "
+          "the writes Redis lost)",
+          report.acknowledged_lost));
+    }
+    report.notes.push_back(
+        "orders acknowledged after the last write this Redis kept, whose intent never reached "
+        "the record, leave no trace to count (the 'wait' and 'fsync' durability modes prevent "
+        "them)");
+  }
+  report.remaining = status->remaining;
   int64_t reserved_in_db = 0;
   std::vector<const redis::OrderRecordEntry*> to_release;
   std::vector<const redis::OrderRecordEntry*> lost_candidates;

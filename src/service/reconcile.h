@@ -18,12 +18,17 @@
 //     once, the record moves R -> X with the units);
 //   - an order Redis reserved that is in neither the stream, the dead letters nor the record (its
 //     intent was lost): its intent is appended again from the order record;
+//   - a live order of the record that Redis does not hold (Redis lost acknowledged writes: a
+//     restart from a cut AOF or an older snapshot, a replica promoted before it had them): applied
+//     again (activity_reapply_orders.lua, idempotent by order id): its record, the buyer's units
+//     (a lottery's draw count from draw_no), the units taken from stock; units Redis had sold
+//     again meanwhile are oversold: the activity is closed and those orders flagged for
+//     compensation in the record;
 //   - an activity Redis does not have at all (data lost, or wiped): the sale is stopped already
-//     (the scripts answer "unknown activity"); it is rebuilt from the record: its live orders
-//     restored first (buyers' units, records), then its definition with the stock the record says
-//     is left: total - live units (a coupon sale: the items not taken; a lottery: each prize's
-//     stock less its wins). Intents that were in the lost stream and never reached the record are
-//     gone with it; they are not re-sold either, and the report says how the stock was rebuilt.
+//     (the scripts answer "unknown activity"); it is rebuilt from the record: loaded closed with
+//     its whole stock, its live orders applied as above, then opened as the record says.
+//     Intents that were in the lost stream and never reached the record are gone with it; they
+//     are not re-sold either.
 // Drift that none of these explains is reported, never "fixed" by adding or removing stock.
 
 #include <boost/asio/awaitable.hpp>
@@ -46,18 +51,31 @@ struct ReconcileReport {
   int64_t cancelled_not_returned = 0;
   int64_t drift = 0;  // initial - (the other terms); 0 when the invariant holds
   // Repairs made by this run.
-  int64_t returned = 0;            // units released for orders the record cancelled
-  int64_t reappended = 0;          // lost intents appended again
-  bool rebuilt = false;            // Redis state rebuilt from the record
+  int64_t returned = 0;    // units released for orders the record cancelled
+  int64_t reappended = 0;  // lost intents appended again
+  bool rebuilt = false;    // Redis state rebuilt from the record
+  // The lost-write repair (activity_reapply_orders.lua): live orders of the record Redis did not
+  // hold, applied again; units Redis had resold meanwhile (the activity is then closed) and the
+  // orders flagged for compensation; orders a surviving idempotency record or stream entry says
+  // a buyer was told about, found neither in Redis nor in the record.
+  int64_t reapplied_orders = 0;
+  int64_t reapplied_units = 0;
+  int64_t oversold_units = 0;
+  int64_t flagged_orders = 0;
+  int64_t acknowledged_lost = 0;
   std::vector<std::string> notes;  // what was found and could not be repaired, and why
 
   // The report as one JSON object.
   std::string Json() const;
 };
 
-// One activity; repairs only when `repair`.
+// One activity; repairs only when `repair`. `after_event`: Redis restarted or failed over
+// (service/redis_repair.h) and the record's fence was advanced, so no batch read before can
+// still be written: an activity Redis lost is rebuilt at once (no grace), and what survives of
+// replies to buyers is checked for acknowledged orders that exist nowhere.
 boost::asio::awaitable<base::Result<ReconcileReport>> Reconcile(ServiceContext& context,
                                                                 const store::ActivityRecord& record,
-                                                                bool repair);
+                                                                bool repair,
+                                                                bool after_event = false);
 
 }  // namespace flashsale::service

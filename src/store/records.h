@@ -92,7 +92,7 @@ base::Status CheckAddedStock(std::string_view id, const ActivityRecord& current,
 
 inline constexpr std::string_view kSelectOrder =
     "SELECT order_id, activity_id, user_id, quantity, items, state, single_unit, created_ms, "
-    "persisted_ms, stream_id, draw_no, state_ms, refund_due FROM orders";
+    "persisted_ms, stream_id, draw_no, state_ms, refund_due, compensation_due FROM orders";
 
 // The columns an insert writes, in the order of OrderInsertValues.
 inline constexpr std::string_view kOrderInsertColumns =
@@ -138,6 +138,7 @@ OrderRecord ReadOrder(const Row& row) {
   order.draw_no = row.Int(10);
   order.state_ms = row.Int(11);
   order.refund_due = row.Int(12) != 0;
+  order.compensation_due = row.Int(13) != 0;
   return order;
 }
 

@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 3> kMigrations = {
+constexpr std::array<std::string_view, 4> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -76,6 +76,16 @@ ALTER TABLE orders ADD COLUMN refund_due INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX orders_unpaid ON orders (activity_id, state, created_ms);
 CREATE UNIQUE INDEX orders_one_per_draw ON orders (activity_id, user_id, draw_no)
   WHERE draw_no > 0;
+)sql",
+    // The fence advanced by the lost-write repair after a Redis restart or failover (order
+    // batches read before it are refused), and orders owed a compensation (sold twice).
+    R"sql(
+CREATE TABLE fence (
+  id              INTEGER PRIMARY KEY CHECK (id = 1),
+  epoch           INTEGER NOT NULL
+);
+INSERT INTO fence (id, epoch) VALUES (1, 0);
+ALTER TABLE orders ADD COLUMN compensation_due INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 
@@ -402,10 +412,22 @@ base::Status SqliteStore::DeleteActivity(std::string_view id) {
 }
 
 Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const OrderRecord> orders,
-                                                             int64_t now_ms) {
+                                                             int64_t now_ms,
+                                                             std::optional<int64_t> fence) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
   if (!tx.status()) return tx.status().error();
+  if (fence) {
+    Stmt read(db_, "SELECT epoch FROM fence WHERE id = 1");
+    auto row = read.Step("read fence");
+    if (!row) return std::move(row).error();
+    const int64_t epoch = *row ? read.Int(0) : 0;
+    if (epoch != *fence) {
+      return MakeError(ErrorCode::kCancelled,
+                       "fenced: the batch was read under epoch {}, the record is at {}", *fence,
+                       epoch);
+    }
+  }
   Stmt exists(db_, "SELECT 1 FROM orders WHERE order_id = ?");
   Stmt insert(db_, fmt::format("INSERT INTO orders {} VALUES {} ON CONFLICT DO NOTHING",
                                records::kOrderInsertColumns, records::kOrderInsertRow));
@@ -433,6 +455,41 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
   }
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return outcomes;
+}
+
+Result<int64_t> SqliteStore::AdvanceFence() {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status().error();
+  Stmt bump(db_, "UPDATE fence SET epoch = epoch + 1 WHERE id = 1");
+  if (auto run = bump.Run("advance fence"); !run) return run.error();
+  Stmt read(db_, "SELECT epoch FROM fence WHERE id = 1");
+  auto row = read.Step("read fence");
+  if (!row) return std::move(row).error();
+  if (!*row) return MakeError(ErrorCode::kInternal, "no fence row");
+  const int64_t epoch = read.Int(0);
+  if (auto commit = tx.Commit(); !commit) return commit.error();
+  return epoch;
+}
+
+Result<int64_t> SqliteStore::ReadFence() {
+  std::lock_guard lock(mutex_);
+  Stmt read(db_, "SELECT epoch FROM fence WHERE id = 1");
+  auto row = read.Step("read fence");
+  if (!row) return std::move(row).error();
+  return *row ? read.Int(0) : 0;
+}
+
+base::Status SqliteStore::FlagCompensation(std::span<const std::string> order_ids) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status().error();
+  Stmt flag(db_, "UPDATE orders SET compensation_due = 1 WHERE order_id = ?");
+  for (const auto& id : order_ids) {
+    flag.Reset();
+    if (auto run = flag.Bind(id).Run("flag compensation"); !run) return run.error();
+  }
+  return tx.Commit();
 }
 
 Result<OrderRecord> SqliteStore::GetOrder(std::string_view order_id) {

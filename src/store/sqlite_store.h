@@ -33,8 +33,13 @@ class SqliteStore final : public Store {
                                         std::span<const std::string> items,
                                         int64_t now_ms) override;
   base::Status DeleteActivity(std::string_view id) override;
+  using Store::InsertOrders;
   base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
-                                                        int64_t now_ms) override;
+                                                        int64_t now_ms,
+                                                        std::optional<int64_t> fence) override;
+  base::Result<int64_t> AdvanceFence() override;
+  base::Result<int64_t> ReadFence() override;
+  base::Status FlagCompensation(std::span<const std::string> order_ids) override;
   base::Result<OrderRecord> GetOrder(std::string_view order_id) override;
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                       int64_t limit) override;

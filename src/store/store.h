@@ -72,7 +72,10 @@ struct OrderRecord {
   int64_t persisted_ms = 0;  // when it reached the record (set by InsertOrders)
   int64_t state_ms = 0;      // when it was paid or cancelled (0: still reserved)
   bool refund_due = false;   // a payment arrived after it was cancelled: to be refunded
-  std::string stream_id;     // the intent's entry id in the activity's stream
+  // Its units were sold twice (Redis lost it and resold them before the lost-write repair): the
+  // buyer is owed a compensation. Never deleted.
+  bool compensation_due = false;
+  std::string stream_id;  // the intent's entry id in the activity's stream
 };
 
 // What InsertOrders did with each order.
@@ -140,8 +143,25 @@ class Store {
   // by id (S3-5's belt and braces), then an insert that ignores a unique-key clash (INSERT
   // IGNORE / ON CONFLICT DO NOTHING). One outcome per order, in order. An error means nothing
   // of the batch was written.
+  //
+  // With `fence`: the batch is written only if the record's fence (AdvanceFence) is still at
+  // that epoch, checked inside the same transaction; else kCancelled and nothing is written. An
+  // order consumer passes the epoch it read its batch under, so a batch read from a Redis before
+  // it restarted or failed over is never written after the lost-write repair counted without it.
+  base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
+                                                        int64_t now_ms) {
+    return InsertOrders(orders, now_ms, std::nullopt);
+  }
   virtual base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
-                                                                int64_t now_ms) = 0;
+                                                                int64_t now_ms,
+                                                                std::optional<int64_t> fence) = 0;
+  // The record's fence: advances it by one (in its own transaction, waiting for inserts in
+  // flight under the old epoch) and returns the new epoch.
+  virtual base::Result<int64_t> AdvanceFence() = 0;
+  // The record's fence as it is now.
+  virtual base::Result<int64_t> ReadFence() = 0;
+  // Flags orders for compensation (compensation_due); unknown ids are skipped.
+  virtual base::Status FlagCompensation(std::span<const std::string> order_ids) = 0;
   // kNotFound if there is no such order.
   virtual base::Result<OrderRecord> GetOrder(std::string_view order_id) = 0;
   // The user's orders, newest first, at most `limit`.

@@ -16,8 +16,11 @@
 #include "base/clock.h"
 #include "redis/seckill.h"
 #include "service/admin.h"
+#include "service/jobs.h"
 #include "service/order_consumer.h"
 #include "service/queries.h"
+#include "service/reconcile.h"
+#include "service/redis_watch.h"
 #include "store/sqlite_store.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
@@ -171,6 +174,65 @@ TEST_F(PipelineTest, EveryIntentBecomesExactlyOneRow) {
   EXPECT_FALSE(row->stream_id.empty());
 }
 
+// The fence of the lost-write repair: a batch a consumer read under the record's epoch E, written
+// after a repair advanced the fence to E + 1 (Redis restarted or failed over meanwhile), is
+// refused inside the insert transaction: nothing written, nothing acknowledged, the entries left
+// pending. Once this process has confirmed the new epoch they are claimed and written.
+TEST_F(PipelineTest, ABatchReadBeforeARepairIsFencedNeverWrittenAndLeftPending) {
+  CreateActivity("fence", 10);
+  RedisWatch watch(clock_);
+  auto epoch = store_->AdvanceFence();
+  ASSERT_TRUE(epoch.ok());
+  watch.OnServer("run-1");
+  watch.Confirm("run-1", *epoch, {});
+  ASSERT_FALSE(watch.frozen());
+  settings_.redis_watch = &watch;
+  const auto orders = Reserve("fence", 3);
+  // A repair elsewhere advances the record's fence; this process has not seen the event yet.
+  ASSERT_TRUE(store_->AdvanceFence().ok());
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  EXPECT_EQ(io_.Run(consumer.Pass(&stop_)), 3);
+  EXPECT_EQ(metrics_.fenced.value(), 1u);
+  EXPECT_EQ(metrics_.persisted.value(), 0u);
+  EXPECT_TRUE(OrderIdsInDb("fence").empty());
+  auto pending = redis_->Command({"XPENDING", Keys("fence").stream(), "persist"});
+  ASSERT_EQ(pending->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(pending->element[0]->integer, 3);
+
+  // Frozen (another server seen): the consumer reads nothing at all.
+  watch.OnServer("run-2");
+  ASSERT_TRUE(watch.frozen());
+  EXPECT_EQ(io_.Run(consumer.Pass(&stop_)), 0);
+  // The repair's epoch confirmed: the pending entries are claimed and written, once.
+  watch.Confirm("run-2", *epoch + 1, {});
+  std::this_thread::sleep_for(300ms);  // past claim_idle (200 ms): a bound, not an assertion
+  Drain(consumer);
+  EXPECT_EQ(OrderIdsInDb("fence"), std::set<std::string>(orders.begin(), orders.end()));
+  settings_.redis_watch = nullptr;
+}
+
+// The watch: frozen at startup until confirmed; another server freezes it; the endpoint going back
+// to the server repaired before stays frozen until that server's marker confirms it again.
+TEST_F(PipelineTest, TheWatchFreezesOnAnotherServerAndOnlyItsRepairUnfreezes) {
+  RedisWatch watch(clock_);
+  EXPECT_TRUE(watch.frozen());
+  EXPECT_TRUE(watch.OnServer("r1"));  // startup: queued commands go out (nothing sells)
+  watch.Confirm("r1", 1, {});
+  EXPECT_FALSE(watch.frozen());
+  EXPECT_TRUE(watch.OnServer("r1"));  // a reconnect to the same server: nothing happens
+  EXPECT_FALSE(watch.frozen());
+  EXPECT_FALSE(watch.OnServer("r2"));  // another server: frozen, queued commands not sent
+  EXPECT_TRUE(watch.frozen());
+  watch.Confirm("r1", 1, {});  // a confirmation for another server frees nothing
+  EXPECT_TRUE(watch.frozen());
+  EXPECT_FALSE(watch.OnServer("r1"));  // back to r1 while frozen: still frozen
+  EXPECT_TRUE(watch.frozen());
+  watch.Confirm("r1", 2, {});
+  EXPECT_FALSE(watch.frozen());
+  EXPECT_EQ(watch.epoch(), 2);
+  EXPECT_EQ(watch.Events().size(), 2u);
+}
+
 TEST_F(PipelineTest, ConsumerDeadAfterCommitLosesNothingAndDoublesNothing) {
   CreateActivity("crash", 100);
   const auto orders = Reserve("crash", 60);
@@ -309,6 +371,112 @@ TEST_F(PipelineTest, TheBuyerFindsTheOrderBeforeAndAfterItIsPersisted) {
   ASSERT_EQ(after->size(), 1u);
   EXPECT_TRUE((*after)[0].persisted);
   EXPECT_EQ((*after)[0].state, "reserved");
+}
+
+// --- Holes of the audit (issue 15): each a test that failed before its fix. ---
+
+// Every key of an activity in Redis gone, as after Redis lost it.
+void Forget(const RedisServer& redis, const redis::SeckillKeys& keys) {
+  for (const std::string* key :
+       {&keys.meta(), &keys.stock(), &keys.items(), &keys.prizes(), &keys.buyers(), &keys.orders(),
+        &keys.user_orders(), &keys.stream(), &keys.dead(), &keys.failures()}) {
+    redis.Integer({"DEL", *key});
+  }
+}
+
+// Point 9: a started sale postponed (start_ms moved to the future) and then lost by Redis must not
+// be loaded by prewarm with its whole stock: the record holds orders. Reconciliation rebuilds it
+// with what is left.
+TEST_F(PipelineTest, PrewarmNeverLoadsAnActivityWithOrdersInTheRecord) {
+  CreateActivity("moved", 10);
+  Reserve("moved", 3);
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  Drain(consumer);
+  ASSERT_EQ(OrderIdsInDb("moved").size(), 3u);
+  store::ActivityUpdate postpone;
+  postpone.start_ms = clock_.NowMs() + 3'600'000;
+  postpone.end_ms = clock_.NowMs() + 7'200'000;
+  ASSERT_TRUE(store_->UpdateActivity("moved", postpone, clock_.NowMs()).ok());
+  ASSERT_TRUE(io_.Run(ReloadRegistry(*context_)).ok());
+  Forget(*redis_, Keys("moved"));
+
+  const JobRequest prewarm{.job = Job::kPrewarm};
+  auto ran = io_.Run(RunJob(*context_, prewarm, nullptr));
+  ASSERT_TRUE(ran.ok()) << ran.error().ToString();
+  auto status = io_.Run(context_->seckill().AsyncStatus("moved", asio::use_awaitable));
+  ASSERT_TRUE(status.ok());
+  EXPECT_FALSE(status->found) << "prewarm loaded " << status->remaining
+                              << " units of a sale whose record holds 3 orders: " << *ran;
+
+  settings_.rebuild_grace = 0ms;
+  const store::ActivityRecord record = *store_->GetActivity("moved", false);
+  auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_TRUE(report->rebuilt);
+  status = io_.Run(context_->seckill().AsyncStatus("moved", asio::use_awaitable));
+  EXPECT_EQ(status->remaining, 7);
+}
+
+// Point 6: a release on an activity whose definition Redis no longer holds (its order record
+// still there) must not create the meta hash (HINCRBY on a missing key), which made the
+// activity look loaded to the rebuild and wedged it.
+TEST_F(PipelineTest, AReleaseOnAnActivityRedisDoesNotHoldCreatesNothing) {
+  CreateActivity("gone", 5);
+  const auto orders = Reserve("gone", 1);
+  ASSERT_EQ(redis_->Integer({"DEL", Keys("gone").meta()}), 1);
+  auto released = io_.Run(context_->seckill().AsyncRelease("gone", orders[0], asio::use_awaitable));
+  EXPECT_EQ(redis_->Integer({"EXISTS", Keys("gone").meta()}), 0)
+      << "the release created the activity's meta hash";
+  EXPECT_TRUE(released.ok() && released->outcome != redis::ReleaseOutcome::kReleased);
+  // A restore of orders into it is not refused as "loaded" either: the rebuild goes through.
+  settings_.rebuild_grace = 0ms;
+  const store::ActivityRecord record = *store_->GetActivity("gone", false);
+  auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_TRUE(report->rebuilt);
+}
+
+// Point 4: after Redis lost a lottery, the rebuild restores each user's draw COUNT from the
+// record's draw numbers (draws that won nothing are not in the record), not the number of wins:
+// a user who drew 3 times and won once keeps 3 draws, so no extra draws, no draw number clash.
+TEST_F(PipelineTest, ALotteryRebuildRestoresDrawCountsFromDrawNumbers) {
+  core::SeckillActivity lottery;
+  lottery.id = "lot";
+  lottery.start_ms = 0;
+  lottery.end_ms = 4'000'000'000'000;
+  lottery.per_user_limit = 3;
+  lottery.lottery = core::Lottery{.prizes = {{"mug", "A mug", 1, 10}}, .no_prize_weight = 1};
+  lottery.stock = lottery.lottery->TotalStock();
+  ASSERT_TRUE(io_.Run(CreateActivityAsync(lottery)).ok());
+  // u0: no prize, no prize, then a win (draw 3). pick % 2: 0 = no prize, 1 = the mug.
+  for (int draw = 1; draw <= 3; ++draw) {
+    const std::string order = fmt::format("lot-d{}", draw);
+    const redis::DrawRequest request{.order_id = order,
+                                     .user_id = "u0",
+                                     .now_ms = 1000 + draw,
+                                     .pick = draw == 3 ? 1u : 0u,
+                                     .fallback = 0};
+    auto drawn = io_.Run(context_->seckill().AsyncDraw("lot", request, asio::use_awaitable));
+    ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
+    ASSERT_EQ(drawn->outcome, draw == 3 ? core::Outcome::kReserved : core::Outcome::kNoPrize);
+  }
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  Drain(consumer);
+  ASSERT_EQ(OrderIdsInDb("lot").size(), 1u);
+  Forget(*redis_, Keys("lot"));
+
+  settings_.rebuild_grace = 0ms;
+  const store::ActivityRecord record = *store_->GetActivity("lot", false);
+  auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  ASSERT_TRUE(report->rebuilt);
+  EXPECT_EQ(redis_->String({"HGET", Keys("lot").buyers(), "u0"}), "3")
+      << "the draw count became the win count";
+  EXPECT_EQ(redis_->String({"HGET", Keys("lot").prizes(), "mug"}), "9");
+  const redis::DrawRequest fourth{.order_id = "lot-d4", .user_id = "u0", .now_ms = 2000, .pick = 1};
+  auto refused = io_.Run(context_->seckill().AsyncDraw("lot", fourth, asio::use_awaitable));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->outcome, core::Outcome::kLimitReached);
 }
 
 }  // namespace

@@ -4,7 +4,11 @@
 -- release finds X and does nothing. The buyer's count drops, so they may buy again.
 -- KEYS: meta stock items buyers orders
 -- ARGV: order_id
--- Returns {1, quantity} released now | {0} released before | {-1} no such order
+-- Returns {1, quantity} released now | {0} released before | {-1} no such order | {-4} the
+-- activity is not loaded (its kind unknown: nothing is written, so a release never creates the
+-- keys of an activity Redis lost, which a rebuild must find absent).
+local kind = redis.call('HGET', KEYS[1], 'kind')
+if not kind then return {-4} end
 local rec = redis.call('HGET', KEYS[5], ARGV[1])
 if not rec then return {-1} end
 local state, user, qty, items = string.match(rec, '^(%a)|([^|]*)|(%d+)|%d+|(.*)$')
@@ -13,7 +17,6 @@ if not state then
 end
 if state ~= 'R' then return {0} end
 qty = tonumber(qty)
-local kind = redis.call('HGET', KEYS[1], 'kind')
 if kind == 'lottery' then
   return redis.error_reply('ERR flashsale: a lottery win is not released by this script')
 end

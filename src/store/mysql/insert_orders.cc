@@ -346,11 +346,24 @@ base::Status ValidateOrders(std::span<const OrderRecord> orders) {
 }
 
 Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
-                                                std::span<const OrderRecord> orders,
-                                                int64_t now_ms) {
+                                                std::span<const OrderRecord> orders, int64_t now_ms,
+                                                std::optional<int64_t> fence) {
+  const auto check_fence = [&]() -> base::Status {
+    if (!fence) return {};
+    Statement read(conn, "SELECT epoch FROM fence WHERE id = 1 LOCK IN SHARE MODE", "read fence");
+    if (auto run = read.Execute(std::span<const Param>()); !run) return run.error();
+    const int64_t epoch = read.rows().empty() ? 0 : read.rows()[0].Int(0);
+    if (epoch != *fence) {
+      return MakeError(ErrorCode::kCancelled,
+                       "fenced: the batch was read under epoch {}, the record is at {}", *fence,
+                       epoch);
+    }
+    return {};
+  };
   {
     Transaction tx(conn);
     if (!tx.status()) return tx.status().error();
+    if (auto fenced = check_fence(); !fenced) return fenced.error();
     auto batched = InsertBatched(conn, orders, now_ms);
     if (!batched) return std::move(batched).error();
     if (*batched) {
@@ -363,6 +376,7 @@ Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
   }
   Transaction tx(conn);
   if (!tx.status()) return tx.status().error();
+  if (auto fenced = check_fence(); !fenced) return fenced.error();
   auto outcomes = InsertOneByOne(conn, orders, now_ms);
   if (!outcomes) return outcomes;
   if (auto commit = tx.Commit(); !commit) return commit.error();

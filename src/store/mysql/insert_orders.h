@@ -3,6 +3,7 @@
 // outcome of each order (inserted, duplicate, conflict) exactly as the row-by-row checks decide it.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -17,9 +18,12 @@ namespace flashsale::store::mysql {
 base::Status ValidateOrders(std::span<const OrderRecord> orders);
 
 // Writes the batch in its own transactions (the batched way, else row by row); the caller runs it
-// again if the connection's transaction was chosen as a deadlock victim.
+// again if the connection's transaction was chosen as a deadlock victim. With `fence`, each
+// transaction first reads the record's fence under a shared lock (AdvanceFence waits for it) and
+// writes nothing unless it is still at that epoch (kCancelled).
 base::Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
                                                       std::span<const OrderRecord> orders,
-                                                      int64_t now_ms);
+                                                      int64_t now_ms,
+                                                      std::optional<int64_t> fence = std::nullopt);
 
 }  // namespace flashsale::store::mysql

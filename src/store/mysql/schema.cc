@@ -107,8 +107,21 @@ ALTER TABLE orders
 )sql",
 };
 
-constexpr std::array<std::span<const std::string_view>, 3> kMigrations = {kMigration1, kMigration2,
-                                                                          kMigration3};
+// The fence advanced by the lost-write repair after a Redis restart or failover (order batches
+// read before it are refused), and orders owed a compensation (sold twice).
+constexpr std::string_view kMigration4[] = {
+    R"sql(
+CREATE TABLE IF NOT EXISTS fence (
+  id     TINYINT NOT NULL PRIMARY KEY,
+  epoch  BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+    "INSERT IGNORE INTO fence (id, epoch) VALUES (1, 0)",
+    "ALTER TABLE orders ADD COLUMN IF NOT EXISTS compensation_due TINYINT NOT NULL DEFAULT 0",
+};
+
+constexpr std::array<std::span<const std::string_view>, 4> kMigrations = {kMigration1, kMigration2,
+                                                                          kMigration3, kMigration4};
 
 // ---- The migration lock ----
 //

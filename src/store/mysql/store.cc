@@ -236,10 +236,52 @@ base::Status MySqlStore::DeleteActivity(std::string_view id) {
 }
 
 Result<std::vector<InsertOutcome>> MySqlStore::InsertOrders(std::span<const OrderRecord> orders,
-                                                            int64_t now_ms) {
+                                                            int64_t now_ms,
+                                                            std::optional<int64_t> fence) {
   if (auto valid = mysql::ValidateOrders(orders); !valid) return valid.error();
   std::lock_guard lock(mutex_);
-  return Run([&](Connection& conn) { return mysql::InsertOrders(conn, orders, now_ms); });
+  return Run([&](Connection& conn) { return mysql::InsertOrders(conn, orders, now_ms, fence); });
+}
+
+Result<int64_t> MySqlStore::AdvanceFence() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    if (auto run = conn.Exec("UPDATE fence SET epoch = epoch + 1 WHERE id = 1", "advance fence");
+        !run) {
+      return run.error();
+    }
+    Statement read(conn, "SELECT epoch FROM fence WHERE id = 1", "read fence");
+    if (auto run = read.Execute(std::span<const mysql::Param>()); !run) return run.error();
+    if (read.rows().empty()) return MakeError(ErrorCode::kInternal, "no fence row");
+    const int64_t epoch = read.rows()[0].Int(0);
+    if (auto commit = tx.Commit(); !commit) return commit.error();
+    return epoch;
+  });
+}
+
+Result<int64_t> MySqlStore::ReadFence() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Statement read(conn, "SELECT epoch FROM fence WHERE id = 1", "read fence");
+    if (auto run = read.Execute(std::span<const mysql::Param>()); !run) return run.error();
+    return read.rows().empty() ? int64_t{0} : read.rows()[0].Int(0);
+  });
+}
+
+base::Status MySqlStore::FlagCompensation(std::span<const std::string> order_ids) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> base::Status {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status().error();
+    Statement flag(conn, "UPDATE orders SET compensation_due = 1 WHERE order_id = ?",
+                   "flag compensation");
+    for (const auto& id : order_ids) {
+      if (auto run = flag.Execute({id}); !run) return run.error();
+    }
+    return tx.Commit();
+  });
 }
 
 Result<OrderRecord> MySqlStore::GetOrder(std::string_view order_id) {

@@ -91,8 +91,13 @@ class MySqlStore final : public Store {
   // As Store::InsertOrders. Beyond SQLite: an order whose ids or stream id are over 64 bytes is
   // kInvalidArgument (for the whole batch, nothing written). Two stores inserting the same batch
   // at once each get kInserted or kDuplicate per order, and exactly one gets kInserted.
+  using Store::InsertOrders;
   base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
-                                                        int64_t now_ms) override;
+                                                        int64_t now_ms,
+                                                        std::optional<int64_t> fence) override;
+  base::Result<int64_t> AdvanceFence() override;
+  base::Result<int64_t> ReadFence() override;
+  base::Status FlagCompensation(std::span<const std::string> order_ids) override;
   // The expired orders stay locked until cancelled: a payment racing with the expiry waits.
   base::Result<std::vector<OrderRecord>> CancelUnpaid(std::string_view activity_id,
                                                       int64_t created_before_ms, int64_t limit,

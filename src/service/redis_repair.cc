@@ -1,0 +1,198 @@
+#include "service/redis_repair.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/use_awaitable.hpp>
+#include <charconv>
+#include <map>
+
+#include "base/strings.h"
+#include "redis/lock.h"
+#include "redis/scripts.h"
+#include "service/admin.h"
+#include "service/jobs.h"
+#include "service/reconcile.h"
+
+namespace flashsale::service {
+
+namespace asio = boost::asio;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+constexpr std::chrono::milliseconds kRepairLease{300'000};
+
+int64_t ToInt(std::string_view text) {
+  int64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+asio::awaitable<Result<std::string>> ServerRunId(ServiceContext& context) {
+  const redis::Command info({"INFO", "server"});
+  auto reply = co_await redis::Await(context.redis(), info);
+  if (!reply.ok()) co_return std::move(reply).error();
+  std::string run_id = redis::InfoField(reply->str(), "run_id");
+  if (run_id.empty()) co_return MakeError(ErrorCode::kProtocol, "INFO server without a run_id");
+  co_return run_id;
+}
+
+// The marker's fields, empty when there is none.
+asio::awaitable<Result<std::map<std::string, std::string>>> ReadMarker(ServiceContext& context,
+                                                                       const std::string& key) {
+  const redis::Command read({"HGETALL", key});
+  auto reply = co_await redis::Await(context.redis(), read);
+  if (!reply.ok()) co_return std::move(reply).error();
+  std::map<std::string, std::string> fields;
+  for (size_t i = 0; i + 1 < reply->size(); i += 2) {
+    fields[std::string((*reply)[i].str())] = std::string((*reply)[i + 1].str());
+  }
+  co_return fields;
+}
+
+RepairSummary FromMarker(const std::map<std::string, std::string>& fields) {
+  RepairSummary summary;
+  const auto get = [&](const char* name) {
+    auto it = fields.find(name);
+    return it == fields.end() ? std::string() : it->second;
+  };
+  summary.activities = base::SplitWords(get("activities"));
+  summary.orders_applied = ToInt(get("orders_applied"));
+  summary.units_applied = ToInt(get("units_applied"));
+  summary.rebuilt = ToInt(get("rebuilt"));
+  summary.oversold_units = ToInt(get("oversold_units"));
+  summary.flagged_orders = ToInt(get("flagged_orders"));
+  summary.acknowledged_lost = ToInt(get("acknowledged_lost"));
+  summary.epoch = ToInt(get("epoch"));
+  return summary;
+}
+
+}  // namespace
+
+std::string RepairMarkerKey(std::string_view key_namespace, std::string_view run_id) {
+  return fmt::format("{}:redis:repaired:{{{}}}", key_namespace, run_id);
+}
+
+asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWatch& watch,
+                                                bool may_repair) {
+  const std::string& ns = context.settings().key_namespace;
+  auto run_id = co_await ServerRunId(context);
+  if (!run_id.ok()) co_return std::move(run_id).error();
+  const std::string marker = RepairMarkerKey(ns, *run_id);
+  auto fields = co_await ReadMarker(context, marker);
+  if (!fields.ok()) co_return std::move(fields).error();
+  if (!fields->empty()) {
+    // A marker under an older epoch than the record's fence: another server was repaired since
+    // (the endpoint went back to this one); repaired again, so batches carry the current epoch.
+    const RepairSummary summary = FromMarker(*fields);
+    const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
+    auto fence = co_await context.OnDb(read_fence);
+    if (!fence.ok()) co_return std::move(fence).error();
+    if (summary.epoch == *fence) {
+      watch.Confirm(*run_id, summary.epoch, summary);
+      co_return !watch.frozen();
+    }
+    fields->clear();
+  }
+  if (!may_repair) co_return false;
+
+  redis::DistributedLock lock(context.runner(), fmt::format("{}:jobs:{{repair}}:lock", ns),
+                              fmt::format("{}:jobs:{{repair}}:fence", ns));
+  auto taken = co_await lock.TryAcquire(context.random(), kRepairLease);
+  if (!taken.ok()) co_return std::move(taken).error();
+  if (!taken->has_value()) co_return false;  // another instance repairs; its marker frees us
+  const redis::Lease lease = **taken;
+  const auto finish = [&]() -> asio::awaitable<void> { co_await lock.Release(lease); };
+
+  // Done by another instance between our read and the lock (a marker of the current epoch)?
+  const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
+  fields = co_await ReadMarker(context, marker);
+  auto fence = co_await context.OnDb(read_fence);
+  if (!fields.ok() || !fence.ok()) {
+    co_await finish();
+    if (!fields.ok()) co_return std::move(fields).error();
+    co_return std::move(fence).error();
+  }
+  if (!fields->empty() && FromMarker(*fields).epoch == *fence) {
+    co_await finish();
+    const RepairSummary summary = FromMarker(*fields);
+    watch.Confirm(*run_id, summary.epoch, summary);
+    co_return !watch.frozen();
+  }
+
+  spdlog::warn("redis {}: lost-write repair starts", *run_id);
+  const auto advance = [](store::Store& store) { return store.AdvanceFence(); };
+  auto epoch = co_await context.OnDb(advance);
+  if (!epoch.ok()) {
+    co_await finish();
+    co_return std::move(epoch).error();
+  }
+  const auto list = [](store::Store& store) { return store.ListActivities(); };
+  auto activities = co_await context.OnDb(list);
+  if (!activities.ok()) {
+    co_await finish();
+    co_return std::move(activities).error();
+  }
+  RepairSummary summary;
+  summary.epoch = *epoch;
+  for (const auto& record : *activities) {
+    auto report = co_await Reconcile(context, record, /*repair=*/true, /*after_event=*/true);
+    if (!report.ok()) {
+      spdlog::warn("redis {}: repair of '{}' failed: {}", *run_id, record.activity.id,
+                   report.error().message);
+      co_await finish();
+      co_return std::move(report).error();
+    }
+    summary.activities.push_back(record.activity.id);
+    summary.orders_applied += report->reapplied_orders;
+    summary.units_applied += report->reapplied_units;
+    summary.rebuilt += report->rebuilt ? 1 : 0;
+    summary.oversold_units += report->oversold_units;
+    summary.flagged_orders += report->flagged_orders;
+    summary.acknowledged_lost += report->acknowledged_lost;
+    const redis::Command keep({"SET", ReconcileReportKey(ns, record.activity.id), report->Json()});
+    co_await redis::Await(context.redis(), keep);
+  }
+  // Still the server we repaired? (Restarted again meanwhile: its marker would free nothing.)
+  auto now_run_id = co_await ServerRunId(context);
+  if (!now_run_id.ok() || *now_run_id != *run_id) {
+    co_await finish();
+    co_return false;
+  }
+  const redis::IntArg epoch_arg(summary.epoch), applied(summary.orders_applied),
+      units(summary.units_applied), rebuilt(summary.rebuilt), oversold(summary.oversold_units),
+      flagged(summary.flagged_orders), lost(summary.acknowledged_lost), at(context.clock().NowMs());
+  const std::string names = base::JoinWords(summary.activities);
+  const redis::Command mark({"HSET",
+                             marker,
+                             "run_id",
+                             *run_id,
+                             "epoch",
+                             epoch_arg,
+                             "activities",
+                             names,
+                             "orders_applied",
+                             applied,
+                             "units_applied",
+                             units,
+                             "rebuilt",
+                             rebuilt,
+                             "oversold_units",
+                             oversold,
+                             "flagged_orders",
+                             flagged,
+                             "acknowledged_lost",
+                             lost,
+                             "repaired_ms",
+                             at});
+  auto marked = co_await redis::Await(context.redis(), mark);
+  co_await finish();
+  if (!marked.ok()) co_return std::move(marked).error();
+  watch.Confirm(*run_id, summary.epoch, summary);
+  co_await Announce(context);
+  co_return !watch.frozen();
+}
+
+}  // namespace flashsale::service

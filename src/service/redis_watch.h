@@ -1,0 +1,105 @@
+#pragma once
+// Redis restarting or failing over (issue "When Redis fails", points 4 and 7): a process-wide
+// watch that notices the event, freezes the sale until the lost-write repair
+// (service/redis_repair.h) has run for the Redis now behind the endpoint, and keeps what
+// happened for admin status, /metrics and the dashboard.
+//
+// Design note. A Redis that restarted (from its AOF or an RDB snapshot, cut back or not) or a
+// replica promoted in its place is another process, with another `run_id`; every link to the
+// old one broke. So every connection of the process reports the run_id it finds in its handshake
+// (redis::ConnectionOptions::on_server), before any other command goes out on the new link. A
+// run_id this process has not seen confirmed freezes it at once: the purchase and draw gates
+// (service/purchase.cc) answer 503 with Retry-After, counted, and queue consumers do not draw;
+// commands queued on the link before it was up are not sent to that server. Each instance
+// freezes on its own connections: none relies on another instance having seen the event, and an
+// instance started after the event starts frozen.
+//
+// The freeze ends when Redis itself says the repair for this run_id is done: the repair writes
+// the marker hash <namespace>:redis:repaired {run_id, epoch, summary} as its last step, and every
+// instance polls it while frozen (the marker restored from a snapshot, or replicated to a promoted
+// replica, names an older run_id, so it never ends a freeze it should not). The epoch is the
+// record's fence (store::Store::AdvanceFence): bumped before the repair reads the record, it
+// refuses order batches read from a Redis before the event.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "redis/connection.h"
+
+namespace flashsale::service {
+
+// What one repair found and did, summed over the activities.
+struct RepairSummary {
+  std::vector<std::string> activities;  // the activities that were frozen and repaired
+  int64_t orders_applied = 0;           // live orders of the record applied to Redis again
+  int64_t units_applied = 0;
+  int64_t rebuilt = 0;            // activities Redis no longer had at all, rebuilt
+  int64_t oversold_units = 0;     // units applied that Redis had sold again meanwhile
+  int64_t flagged_orders = 0;     // orders flagged for compensation in the record
+  int64_t acknowledged_lost = 0;  // replies that said "reserved" whose order exists nowhere
+  int64_t epoch = 0;
+  std::string Json() const;
+};
+
+struct RedisEvent {
+  std::string from_run_id;  // empty: the first server this process saw
+  std::string to_run_id;
+  int64_t lost_ms = 0;      // the last link lost before it (0: none seen)
+  int64_t back_ms = 0;      // the new server seen: frozen from here
+  int64_t repaired_ms = 0;  // the repair confirmed: unfrozen (0: still frozen)
+  int64_t refused = 0;      // purchases and draws refused while frozen
+  RepairSummary summary;
+};
+
+class RedisWatch {
+ public:
+  explicit RedisWatch(const base::Clock& clock);
+
+  // Sets on_server and on_link_lost of `options` to this watch.
+  void Hook(redis::ConnectionOptions& options);
+  // From any connection's handshake: false when queued commands must not be sent.
+  bool OnServer(std::string_view run_id);
+  void OnLinkLost();
+
+  bool frozen() const { return frozen_.load(std::memory_order_acquire); }
+  // The fence epoch of the last confirmed repair (0: none yet).
+  int64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  std::string run_id() const;  // the server seen last
+
+  // The repair for `run_id` is done (here or elsewhere). Unfreezes if it is still the server seen.
+  void Confirm(std::string_view run_id, int64_t epoch, const RepairSummary& summary);
+  void CountRefused();
+
+  std::vector<RedisEvent> Events() const;  // oldest first, at most kKeep
+  std::string Json() const;                // {"frozen":..., "run_id":..., "events":[...]}
+  void AppendPrometheus(std::string& out) const;
+
+  static constexpr size_t kKeep = 20;
+
+ private:
+  const base::Clock& clock_;
+  std::atomic<bool> frozen_{true};  // nothing confirmed yet
+  std::atomic<int64_t> epoch_{0};
+  mutable std::mutex mutex_;
+  std::string seen_;       // run_id of the server seen last
+  std::string confirmed_;  // run_id whose repair was confirmed
+  int64_t lost_ms_ = 0;
+  std::deque<RedisEvent> events_;
+  int64_t frozen_ms_total_ = 0;
+  int64_t refused_total_ = 0;
+  int64_t events_total_ = 0;
+  RepairSummary totals_;
+};
+
+// The message of the 503 a frozen gate answers (no internal detail).
+inline constexpr std::string_view kFrozenMessage =
+    "the sale is paused while its stock is checked after a Redis restart or failover; retry "
+    "shortly";
+
+}  // namespace flashsale::service
