@@ -69,7 +69,7 @@ struct ServeConfig {
   int64_t rebuild_grace_ms = 20000;    // >= 0
   int64_t expire_every_ms = 5000;      // 0: never
   bool trust_forwarded_for = false;
-  bool allow_evicting_redis = false;  // start on a Redis whose maxmemory-policy may evict
+  bool allow_evicting_redis = false;    // start on a Redis whose maxmemory-policy may evict
   std::string log_level = "info";       // trace | debug | info | warn | error
   std::string log_format = "text";      // text | json (JSON lines on stderr)
   std::string access_log_sample = "0";  // a fraction 0..1 of requests logged (1 in round(1/x))
