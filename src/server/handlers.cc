@@ -201,8 +201,13 @@ Reply ErrorToReply(const base::Error& error) {
       return WordsReply(http::status::service_unavailable, Word::kShuttingDown, "shutting down",
                         error);
     case ErrorCode::kUnavailable: {
-      Reply reply = WordsReply(http::status::service_unavailable, Word::kUnavailable,
-                               "a service behind this one is unavailable; nothing was done", error);
+      // The freeze after a Redis restart says what it is (its message names nothing internal);
+      // any other unavailability is told in general words, its detail logged.
+      const std::string_view words =
+          error.message == service::kFrozenMessage
+              ? service::kFrozenMessage
+              : std::string_view("a service behind this one is unavailable; nothing was done");
+      Reply reply = WordsReply(http::status::service_unavailable, Word::kUnavailable, words, error);
       reply.retry_after_s = 1;
       return reply;
     }

@@ -20,7 +20,7 @@ struct ActivitySample {
   std::optional<int64_t> remaining;
   std::optional<int64_t> reserved;
   std::optional<int64_t> persisted;
-  int64_t frozen = 0;  // 1 while the service holds the sale stopped (nothing freezes one yet)
+  int64_t frozen = 0;  // 1 while the service holds the sale stopped
 };
 
 // Label values in the text format escape backslash, double quote and newline.
@@ -79,6 +79,9 @@ asio::awaitable<void> AppendOperatorMetrics(service::ServiceContext& context, st
   for (const auto& record : snapshot->all()) {
     const std::string id = record.activity.id;
     ActivitySample& sample = samples[id];
+    // The freeze after a Redis restart or failover holds every activity of this process until
+    // the lost-write repair has run (service/redis_watch.h).
+    sample.frozen = context.frozen() ? 1 : 0;
     if (pong.ok()) {
       auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
       if (status.ok() && status->found) {

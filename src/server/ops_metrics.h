@@ -5,10 +5,10 @@
 // the units remaining and held in Redis, the live units in the record, and whether the activity
 // is frozen.
 //
-// flashsale_activity_frozen is 1 for an activity whose sale this service has stopped on its own
-// (a Redis failure it could not rule out an oversell after). Nothing in this service freezes a
-// sale yet, so the gauge is 0 for every activity until that exists (ActivitySample::frozen in
-// ops_metrics.cc is where a freeze is to be reported); alert rules and the dashboard watch it.
+// flashsale_activity_frozen is 1 while this service refuses the activity's purchases and draws
+// because Redis restarted or failed over and the lost-write repair has not run yet
+// (service/redis_watch.h; the freeze holds every activity of the process); alert rules and the
+// dashboard watch it.
 
 #include <boost/asio/awaitable.hpp>
 #include <string>

@@ -218,6 +218,10 @@ TEST_F(RedisRepairDrill, RestartFromAnOlderSnapshotIsFrozenRepairedAndNeverOvers
   const json::value frozen = Parse(client_->Get("/api/v1/admin/redis", Admin()).body);
   EXPECT_TRUE(frozen.at("frozen").as_bool()) << frozen << serve_->Log();
   EXPECT_TRUE(Status().at("frozen").as_bool());
+  const std::string frozen_metrics = client_->Get("/metrics").body;
+  EXPECT_NE(frozen_metrics.find("flashsale_activity_frozen{activity=\"drill\"} 1"),
+            std::string::npos)
+      << frozen_metrics;
 
   ReleaseTheRepair();
   const auto released_at = Clock::now();
@@ -260,6 +264,7 @@ TEST_F(RedisRepairDrill, RestartFromAnOlderSnapshotIsFrozenRepairedAndNeverOvers
   EXPECT_NE(metrics.find("flashsale_repair_orders_applied_total 3"), std::string::npos);
   EXPECT_NE(metrics.find("flashsale_repair_oversold_units_total 0"), std::string::npos);
   EXPECT_NE(metrics.find("flashsale_redis_frozen 0"), std::string::npos);
+  EXPECT_NE(metrics.find("flashsale_activity_frozen{activity=\"drill\"} 0"), std::string::npos);
 
   // The rest of the sale: 4 units left for 14 new buyers.
   int64_t sold = 0;
