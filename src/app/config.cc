@@ -345,8 +345,8 @@ const std::vector<Setting>& Settings() {
 // out. A config file or the environment may still set them (one file for serve and worker).
 bool ServeOnly(const Setting& setting) {
   for (std::string_view name :
-       {"listen", "threads", "redis-server", "identity", "secret", "admin-token", "demo",
-        "demo-stock", "max-header-bytes", "max-body-bytes", "read-timeout-ms", "idle-timeout-ms",
+       {"threads", "redis-server", "identity", "secret", "admin-token", "demo", "demo-stock",
+        "max-header-bytes", "max-body-bytes", "read-timeout-ms", "idle-timeout-ms",
         "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for"}) {
     if (setting.name == name) return true;
   }
@@ -721,7 +721,9 @@ bool ServeSettings::Given(std::string_view name, const EnvLookup& getenv) const 
   const auto& settings = Settings();
   for (size_t i = 0; i < settings.size(); ++i) {
     if (settings[i].name != name) continue;
-    if (options_[i]->count() > 0 || getenv(EnvName(settings[i])).has_value()) return true;
+    // A setting this command does not take (a worker's HTTP settings) has no option.
+    const bool flag_given = options_[i] != nullptr && options_[i]->count() > 0;
+    if (flag_given || getenv(EnvName(settings[i])).has_value()) return true;
     std::optional<std::string> file = config_file_->count() > 0 ? config_file_->as<std::string>()
                                                                 : getenv(std::string(kConfigEnv));
     if (!file.has_value() || file->empty()) return false;

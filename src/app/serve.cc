@@ -339,7 +339,8 @@ int RunServe(const ServeConfig& config) {
 
   // The order consumers share the server's registry (its first I/O thread keeps it fresh). They
   // start first: their job schedule runs the lost-write repair for the Redis found at startup,
-  // so the sale opens unfrozen (bounded wait; without consumers a worker must run it).
+  // so the sale opens unfrozen (bounded wait, 10 s: a Redis that cannot be reached must not keep
+  // /healthz and /readyz from answering; without consumers a worker must run it).
   service::OrderPipeline pipeline(PipelineDepsFor(config, *redis_options, **store, db_pool,
                                                   registry, settings, pipeline_metrics),
                                   ConsumerOptionsFor(config), static_cast<int>(config.consumers),
@@ -348,7 +349,7 @@ int RunServe(const ServeConfig& config) {
     db_pool.join();
     return fail(started.error());
   }
-  for (int waited = 0; config.consumers > 0 && redis_watch.frozen() && waited < 300; ++waited) {
+  for (int waited = 0; config.consumers > 0 && redis_watch.frozen() && waited < 100; ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (redis_watch.frozen()) {

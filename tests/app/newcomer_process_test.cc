@@ -489,9 +489,13 @@ TEST(NewcomerProcessTest, RedissReachesATlsRedisAndRefusesACertificateItCannotVe
   Service unverified({"--redis-url", fmt::format("rediss://127.0.0.1:{}", tls_port)});
   ASSERT_TRUE(unverified.Start());
   HttpClient client("127.0.0.1", unverified.port);
+  // The public answer says it in words; the admin sees the detail.
   auto ready = client.Get("/readyz");
   EXPECT_EQ(ready.status, 503) << ready.body;
-  EXPECT_NE(ready.body.find("certificate verify failed"), std::string::npos) << ready.body;
+  EXPECT_EQ(ready.body.find("rediss://"), std::string::npos) << ready.body;
+  auto detail = client.Get("/readyz", unverified.admin);
+  EXPECT_EQ(detail.status, 503) << detail.body;
+  EXPECT_NE(detail.body.find("certificate verify failed"), std::string::npos) << detail.body;
 }
 
 // --- 7. One CLI vocabulary ----------------------------------------------------------------------
@@ -500,11 +504,12 @@ TEST(NewcomerProcessTest, WorkerHelpListsOnlyWhatAWorkerUses) {
   TempDir tmp;
   const Finished help = RunToExit({"worker", "--help"}, tmp, "worker-help.log");
   EXPECT_EQ(ExitCode(help.status), 0) << help.output;
+  // --listen: a worker serves /metrics, /healthz and /readyz on a port of its own.
   for (const char* present : {"--redis-url", "--db-url", "--key-namespace", "--consumers",
-                              "--data-dir", "--reconcile-every-ms"}) {
+                              "--data-dir", "--reconcile-every-ms", "--listen"}) {
     EXPECT_NE(help.output.find(present), std::string::npos) << present << "\n" << help.output;
   }
-  for (const char* absent : {"--listen", "--demo", "--threads", "--identity", "--admin-token",
+  for (const char* absent : {"--demo", "--threads", "--identity", "--admin-token",
                              "--max-body-bytes", "--trust-forwarded-for"}) {
     EXPECT_EQ(help.output.find(absent), std::string::npos) << absent << "\n" << help.output;
   }
