@@ -278,9 +278,13 @@ int RunServe(const ServeConfig& config) {
   settings.secret = secret;
   // Redis restarting or failing over is noticed on every connection; purchases and draws are
   // frozen until the lost-write repair ran (service/redis_watch.h).
+  // Not on a Redis Cluster yet: each primary has a run_id of its own and the watch follows one
+  // server, so a cluster's failover is not frozen and repaired (docs/durability.md).
   service::RedisWatch redis_watch(base::SystemClock::Instance());
-  redis_watch.Hook(*redis_options);
-  settings.redis_watch = &redis_watch;
+  if (!redis_options->endpoint.cluster) {
+    redis_watch.Hook(*redis_options);
+    settings.redis_watch = &redis_watch;
+  }
 
   if (config.demo) {
     if (auto demo = CreateDemo(config, *redis_options, **store, settings); !demo) {
@@ -349,10 +353,12 @@ int RunServe(const ServeConfig& config) {
     db_pool.join();
     return fail(started.error());
   }
-  for (int waited = 0; config.consumers > 0 && redis_watch.frozen() && waited < 100; ++waited) {
+  for (int waited = 0; config.consumers > 0 && settings.redis_watch != nullptr &&
+                       redis_watch.frozen() && waited < 100;
+       ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (redis_watch.frozen()) {
+  if (settings.redis_watch != nullptr && redis_watch.frozen()) {
     spdlog::warn("the lost-write repair has not run yet: purchases and draws wait for it");
   }
   server::HttpServer server(options, deps);
@@ -422,8 +428,10 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
 
   service::ServiceSettings settings = SettingsFor(config);
   service::RedisWatch redis_watch(base::SystemClock::Instance());
-  redis_watch.Hook(*redis_options);
-  settings.redis_watch = &redis_watch;
+  if (!redis_options->endpoint.cluster) {  // as in serve
+    redis_watch.Hook(*redis_options);
+    settings.redis_watch = &redis_watch;
+  }
   asio::thread_pool db_pool(1);
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;
