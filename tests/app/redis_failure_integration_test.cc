@@ -451,7 +451,7 @@ TEST(DurabilityTest, WaitWhenTheReplicaDoesNotConfirmIsAnUnknownOutcomeWithTheOr
   Flashsale serve(ServeArgs(port, tmp / "data",
                             {"--demo", "--demo-stock", "10", "--threads", "1", "--redis-url",
                              primary.tcp_url(), "--durability", "wait", "--durability-wait-ms",
-                             "300", "--key-namespace", testing::UniqueNamespace()}),
+                             "2000", "--key-namespace", testing::UniqueNamespace()}),
                   tmp / "serve.log");
   ASSERT_TRUE(testing::WaitHealthy(serve, port, kStartupTimeout));
   HttpClient client("127.0.0.1", port);
