@@ -169,7 +169,8 @@ int GaleraCluster::ClusterSize(int node) const {
 
 std::string GaleraCluster::Scalar(int node, const std::string& sql,
                                   const std::string& database) const {
-  QueryResult result = Query(node, sql, database);
+  QueryResult result =
+      QueryAsRoot(socket_path(node), sql, database, "SET SESSION wsrep_sync_wait = 1");
   if (result.rows.size() != 1 || result.rows[0].size() != 1 || !result.rows[0][0]) {
     throw std::runtime_error("galera query '" + sql + "' did not return one non-NULL value");
   }

@@ -52,6 +52,9 @@ class GaleraCluster {
     return QueryAsRoot(socket_path(node), sql, database);
   }
   // The single value of a statement that returns one row of one non-NULL column; throws otherwise.
+  // Read causally (wsrep_sync_wait): the node first applies every write the cluster committed
+  // before the read, so a write made through another node is seen (without it, a node may answer
+  // from before a write it has certified but not yet applied).
   std::string Scalar(int node, const std::string& sql, const std::string& database = {}) const;
 
  private:

@@ -248,10 +248,15 @@ QueryResult MariaDbServer::Query(const std::string& sql, const std::string& data
 }
 
 QueryResult QueryAsRoot(const std::string& socket_path, const std::string& sql,
-                        const std::string& database) {
+                        const std::string& database, const std::string& session) {
   std::string error;
   MysqlHandle mysql = ConnectRoot(socket_path, database, 10, error);
   if (!mysql) throw std::runtime_error("test mariadb connect failed: " + error);
+  if (!session.empty() && mysql_real_query(mysql.get(), session.data(), session.size()) != 0) {
+    throw std::runtime_error(fmt::format("test mariadb statement '{}' failed: {} (error {})",
+                                         session, mysql_error(mysql.get()),
+                                         mysql_errno(mysql.get())));
+  }
   if (mysql_real_query(mysql.get(), sql.data(), sql.size()) != 0) {
     throw std::runtime_error(fmt::format("test mariadb query '{}' failed: {} (error {})", sql,
                                          mysql_error(mysql.get()), mysql_errno(mysql.get())));

@@ -34,9 +34,10 @@ struct QueryResult {
 };
 
 // Runs one SQL statement as root over the unix socket `socket_path`, as MariaDbServer::Query does
-// (also for the nodes of a GaleraCluster).
+// (also for the nodes of a GaleraCluster). `session` (if not empty) runs first on the same
+// connection, e.g. to set a session variable.
 QueryResult QueryAsRoot(const std::string& socket_path, const std::string& sql,
-                        const std::string& database = {});
+                        const std::string& database = {}, const std::string& session = {});
 
 class MariaDbServer {
  public:
