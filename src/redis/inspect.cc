@@ -47,7 +47,9 @@ ActivityInspector::ActivityInspector(ScriptRunner& runner, std::string key_names
     : runner_(runner),
       namespace_(std::move(key_namespace)),
       reappend_(runner.scripts().Get("order_reappend")),
-      restore_(runner.scripts().Get("activity_restore_orders")) {}
+      restore_(runner.scripts().Get("activity_restore_orders")),
+      appended_(reappend_, "appended"),
+      restored_(restore_, "restored") {}
 
 asio::awaitable<Result<std::vector<OrderRecordEntry>>> ActivityInspector::Orders(
     std::string_view activity_id) {
@@ -100,12 +102,9 @@ asio::awaitable<Result<bool>> ActivityInspector::Reappend(std::string_view activ
   ScriptCall call(reappend_);
   call.Key("orders", keys.orders()).Key("stream", keys.stream()).Arg("order_id", order_id);
   auto reply = co_await Await(runner_, call);
-  if (!reply.ok()) co_return std::move(reply).error();
-  if (!reply->is_integer()) {
-    co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", reappend_.name,
-                        reply->Describe());
-  }
-  co_return reply->integer() == 1;
+  auto read = ScriptReply::Read(reappend_, reply);
+  if (!read) co_return std::move(read).error();
+  co_return read->Int(appended_) == 1;
 }
 
 asio::awaitable<Result<int64_t>> ActivityInspector::RestoreOrders(
@@ -129,12 +128,9 @@ asio::awaitable<Result<int64_t>> ActivityInspector::RestoreOrders(
         .Key("user_orders", keys.user_orders())
         .Rest("orders", args);
     auto reply = co_await Await(runner_, call);
-    if (!reply.ok()) co_return std::move(reply).error();
-    if (!reply->is_integer()) {
-      co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", restore_.name,
-                          reply->Describe());
-    }
-    restored += reply->integer();
+    auto read = ScriptReply::Read(restore_, reply);
+    if (!read) co_return std::move(read).error();
+    restored += read->Int(restored_);
   }
   co_return restored;
 }

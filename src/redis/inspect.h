@@ -55,6 +55,7 @@ class ActivityInspector {
   std::string namespace_;
   const Script& reappend_;
   const Script& restore_;
+  IntField appended_, restored_;  // reply fields (RETURNS)
 };
 
 }  // namespace flashsale::redis

@@ -5,6 +5,7 @@
 -- buyer can exceed the per-user limit. Refused while the activity is loaded.
 -- KEYS: meta buyers orders user_orders
 -- ARGV: orders...
+-- RETURNS: restored:int
 -- `orders` are quadruples: order_id user_id quantity record.
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.error_reply('ERR flashsale: the activity is loaded; nothing is restored')

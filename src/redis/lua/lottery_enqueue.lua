@@ -5,6 +5,7 @@
 -- waiting entries the caller is told to come back, instead of the queue growing without bound.
 -- KEYS: meta queue ticket idem
 -- ARGV: ticket_id user_id now_ms capacity ticket_ttl_ms idem_ttl_ms
+-- RETURNS: {code:int ticket_id:str}
 -- Returns {1, ticket_id} queued, {2, ticket_id} an earlier request with the same idempotency key
 -- was queued under that ticket, {-8, ''} the queue is full, {-4, ''} no such lottery.
 local idem_ttl = tonumber(ARGV[6])

@@ -5,6 +5,7 @@
 -- Every check comes before the first write.
 -- KEYS: meta prizes
 -- ARGV: start_ms end_ms per_user_limit state no_prize_weight load prizes...
+-- RETURNS: {code:int version:int}
 -- `prizes` are triples: prize_id weight stock.
 -- Returns {1, version} when the stock was loaded by this call, {0, version} when it was loaded
 -- before, {-4, 0} when it is not loaded and load = 0.

@@ -4,6 +4,7 @@
 -- release finds X and does nothing. The buyer's count drops, so they may buy again.
 -- KEYS: meta stock items buyers orders
 -- ARGV: order_id
+-- RETURNS: {code:int [quantity:int]}
 -- Returns {1, quantity} released now | {0} released before | {-1} no such order
 local rec = redis.call('HGET', KEYS[5], ARGV[1])
 if not rec then return {-1} end

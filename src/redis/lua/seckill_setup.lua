@@ -7,6 +7,7 @@
 -- Every check comes before the first write.
 -- KEYS: meta stock items
 -- ARGV: start_ms end_ms per_user_limit state kind units load items...
+-- RETURNS: {code:int version:int}
 -- Returns {1, version} when the stock was loaded by this call, {0, version} when it was loaded
 -- before (only the definition changed), {-4, 0} when it is not loaded and load = 0.
 local meta, stock_key, items_key = KEYS[1], KEYS[2], KEYS[3]
