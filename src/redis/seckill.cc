@@ -114,30 +114,29 @@ struct SeckillScripts::Replies {
     IntField code, remaining, version;
   };
   struct Status {
+    // An integer field and where it goes.
+    struct Int {
+      IntField field;
+      int64_t ActivityStatus::*out;
+    };
     explicit Status(const Script& s)
         : code(s, "code"),
           state(s, "state"),
           kind(s, "kind"),
-          ints{{{s, "start_ms"},
-                {s, "end_ms"},
-                {s, "per_user_limit"},
-                {s, "total"},
-                {s, "reserved"},
-                {s, "released"},
-                {s, "version"},
-                {s, "remaining"},
-                {s, "stream_length"},
-                {s, "orders"},
-                {s, "buyers"}}} {}
+          ints{{{{s, "start_ms"}, &ActivityStatus::start_ms},
+                {{s, "end_ms"}, &ActivityStatus::end_ms},
+                {{s, "per_user_limit"}, &ActivityStatus::per_user_limit},
+                {{s, "total"}, &ActivityStatus::total},
+                {{s, "reserved"}, &ActivityStatus::reserved},
+                {{s, "released"}, &ActivityStatus::released},
+                {{s, "version"}, &ActivityStatus::version},
+                {{s, "remaining"}, &ActivityStatus::remaining},
+                {{s, "stream_length"}, &ActivityStatus::stream_length},
+                {{s, "orders"}, &ActivityStatus::orders},
+                {{s, "buyers"}, &ActivityStatus::buyers}}} {}
     IntField code;
     StrField state, kind;
-    // In the order of Fill's pointers below.
-    std::array<IntField, 11> ints;
-    static std::array<int64_t*, 11> Fill(ActivityStatus& status) {
-      return {&status.start_ms,      &status.end_ms,   &status.per_user_limit, &status.total,
-              &status.reserved,      &status.released, &status.version,        &status.remaining,
-              &status.stream_length, &status.orders,   &status.buyers};
-    }
+    std::array<Int, 11> ints;
   };
   struct UserOrders {
     explicit UserOrders(const Script& s) : order_id(s, "order_id"), record(s, "record") {}
@@ -457,8 +456,7 @@ void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus
                         status.found = true;
                         status.state = reply.Str(f.state);
                         status.kind = reply.Str(f.kind);
-                        const auto out = Replies::Status::Fill(status);
-                        for (size_t i = 0; i < out.size(); ++i) *out[i] = reply.Int(f.ints[i]);
+                        for (const auto& [field, out] : f.ints) status.*out = reply.Int(field);
                         return status;
                       });
 }
