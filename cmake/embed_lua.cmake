@@ -3,7 +3,8 @@
 # flashsale_embed_lua(<target> <output.cc> <file.lua>...) generates <output.cc>, which defines
 # flashsale::redis::EmbeddedScripts() (declared in src/redis/embedded_scripts.h) with each file's
 # stem as its name and its bytes as its source, and adds it to <target>. Editing a script
-# regenerates the file; nothing reads the .lua files at run time.
+# regenerates the file; nothing reads the .lua files at run time. Each script's header (KEYS, ARGV,
+# RETURNS) is parsed from the embedded source by redis::ScriptSet (src/redis/scripts.h) at startup.
 include("${CMAKE_CURRENT_LIST_DIR}/embed_files.cmake")
 
 function(flashsale_embed_lua target output)

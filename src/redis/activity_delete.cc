@@ -1,5 +1,6 @@
 #include "redis/activity_delete.h"
 
+#include "redis/script_reply.h"
 #include "redis/seckill.h"
 
 namespace flashsale::redis {
@@ -8,7 +9,9 @@ boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
     ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id,
     std::string_view report_key) {
   const SeckillKeys keys(key_namespace, activity_id);
-  ScriptCall call(runner.scripts().Get("activity_delete"));
+  const Script& script = runner.scripts().Get("activity_delete");
+  const IntField outcome(script, "outcome");
+  ScriptCall call(script);
   call.Key("meta", keys.meta())
       .Key("stock", keys.stock())
       .Key("items", keys.items())
@@ -24,12 +27,9 @@ boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
       .Key("queue_fence", keys.queue_fence())
       .Key("report", report_key);
   auto reply = co_await Await(runner, call);
-  if (!reply.ok()) co_return std::move(reply).error();
-  if (!reply->is_integer()) {
-    co_return base::MakeError(base::ErrorCode::kProtocol, "activity_delete: unexpected {}",
-                              reply->Describe());
-  }
-  switch (reply->integer()) {
+  auto read = ScriptReply::Read(script, reply);
+  if (!read) co_return std::move(read).error();
+  switch (read->Int(outcome)) {
     case 1:
       co_return DeleteOutcome::kDeleted;
     case 0:

@@ -16,7 +16,15 @@ DrawQueue::DrawQueue(ScriptRunner& runner, std::string key_namespace)
     : runner_(runner),
       namespace_(std::move(key_namespace)),
       enqueue_(runner.scripts().Get("lottery_enqueue")),
-      ticket_(runner.scripts().Get("lottery_ticket")) {}
+      ticket_(runner.scripts().Get("lottery_ticket")),
+      enqueue_code_(enqueue_, "code"),
+      enqueue_ticket_id_(enqueue_, "ticket_id"),
+      enqueue_draws_(enqueue_, "draws"),
+      ticket_state_(ticket_, "state"),
+      ticket_code_(ticket_, "code"),
+      ticket_draws_(ticket_, "draws"),
+      ticket_order_id_(ticket_, "order_id"),
+      ticket_prize_id_(ticket_, "prize_id") {}
 
 asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activity_id,
                                                           const EnqueueRequest& request) {
@@ -44,13 +52,10 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
       .Arg("ticket_ttl_ms", request.ticket_ttl_ms)
       .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0);
   auto reply = co_await Await(runner_, call);
-  if (!reply.ok()) co_return std::move(reply).error();
-  if (!reply->is_array() || reply->size() < 2 || reply->size() > 3 || !(*reply)[0].is_integer()) {
-    co_return MakeError(ErrorCode::kProtocol, "script {} returned {}", enqueue_.name,
-                        reply->Describe());
-  }
+  auto read = ScriptReply::Read(enqueue_, reply);
+  if (!read) co_return std::move(read).error();
   EnqueueResult result;
-  switch ((*reply)[0].integer()) {
+  switch (read->Int(enqueue_code_)) {
     case 1:
       result.outcome = EnqueueOutcome::kQueued;
       break;
@@ -59,7 +64,7 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
       break;
     case 0:
       result.outcome = EnqueueOutcome::kLimitReached;
-      if (reply->size() == 3 && (*reply)[2].is_integer()) result.draws = (*reply)[2].integer();
+      if (read->HasTail()) result.draws = read->Int(enqueue_draws_);
       break;
     case -8:
       result.outcome = EnqueueOutcome::kFull;
@@ -68,7 +73,7 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
       result.outcome = EnqueueOutcome::kUnknownActivity;
       break;
   }
-  result.ticket_id = (*reply)[1].str();
+  result.ticket_id = read->Str(enqueue_ticket_id_);
   co_return result;
 }
 
@@ -81,27 +86,26 @@ asio::awaitable<Result<TicketState>> DrawQueue::Ticket(std::string_view activity
   ScriptCall call(ticket_);
   call.Key("ticket", ticket_key).Key("orders", keys.orders()).Arg("user_id", user_id);
   auto reply = co_await Await(runner_, call);
-  if (!reply.ok()) co_return std::move(reply).error();
-  const auto bad = [&] {
-    return MakeError(ErrorCode::kProtocol, "script {} returned {}", ticket_.name,
-                     reply->Describe());
-  };
-  if (!reply->is_array() || reply->size() < 1 || !(*reply)[0].is_integer()) co_return bad();
+  auto read = ScriptReply::Read(ticket_, reply);
+  if (!read) co_return std::move(read).error();
   TicketState state;
-  const int64_t code = (*reply)[0].integer();
-  if (code == -4) co_return state;
-  if (code == 0) {
+  const int64_t ticket_state = read->Int(ticket_state_);
+  if (ticket_state == -4) co_return state;
+  if (ticket_state == 0) {
     state.state = TicketState::State::kPending;
     co_return state;
   }
-  if (reply->size() != 5 || !(*reply)[1].is_integer() || !(*reply)[2].is_integer()) co_return bad();
-  auto outcome = core::OutcomeFromCode((*reply)[1].integer());
-  if (!outcome) co_return bad();
+  if (auto tail = read->NeedTail(); !tail) co_return tail.error();
+  auto outcome = core::OutcomeFromCode(read->Int(ticket_code_));
+  if (!outcome) {
+    co_return MakeError(ErrorCode::kProtocol, "script {} returned unknown code {}", ticket_.name,
+                        read->Int(ticket_code_));
+  }
   state.state = TicketState::State::kDecided;
   state.outcome = *outcome;
-  state.draws = (*reply)[2].integer();
-  state.order_id = (*reply)[3].str();
-  state.prize_id = (*reply)[4].str();
+  state.draws = read->Int(ticket_draws_);
+  state.order_id = read->Str(ticket_order_id_);
+  state.prize_id = read->Str(ticket_prize_id_);
   co_return state;
 }
 

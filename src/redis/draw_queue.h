@@ -83,6 +83,12 @@ class DrawQueue {
   std::string namespace_;
   const Script& enqueue_;
   const Script& ticket_;
+  // Reply fields (each script's RETURNS).
+  IntField enqueue_code_;
+  StrField enqueue_ticket_id_;
+  IntField enqueue_draws_;
+  IntField ticket_state_, ticket_code_, ticket_draws_;
+  StrField ticket_order_id_, ticket_prize_id_;
 };
 
 }  // namespace flashsale::redis

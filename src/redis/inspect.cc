@@ -47,7 +47,13 @@ ActivityInspector::ActivityInspector(ScriptRunner& runner, std::string key_names
     : runner_(runner),
       namespace_(std::move(key_namespace)),
       reappend_(runner.scripts().Get("order_reappend")),
-      reapply_(runner.scripts().Get("activity_reapply_orders")) {}
+      reapply_(runner.scripts().Get("activity_reapply_orders")),
+      appended_(reappend_, "appended"),
+      applied_(reapply_, "applied"),
+      units_(reapply_, "units"),
+      present_(reapply_, "present"),
+      short_units_(reapply_, "short_units"),
+      short_order_id_(reapply_, "short_order_id") {}
 
 asio::awaitable<Result<std::vector<OrderRecordEntry>>> ActivityInspector::Orders(
     std::string_view activity_id) {
@@ -100,12 +106,9 @@ asio::awaitable<Result<bool>> ActivityInspector::Reappend(std::string_view activ
   ScriptCall call(reappend_);
   call.Key("orders", keys.orders()).Key("stream", keys.stream()).Arg("order_id", order_id);
   auto reply = co_await Await(runner_, call);
-  if (!reply.ok()) co_return std::move(reply).error();
-  if (!reply->is_integer()) {
-    co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", reappend_.name,
-                        reply->Describe());
-  }
-  co_return reply->integer() == 1;
+  auto read = ScriptReply::Read(reappend_, reply);
+  if (!read) co_return std::move(read).error();
+  co_return read->Int(appended_) == 1;
 }
 
 asio::awaitable<Result<ReapplyResult>> ActivityInspector::ReapplyOrders(
@@ -133,16 +136,15 @@ asio::awaitable<Result<ReapplyResult>> ActivityInspector::ReapplyOrders(
         .Key("prizes", keys.prizes())
         .Rest("orders", args);
     auto reply = co_await Await(runner_, call);
-    if (!reply.ok()) co_return std::move(reply).error();
-    if (!reply->is_array() || reply->size() < 4) {
-      co_return MakeError(ErrorCode::kProtocol, "{}: unexpected {}", reapply_.name,
-                          reply->Describe());
+    auto read = ScriptReply::Read(reapply_, reply);
+    if (!read) co_return std::move(read).error();
+    total.applied += read->Int(applied_);
+    total.units += read->Int(units_);
+    total.present += read->Int(present_);
+    total.short_units += read->Int(short_units_);
+    for (size_t i = 0; i < read->Rows(); ++i) {
+      total.short_orders.emplace_back(read->Str(short_order_id_, i));
     }
-    total.applied += (*reply)[0].integer();
-    total.units += (*reply)[1].integer();
-    total.present += (*reply)[2].integer();
-    total.short_units += (*reply)[3].integer();
-    for (size_t i = 4; i < reply->size(); ++i) total.short_orders.emplace_back((*reply)[i].str());
   }
   co_return total;
 }

@@ -70,6 +70,9 @@ class ActivityInspector {
   std::string namespace_;
   const Script& reappend_;
   const Script& reapply_;
+  IntField appended_;  // reply fields (RETURNS)
+  IntField applied_, units_, present_, short_units_;
+  StrField short_order_id_;
 };
 
 }  // namespace flashsale::redis

@@ -16,12 +16,16 @@ std::string NewToken(base::Random& random) {
   return fmt::format("{:016x}{:016x}", random.Next(), random.Next());
 }
 
-Result<bool> OneOrZero(const Script& script, const Result<Reply>& reply) {
-  if (!reply.ok()) return reply.error();
-  if (!reply->is_integer() || (reply->integer() != 0 && reply->integer() != 1)) {
-    return MakeError(ErrorCode::kProtocol, "script {} returned {}", script.name, reply->Describe());
+// A reply declared `name:int` that must be 1 or 0.
+Result<bool> OneOrZero(const IntField& field, const Result<Reply>& reply) {
+  auto read = ScriptReply::Read(field.script(), reply);
+  if (!read) return std::move(read).error();
+  const int64_t value = read->Int(field);
+  if (value != 0 && value != 1) {
+    return MakeError(ErrorCode::kProtocol, "script {} returned {}, expected 1 or 0",
+                     field.script().name, value);
   }
-  return reply->integer() == 1;
+  return value == 1;
 }
 
 }  // namespace
@@ -32,7 +36,11 @@ DistributedLock::DistributedLock(ScriptRunner& runner, std::string lock_key, std
       fence_key_(std::move(fence_key)),
       acquire_(runner.scripts().Get("lock_acquire")),
       extend_(runner.scripts().Get("lock_extend")),
-      release_(runner.scripts().Get("lock_release")) {}
+      release_(runner.scripts().Get("lock_release")),
+      acquired_(acquire_, "acquired"),
+      fence_or_ttl_ms_(acquire_, "fence_or_ttl_ms"),
+      extended_(extend_, "extended"),
+      released_(release_, "released") {}
 
 asio::awaitable<Result<std::optional<Lease>>> DistributedLock::TryAcquire(
     base::Random& random, std::chrono::milliseconds ttl) {
@@ -43,14 +51,10 @@ asio::awaitable<Result<std::optional<Lease>>> DistributedLock::TryAcquire(
       .Arg("token", lease.token)
       .Arg("ttl_ms", static_cast<int64_t>(ttl.count()));
   auto reply = co_await Await(runner_, call);
-  if (!reply.ok()) co_return std::move(reply).error();
-  if (!reply->is_array() || reply->size() != 2 || !(*reply)[0].is_integer() ||
-      !(*reply)[1].is_integer()) {
-    co_return MakeError(ErrorCode::kProtocol, "script {} returned {}", acquire_.name,
-                        reply->Describe());
-  }
-  if ((*reply)[0].integer() != 1) co_return std::optional<Lease>();
-  lease.fence = (*reply)[1].integer();
+  auto read = ScriptReply::Read(acquire_, reply);
+  if (!read) co_return std::move(read).error();
+  if (read->Int(acquired_) != 1) co_return std::optional<Lease>();
+  lease.fence = read->Int(fence_or_ttl_ms_);
   co_return std::optional<Lease>(std::move(lease));
 }
 
@@ -61,14 +65,14 @@ asio::awaitable<Result<bool>> DistributedLock::Extend(const Lease& lease,
       .Arg("token", lease.token)
       .Arg("ttl_ms", static_cast<int64_t>(ttl.count()));
   auto reply = co_await Await(runner_, call);
-  co_return OneOrZero(extend_, reply);
+  co_return OneOrZero(extended_, reply);
 }
 
 asio::awaitable<Result<bool>> DistributedLock::Release(const Lease& lease) {
   ScriptCall call(release_);
   call.Key("lock", lease.key).Arg("token", lease.token);
   auto reply = co_await Await(runner_, call);
-  co_return OneOrZero(release_, reply);
+  co_return OneOrZero(released_, reply);
 }
 
 }  // namespace flashsale::redis

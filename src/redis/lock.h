@@ -49,6 +49,8 @@ class DistributedLock {
   const Script& acquire_;
   const Script& extend_;
   const Script& release_;
+  // Reply fields (each script's RETURNS).
+  IntField acquired_, fence_or_ttl_ms_, extended_, released_;
 };
 
 }  // namespace flashsale::redis

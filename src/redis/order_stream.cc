@@ -53,14 +53,18 @@ OrderStream::OrderStream(ScriptRunner& runner, std::string key_namespace)
     : runner_(runner),
       namespace_(std::move(key_namespace)),
       dead_letter_(runner.scripts().Get("order_dead_letter")),
-      retry_dead_(runner.scripts().Get("order_retry_dead")) {}
+      retry_dead_(runner.scripts().Get("order_retry_dead")),
+      moved_(dead_letter_, "moved"),
+      entry_id_(retry_dead_, "entry_id") {}
 
 asio::awaitable<base::Status> EnsureStreamGroup(ScriptRunner& runner, std::string_view key,
                                                 std::string_view group) {
-  ScriptCall call(runner.scripts().Get("stream_group_ensure"));
+  const Script& script = runner.scripts().Get("stream_group_ensure");
+  ScriptCall call(script);
   call.Key("stream", key).Arg("group", group);
   auto reply = co_await Await(runner, call);
-  if (!reply.ok()) co_return std::move(reply).error();
+  auto read = ScriptReply::Read(script, reply);  // 1 created, 0 it existed: both fine
+  if (!read) co_return std::move(read).error();
   co_return base::Status();
 }
 
@@ -179,7 +183,9 @@ asio::awaitable<base::Status> OrderStream::DeadLetter(std::string_view activity_
       .Arg("deliveries", deliveries)
       .Arg("now_ms", now_ms);
   auto reply = co_await runner_.AsyncEval(call, asio::use_awaitable);
-  if (!reply.ok()) co_return std::move(reply).error();
+  // 1 moved, 0 no longer in the stream: either way it is out of the stream now.
+  auto read = ScriptReply::Read(dead_letter_, reply);
+  if (!read) co_return std::move(read).error();
   co_return base::Status();
 }
 
@@ -199,12 +205,13 @@ asio::awaitable<Result<std::string>> OrderStream::RetryDead(std::string_view act
   ScriptCall call(retry_dead_);
   call.Key("dead", keys.dead()).Key("stream", keys.stream()).Arg("dead_id", dead_id);
   auto reply = co_await runner_.AsyncEval(call, asio::use_awaitable);
-  if (!reply.ok()) co_return std::move(reply).error();
-  if (!reply->is_string()) {
+  auto read = ScriptReply::Read(retry_dead_, reply);
+  if (!read) co_return std::move(read).error();
+  if (read->IsNil(entry_id_)) {
     co_return MakeError(ErrorCode::kNotFound, "no dead letter '{}' in activity '{}'", dead_id,
                         activity_id);
   }
-  co_return std::string(reply->str());
+  co_return std::string(read->Str(entry_id_));
 }
 
 asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_id) {

@@ -98,6 +98,8 @@ class OrderStream {
   std::string namespace_;
   const Script& dead_letter_;
   const Script& retry_dead_;
+  IntField moved_;  // reply fields (RETURNS)
+  StrField entry_id_;
 };
 
 }  // namespace flashsale::redis

@@ -12,7 +12,10 @@ using base::MakeError;
 using base::Result;
 
 RateLimiter::RateLimiter(ScriptRunner& runner)
-    : runner_(runner), script_(runner.scripts().Get("rate_limit")) {}
+    : runner_(runner),
+      script_(runner.scripts().Get("rate_limit")),
+      allowed_(script_, "allowed"),
+      retry_after_ms_(script_, "retry_after_ms") {}
 
 void RateLimiter::Check(std::span<const Limiter> limiters, int64_t now_ms,
                         Handler<RateDecision> handler) {
@@ -31,20 +34,16 @@ void RateLimiter::Check(std::span<const Limiter> limiters, int64_t now_ms,
   }
   ScriptCall call(script_);
   call.RestKeys("limiters", keys).Arg("now_ms", now_ms).Rest("limits", limits);
-  runner_.Eval(
-      call, runner_.connection().DefaultDeadline(),
-      ReplyHandler([handler = std::move(handler), &script = script_](Result<Reply> reply) mutable {
-        Result<RateDecision> decision = [&]() -> Result<RateDecision> {
-          if (!reply.ok()) return std::move(reply).error();
-          if (!reply->is_array() || reply->size() != 2 || !(*reply)[0].is_integer() ||
-              !(*reply)[1].is_integer()) {
-            return MakeError(ErrorCode::kProtocol, "script {} returned {}", script.name,
-                             reply->Describe());
-          }
-          return RateDecision{(*reply)[0].integer() == 1, (*reply)[1].integer()};
-        }();
-        asio::dispatch(asio::append(std::move(handler), std::move(decision)));
-      }));
+  runner_.Eval(call, runner_.connection().DefaultDeadline(),
+               ReplyHandler([handler = std::move(handler), allowed = allowed_,
+                             retry_after_ms = retry_after_ms_](Result<Reply> reply) mutable {
+                 Result<RateDecision> decision = [&]() -> Result<RateDecision> {
+                   auto read = ScriptReply::Read(allowed.script(), reply);
+                   if (!read) return std::move(read).error();
+                   return RateDecision{read->Int(allowed) == 1, read->Int(retry_after_ms)};
+                 }();
+                 asio::dispatch(asio::append(std::move(handler), std::move(decision)));
+               }));
 }
 
 }  // namespace flashsale::redis

@@ -43,6 +43,7 @@ class RateLimiter {
  private:
   ScriptRunner& runner_;
   const Script& script_;
+  IntField allowed_, retry_after_ms_;  // reply fields (RETURNS)
 };
 
 }  // namespace flashsale::redis

@@ -33,7 +33,7 @@ std::string Sha1Hex(std::string_view data) {
   return hex;
 }
 
-// Reads "-- KEYS: a b c" and "-- ARGV: x y..." from the script's header comment.
+// Reads "-- KEYS: a b c", "-- ARGV: x y..." and "-- RETURNS: ..." from the script's header.
 Result<Script> ParseScript(std::string name, std::string source) {
   Script script;
   script.name = std::move(name);
@@ -44,9 +44,15 @@ Result<Script> ParseScript(std::string name, std::string source) {
   }
   bool have_keys = false;
   bool have_argv = false;
+  bool have_returns = false;
+  std::string returns;
   std::istringstream lines(source);
   std::string line;
   while (std::getline(lines, line)) {
+    if (constexpr std::string_view kReturns = "-- RETURNS:"; line.rfind(kReturns, 0) == 0) {
+      returns += line.substr(kReturns.size()) + " ";
+      have_returns = true;
+    }
     for (auto [prefix, names, seen] : {std::tuple{"-- KEYS:", &script.key_names, &have_keys},
                                        std::tuple{"-- ARGV:", &script.arg_names, &have_argv}}) {
       if (line.rfind(prefix, 0) != 0) continue;
@@ -56,11 +62,17 @@ Result<Script> ParseScript(std::string name, std::string source) {
       *seen = true;
     }
   }
-  if (!have_keys || !have_argv) {
+  if (!have_keys || !have_argv || !have_returns) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "script {} must declare its interface in '-- KEYS:' and '-- ARGV:' lines",
+                     "script {} must declare its interface in '-- KEYS:', '-- ARGV:' and "
+                     "'-- RETURNS:' lines",
                      script.name);
   }
+  auto decl = ParseReplyDecl(returns);
+  if (!decl)
+    return MakeError(ErrorCode::kInvalidArgument, "script {}: {}", script.name,
+                     decl.error().message);
+  script.returns = std::move(*decl);
   for (const auto* names : {&script.key_names, &script.arg_names}) {
     for (size_t i = 0; i + 1 < names->size(); ++i) {
       if ((*names)[i].ends_with(kRestSuffix)) {

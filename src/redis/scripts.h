@@ -3,12 +3,29 @@
 //
 // Scripts are Lua files under src/redis/lua, embedded at build time. Each opens with a `#!lua`
 // shebang (Redis 7 script flags: a script that writes is refused under maxmemory before it runs,
-// never aborted half-way) and declares its interface in two comment lines:
+// never aborted half-way) and declares its interface in comment lines:
 //   -- KEYS: meta stock items
 //   -- ARGV: order_id user_id quantity now_ms
+//   -- RETURNS: {code:int remaining:int order_id:str item:str...}
 // A binding builds a call with ScriptCall, naming each key and argument as it adds it; Build()
 // checks the names, in order, against that declaration, so a swapped KEYS or ARGV order (S0-4) is
 // an error before anything is sent instead of a silently wrong sale.
+//
+// RETURNS states the reply's shape, and the binding reads the reply through ScriptReply
+// (redis/script_reply.h), by the names declared here; a reply of another shape is a kProtocol
+// error, never a misread field. Several RETURNS lines are read as one, joined by a space. Grammar:
+//   returns := field                       a single value (not an array)
+//            | '{' field* [tail | rest] '}' an array: fixed elements, then optionally
+//   tail    := '[' field+ ']'              elements that come all together or not at all (the
+//                                          reply ends before them, e.g. `{code:int [quantity:int]}`
+//                                          answers {-1} or {1, 3})
+//   rest    := field '...'                 the remaining elements, zero or more, each this field
+//            | '(' field+ ')' '...'        the remaining elements, in repeated groups (a flat
+//                                          key/value list: `{(order_id:str record:str)...}`)
+//   field   := name ':' type ['|nil']      name: [a-z_][a-z0-9_]*, unique in the declaration;
+//   type    := 'int' | 'str'               int: an integer reply (a Lua number); str: a bulk
+//                                          string (a Lua string); |nil: or nil (Lua false)
+// Examples: `restored:int`, `entry_id:str|nil`, `{allowed:int retry_after_ms:int}`.
 //
 // ScriptRunner sends EVALSHA. A NOSCRIPT reply (Redis restarted, failed over, SCRIPT FLUSH) means
 // the script did not run, so it is the one failure that is retried: SCRIPT LOAD, then EVALSHA
@@ -29,6 +46,7 @@
 #include "base/result.h"
 #include "redis/command.h"
 #include "redis/connection.h"
+#include "redis/script_reply.h"
 
 namespace flashsale::redis {
 
@@ -39,13 +57,14 @@ struct Script {
   std::string sha1;                    // hex, as SCRIPT LOAD returns it
   std::vector<std::string> key_names;  // a last name ending in "..." takes the rest
   std::vector<std::string> arg_names;  // likewise
+  ReplyDecl returns;                   // what it returns (RETURNS)
   std::string load_wire;               // SCRIPT LOAD <source>, formatted once
 };
 
 class ScriptSet {
  public:
   // Every script embedded in the binary. Parsed once; throws at startup if a script's header
-  // is malformed (a build defect, not a runtime condition).
+  // (KEYS, ARGV, RETURNS) is missing or malformed (a build defect, not a runtime condition).
   static const ScriptSet& Embedded();
 
   // Parses scripts from (name, source) pairs; an error names the script and what is wrong.

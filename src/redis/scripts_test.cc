@@ -31,25 +31,61 @@ TEST(ScriptSetTest, EmbedsEveryLuaFileWithShebangAndInterface) {
 
 TEST(ScriptSetTest, KnownSha1) {
   // EVALSHA needs the SHA-1 of the exact source, in lower-case hex (as `sha1sum` prints it).
-  Sources sources = {{"one", "#!lua\n-- KEYS:\n-- ARGV:\nreturn 1"}};
+  Sources sources = {{"one", "#!lua\n-- KEYS:\n-- ARGV:\n-- RETURNS: one:int\nreturn 1"}};
   auto set = ScriptSet::Parse(sources);
-  ASSERT_TRUE(set.ok());
-  EXPECT_EQ(set->Get("one").sha1, "d9e738d4c76f214322a21a0ebdd69e5771079553");
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  EXPECT_EQ(set->Get("one").sha1, "89a5bf67e070ffc8271031cac9f2f918e9b14306");
 }
 
 TEST(ScriptSetTest, RejectsScriptsWithoutShebangOrInterface) {
-  Sources no_shebang = {{"a", "-- KEYS: k\n-- ARGV: a\nreturn 1"}};
+  Sources no_shebang = {{"a", "-- KEYS: k\n-- ARGV: a\n-- RETURNS: n:int\nreturn 1"}};
   EXPECT_FALSE(ScriptSet::Parse(no_shebang).ok());
   Sources no_interface = {{"a", "#!lua\nreturn 1"}};
   EXPECT_FALSE(ScriptSet::Parse(no_interface).ok());
-  Sources rest_not_last = {{"a", "#!lua\n-- KEYS: k\n-- ARGV: xs... y\nreturn 1"}};
+  Sources rest_not_last = {{"a", "#!lua\n-- KEYS: k\n-- ARGV: xs... y\n-- RETURNS: n:int\n"}};
   EXPECT_FALSE(ScriptSet::Parse(rest_not_last).ok());
+}
+
+TEST(ScriptSetTest, RejectsScriptsWithoutOrWithAMalformedReturns) {
+  Sources no_returns = {{"a", "#!lua\n-- KEYS: k\n-- ARGV: a\nreturn 1"}};
+  auto missing = ScriptSet::Parse(no_returns);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("RETURNS"), std::string::npos) << missing.error().message;
+  Sources malformed = {{"a", "#!lua\n-- KEYS: k\n-- ARGV: a\n-- RETURNS: {code:int\n"}};
+  auto bad = ScriptSet::Parse(malformed);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("script a: RETURNS"), std::string::npos)
+      << bad.error().message;
+}
+
+TEST(ScriptSetTest, ReturnsMaySpanSeveralLines) {
+  Sources sources = {
+      {"a",
+       "#!lua\n-- KEYS:\n-- ARGV:\n-- RETURNS: {code:int [state:str\n-- RETURNS:   n:int]}\n"}};
+  auto set = ScriptSet::Parse(sources);
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  EXPECT_EQ(set->Get("a").returns.tail, 2u);
+}
+
+TEST(ScriptSetTest, EveryEmbeddedScriptDeclaresWhatItReturns) {
+  for (const auto& script : ScriptSet::Embedded().scripts()) {
+    EXPECT_FALSE(script.returns.fields.empty() && !script.returns.array) << script.name;
+    EXPECT_FALSE(script.returns.text.empty()) << script.name;
+  }
+  const ReplyDecl& reserve = ScriptSet::Embedded().Get("seckill_reserve").returns;
+  EXPECT_TRUE(reserve.array);
+  EXPECT_EQ(reserve.fixed, 5u);
+  EXPECT_EQ(reserve.Find("item")->part, ReplyDecl::Part::kRest);
+  const ReplyDecl& status = ScriptSet::Embedded().Get("seckill_status").returns;
+  EXPECT_EQ(status.fixed, 1u);
+  EXPECT_EQ(status.tail, 13u);
 }
 
 class ScriptCallTest : public ::testing::Test {
  protected:
   ScriptCallTest() {
-    Sources sources = {{"s", "#!lua\n-- KEYS: first second\n-- ARGV: name count items...\n"}};
+    Sources sources = {
+        {"s", "#!lua\n-- KEYS: first second\n-- ARGV: name count items...\n-- RETURNS: n:int\n"}};
     set_ = std::move(*ScriptSet::Parse(sources));
   }
   ScriptSet set_;
@@ -93,7 +129,8 @@ TEST_F(ScriptCallTest, SwappedOrMissingArgsAreRefused) {
 }
 
 TEST(ScriptCallVariadicKeysTest, KeysMayEndInAVariadicName) {
-  Sources sources = {{"v", "#!lua\n-- KEYS: limiters...\n-- ARGV: now limits...\n"}};
+  Sources sources = {
+      {"v", "#!lua\n-- KEYS: limiters...\n-- ARGV: now limits...\n-- RETURNS: n:int\n"}};
   auto set = ScriptSet::Parse(sources);
   ASSERT_TRUE(set.ok());
   std::vector<std::string> keys = {"k1", "k2"}, limits = {"10", "5", "20", "1"};

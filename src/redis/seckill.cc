@@ -1,5 +1,6 @@
 #include "redis/seckill.h"
 
+#include <array>
 #include <boost/asio/append.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -19,15 +20,6 @@ using base::Result;
 
 namespace {
 
-// The script's reply as {code, ...}: an array whose first element is an integer.
-Result<int64_t> Code(const Script& script, ReplyView reply, size_t min_size) {
-  if (!reply.is_array() || reply.size() < std::max<size_t>(min_size, 1) || !reply[0].is_integer()) {
-    return MakeError(ErrorCode::kProtocol, "script {} returned {}, expected an array of {}+",
-                     script.name, reply.Describe(), min_size);
-  }
-  return reply[0].integer();
-}
-
 // The setup scripts' `load`: 0 definition only, 1 load if missing, 2 the same for a create.
 int LoadArg(SetupMode mode) {
   switch (mode) {
@@ -41,22 +33,22 @@ int LoadArg(SetupMode mode) {
   return 0;
 }
 
-Result<int64_t> IntAt(const Script& script, ReplyView reply, size_t i) {
-  if (i >= reply.size() || !reply[i].is_integer()) {
-    return MakeError(ErrorCode::kProtocol, "script {}: element {} of the reply is not an integer",
-                     script.name, i);
-  }
-  return reply[i].integer();
-}
-
-// Sends the call and turns the reply into a T with `parse`, or passes the error on.
+// Sends the call, checks the reply against the script's RETURNS and turns it into a T with
+// `parse`, or passes the error on.
 template <typename T, typename Parse>
 void Run(ScriptRunner& runner, const ScriptCall& call, Handler<T> handler, Parse parse) {
   runner.Eval(call, runner.connection().DefaultDeadline(),
-              ReplyHandler([handler = std::move(handler), parse](Result<Reply> reply) mutable {
-                Result<T> result = reply.ok() ? parse(*reply) : Result<T>(std::move(reply).error());
+              ReplyHandler([handler = std::move(handler), parse,
+                            &script = call.script()](Result<Reply> reply) mutable {
+                auto read = ScriptReply::Read(script, reply);
+                Result<T> result = read.ok() ? parse(*read) : Result<T>(std::move(read).error());
                 asio::dispatch(asio::append(std::move(handler), std::move(result)));
               }));
+}
+
+Error UnknownCode(const ScriptReply& reply, int64_t code) {
+  return MakeError(ErrorCode::kProtocol, "script {} returned unknown code {}", reply.script().name,
+                   code);
 }
 
 template <typename T>
@@ -101,6 +93,97 @@ std::string SeckillKeys::RateLimit(std::string_view kind, std::string_view token
   return fmt::format("{}rl:{}:{}", prefix_, kind, token);
 }
 
+// The fields of each script's RETURNS that its binding reads.
+struct SeckillScripts::Replies {
+  struct Setup {
+    explicit Setup(const Script& s)
+        : code(s, "code"),
+          version(s, "version"),
+          held_total(s, "held_total"),
+          held_kind(s, "held_kind") {}
+    IntField code, version, held_total;
+    StrField held_kind;
+  };
+  struct Reserve {
+    explicit Reserve(const Script& s)
+        : code(s, "code"),
+          replayed(s, "replayed"),
+          remaining(s, "remaining"),
+          bought(s, "bought"),
+          order_id(s, "order_id"),
+          item(s, "item") {}
+    IntField code, replayed, remaining, bought;
+    StrField order_id, item;
+  };
+  struct Draw {
+    explicit Draw(const Script& s)
+        : code(s, "code"),
+          replayed(s, "replayed"),
+          remaining(s, "remaining"),
+          draws(s, "draws"),
+          order_id(s, "order_id"),
+          prize_id(s, "prize_id") {}
+    IntField code, replayed, remaining, draws;
+    StrField order_id, prize_id;
+  };
+  struct Release {
+    explicit Release(const Script& s) : code(s, "code"), quantity(s, "quantity") {}
+    IntField code, quantity;
+  };
+  struct AddStock {
+    explicit AddStock(const Script& s)
+        : code(s, "code"), remaining(s, "remaining"), version(s, "version") {}
+    IntField code, remaining, version;
+  };
+  struct Status {
+    // An integer field and where it goes.
+    struct Int {
+      IntField field;
+      int64_t ActivityStatus::*out;
+    };
+    explicit Status(const Script& s)
+        : code(s, "code"),
+          state(s, "state"),
+          kind(s, "kind"),
+          ints{{{{s, "start_ms"}, &ActivityStatus::start_ms},
+                {{s, "end_ms"}, &ActivityStatus::end_ms},
+                {{s, "per_user_limit"}, &ActivityStatus::per_user_limit},
+                {{s, "total"}, &ActivityStatus::total},
+                {{s, "reserved"}, &ActivityStatus::reserved},
+                {{s, "released"}, &ActivityStatus::released},
+                {{s, "version"}, &ActivityStatus::version},
+                {{s, "remaining"}, &ActivityStatus::remaining},
+                {{s, "stream_length"}, &ActivityStatus::stream_length},
+                {{s, "orders"}, &ActivityStatus::orders},
+                {{s, "buyers"}, &ActivityStatus::buyers}}} {}
+    IntField code;
+    StrField state, kind;
+    std::array<Int, 11> ints;
+  };
+  struct UserOrders {
+    explicit UserOrders(const Script& s) : order_id(s, "order_id"), record(s, "record") {}
+    StrField order_id, record;
+  };
+
+  explicit Replies(const SeckillScripts& s)
+      : setup(s.setup_),
+        lottery_setup(s.lottery_setup_),
+        reserve(s.reserve_),
+        draw(s.draw_),
+        release(s.release_),
+        add_stock(s.add_stock_),
+        status(s.status_),
+        user_orders(s.user_orders_) {}
+
+  Setup setup, lottery_setup;
+  Reserve reserve;
+  Draw draw;
+  Release release;
+  AddStock add_stock;
+  Status status;
+  UserOrders user_orders;
+};
+
 SeckillScripts::SeckillScripts(ScriptRunner& runner, std::string key_namespace)
     : runner_(runner),
       namespace_(std::move(key_namespace)),
@@ -111,7 +194,8 @@ SeckillScripts::SeckillScripts(ScriptRunner& runner, std::string key_namespace)
       release_(runner.scripts().Get("seckill_release")),
       add_stock_(runner.scripts().Get("seckill_add_stock")),
       status_(runner.scripts().Get("seckill_status")),
-      user_orders_(runner.scripts().Get("seckill_user_orders")) {
+      user_orders_(runner.scripts().Get("seckill_user_orders")),
+      replies_(std::make_shared<const Replies>(*this)) {
   if (!base::IsValidId(namespace_) || namespace_.find(':') != std::string::npos) {
     throw std::invalid_argument("key namespace '" + namespace_ +
                                 "' must be 1-64 characters of [A-Za-z0-9_.@-]");
@@ -156,19 +240,18 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode
         .Rest("items", activity.items);
   }
   Run<SetupResult>(runner_, call, std::move(handler),
-                   [&script](ReplyView reply) -> Result<SetupResult> {
-                     auto code = Code(script, reply, 2);
-                     if (!code) return std::move(code).error();
-                     auto version = IntAt(script, reply, 1);
-                     if (!version) return std::move(version).error();
-                     if (*code == -9) {
-                       SetupResult clash{.found = true, .clash = true, .held_total = *version};
-                       if (reply.size() > 2 && reply[2].is_string()) {
-                         clash.held_kind = std::string(reply[2].str());
-                       }
-                       return clash;
+                   [replies = replies_, lottery = activity.is_lottery()](
+                       const ScriptReply& reply) -> Result<SetupResult> {
+                     const Replies::Setup& f = lottery ? replies->lottery_setup : replies->setup;
+                     const int64_t code = reply.Int(f.code);
+                     if (code == -9) {
+                       if (auto tail = reply.NeedTail(); !tail) return tail.error();
+                       return SetupResult{.found = true,
+                                          .clash = true,
+                                          .held_total = reply.Int(f.held_total),
+                                          .held_kind = std::string(reply.Str(f.held_kind))};
                      }
-                     return SetupResult{*code != -4, *code == 1, *version};
+                     return SetupResult{code != -4, code == 1, reply.Int(f.version)};
                    });
 }
 
@@ -239,29 +322,22 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
   const std::string idem_key = IdemKey(keys, request);
   ScriptCall call(reserve_);
   FillReserve(call, keys, idem_key, request);
-  Run<Reservation>(
-      runner_, call, std::move(handler),
-      [&script = reserve_](ReplyView reply) -> Result<Reservation> {
-        auto code = Code(script, reply, 5);
-        if (!code) return std::move(code).error();
-        auto outcome = core::OutcomeFromCode(*code);
-        if (!outcome) {
-          return MakeError(ErrorCode::kProtocol, "script {} returned unknown code {}", script.name,
-                           *code);
-        }
-        Reservation reservation;
-        reservation.outcome = *outcome;
-        int64_t* fields[] = {nullptr, nullptr, &reservation.remaining, &reservation.bought};
-        for (size_t i = 1; i < 4; ++i) {
-          auto value = IntAt(script, reply, i);
-          if (!value) return std::move(value).error();
-          if (i == 1) reservation.replayed = *value == 1;
-          if (fields[i] != nullptr) *fields[i] = *value;
-        }
-        reservation.order_id = reply[4].str();
-        for (size_t i = 5; i < reply.size(); ++i) reservation.items.emplace_back(reply[i].str());
-        return reservation;
-      });
+  Run<Reservation>(runner_, call, std::move(handler),
+                   [replies = replies_](const ScriptReply& reply) -> Result<Reservation> {
+                     const Replies::Reserve& f = replies->reserve;
+                     auto outcome = core::OutcomeFromCode(reply.Int(f.code));
+                     if (!outcome) return UnknownCode(reply, reply.Int(f.code));
+                     Reservation reservation;
+                     reservation.outcome = *outcome;
+                     reservation.replayed = reply.Int(f.replayed) == 1;
+                     reservation.remaining = reply.Int(f.remaining);
+                     reservation.bought = reply.Int(f.bought);
+                     reservation.order_id = reply.Str(f.order_id);
+                     for (size_t i = 0; i < reply.Rows(); ++i) {
+                       reservation.items.emplace_back(reply.Str(f.item, i));
+                     }
+                     return reservation;
+                   });
 }
 
 void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request,
@@ -307,27 +383,17 @@ void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& reque
       .Arg("fallback", static_cast<int64_t>(request.fallback))
       .Arg("fence", request.fence);
   Run<DrawResult>(runner_, call, std::move(handler),
-                  [&script = draw_](ReplyView reply) -> Result<DrawResult> {
-                    auto code = Code(script, reply, 6);
-                    if (!code) return std::move(code).error();
-                    auto outcome = core::OutcomeFromCode(*code);
-                    if (!outcome) {
-                      return MakeError(ErrorCode::kProtocol, "script {} returned unknown code {}",
-                                       script.name, *code);
-                    }
+                  [replies = replies_](const ScriptReply& reply) -> Result<DrawResult> {
+                    const Replies::Draw& f = replies->draw;
+                    auto outcome = core::OutcomeFromCode(reply.Int(f.code));
+                    if (!outcome) return UnknownCode(reply, reply.Int(f.code));
                     DrawResult draw;
                     draw.outcome = *outcome;
-                    auto replayed = IntAt(script, reply, 1);
-                    auto remaining = IntAt(script, reply, 2);
-                    auto draws = IntAt(script, reply, 3);
-                    if (!replayed) return std::move(replayed).error();
-                    if (!remaining) return std::move(remaining).error();
-                    if (!draws) return std::move(draws).error();
-                    draw.replayed = *replayed == 1;
-                    draw.remaining = *remaining;
-                    draw.draws = *draws;
-                    draw.order_id = reply[4].str();
-                    draw.prize_id = reply[5].str();
+                    draw.replayed = reply.Int(f.replayed) == 1;
+                    draw.remaining = reply.Int(f.remaining);
+                    draw.draws = reply.Int(f.draws);
+                    draw.order_id = reply.Str(f.order_id);
+                    draw.prize_id = reply.Str(f.prize_id);
                     return draw;
                   });
 }
@@ -350,18 +416,14 @@ void SeckillScripts::Release(std::string_view activity_id, std::string_view orde
       .Key("orders", keys.orders())
       .Arg("order_id", order_id);
   Run<ReleaseResult>(runner_, call, std::move(handler),
-                     [&script = release_](ReplyView reply) -> Result<ReleaseResult> {
-                       auto code = Code(script, reply, 1);
-                       if (!code) return std::move(code).error();
-                       if ((*code < -1 || *code > 1) && *code != -4) {
-                         return MakeError(ErrorCode::kProtocol, "script {} returned code {}",
-                                          script.name, *code);
-                       }
-                       ReleaseResult release{static_cast<ReleaseOutcome>(*code), 0};
-                       if (*code == 1) {
-                         auto quantity = IntAt(script, reply, 1);
-                         if (!quantity) return std::move(quantity).error();
-                         release.quantity = *quantity;
+                     [replies = replies_](const ScriptReply& reply) -> Result<ReleaseResult> {
+                       const Replies::Release& f = replies->release;
+                       const int64_t code = reply.Int(f.code);
+                       if ((code < -1 || code > 1) && code != -4) return UnknownCode(reply, code);
+                       ReleaseResult release{static_cast<ReleaseOutcome>(code), 0};
+                       if (code == 1) {
+                         if (auto tail = reply.NeedTail(); !tail) return tail.error();
+                         release.quantity = reply.Int(f.quantity);
                        }
                        return release;
                      });
@@ -393,15 +455,11 @@ void SeckillScripts::AddStock(std::string_view activity_id, int64_t units,
       .Arg("units", units)
       .Rest("items", items);
   Run<AddStockResult>(runner_, call, std::move(handler),
-                      [&script = add_stock_](ReplyView reply) -> Result<AddStockResult> {
-                        auto code = Code(script, reply, 1);
-                        if (!code) return std::move(code).error();
-                        if (*code != 1) return AddStockResult{};
-                        auto remaining = IntAt(script, reply, 1);
-                        auto version = IntAt(script, reply, 2);
-                        if (!remaining) return std::move(remaining).error();
-                        if (!version) return std::move(version).error();
-                        return AddStockResult{true, *remaining, *version};
+                      [replies = replies_](const ScriptReply& reply) -> Result<AddStockResult> {
+                        const Replies::AddStock& f = replies->add_stock;
+                        if (reply.Int(f.code) != 1) return AddStockResult{};
+                        if (auto tail = reply.NeedTail(); !tail) return tail.error();
+                        return AddStockResult{true, reply.Int(f.remaining), reply.Int(f.version)};
                       });
 }
 
@@ -418,31 +476,18 @@ void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus
       .Key("orders", keys.orders())
       .Key("stream", keys.stream())
       .Key("prizes", keys.prizes());
-  Run<ActivityStatus>(
-      runner_, call, std::move(handler),
-      [&script = status_](ReplyView reply) -> Result<ActivityStatus> {
-        auto code = Code(script, reply, 1);
-        if (!code) return std::move(code).error();
-        ActivityStatus status;
-        if (*code != 1) return status;
-        if (reply.size() != 14 || !reply[1].is_string() || !reply[2].is_string()) {
-          return MakeError(ErrorCode::kProtocol, "script {} returned {} elements, expected 14",
-                           script.name, reply.size());
-        }
-        status.found = true;
-        status.state = reply[1].str();
-        status.kind = reply[2].str();
-        int64_t* fields[] = {&status.start_ms, &status.end_ms,    &status.per_user_limit,
-                             &status.total,    &status.reserved,  &status.released,
-                             &status.version,  &status.remaining, &status.stream_length,
-                             &status.orders,   &status.buyers};
-        for (size_t i = 0; i < std::size(fields); ++i) {
-          auto value = IntAt(script, reply, 3 + i);
-          if (!value) return std::move(value).error();
-          *fields[i] = *value;
-        }
-        return status;
-      });
+  Run<ActivityStatus>(runner_, call, std::move(handler),
+                      [replies = replies_](const ScriptReply& reply) -> Result<ActivityStatus> {
+                        const Replies::Status& f = replies->status;
+                        ActivityStatus status;
+                        if (reply.Int(f.code) != 1) return status;
+                        if (auto tail = reply.NeedTail(); !tail) return tail.error();
+                        status.found = true;
+                        status.state = reply.Str(f.state);
+                        status.kind = reply.Str(f.kind);
+                        for (const auto& [field, out] : f.ints) status.*out = reply.Int(field);
+                        return status;
+                      });
 }
 
 void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view user_id,
@@ -459,17 +504,14 @@ void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view u
   call.Key("orders", keys.orders()).Key("user_orders", keys.user_orders()).Arg("user_id", user_id);
   Run<std::vector<RecordedOrder>>(
       runner_, call, std::move(handler),
-      [&script = user_orders_](ReplyView reply) -> Result<std::vector<RecordedOrder>> {
-        if (!reply.is_array() || reply.size() % 2 != 0) {
-          return MakeError(ErrorCode::kProtocol, "script {} returned {}", script.name,
-                           reply.Describe());
-        }
+      [replies = replies_](const ScriptReply& reply) -> Result<std::vector<RecordedOrder>> {
+        const Replies::UserOrders& f = replies->user_orders;
         std::vector<RecordedOrder> orders;
-        for (size_t i = 0; i < reply.size(); i += 2) {
-          auto order = ParseOrderRecord(reply[i].str(), reply[i + 1].str());
+        for (size_t i = 0; i < reply.Rows(); ++i) {
+          auto order = ParseOrderRecord(reply.Str(f.order_id, i), reply.Str(f.record, i));
           if (!order) {
-            return MakeError(ErrorCode::kProtocol, "script {}: unreadable order record {}",
-                             script.name, reply[i + 1].Describe());
+            return MakeError(ErrorCode::kProtocol, "script {}: unreadable order record \"{}\"",
+                             reply.script().name, reply.Str(f.record, i));
           }
           orders.push_back(std::move(*order));
         }

@@ -29,6 +29,7 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -270,6 +271,10 @@ class SeckillScripts {
   const Script& add_stock_;
   const Script& status_;
   const Script& user_orders_;
+  // The reply fields each binding reads, resolved by name once (seckill.cc); shared with the
+  // calls in flight.
+  struct Replies;
+  std::shared_ptr<const Replies> replies_;
 };
 
 }  // namespace flashsale::redis

@@ -3,7 +3,10 @@
 // Redis refuse a writing script over maxmemory before it runs.
 
 #include <future>
+#include <map>
+#include <sstream>
 
+#include "redis/embedded_scripts.h"
 #include "redis/seckill_fixture.h"
 
 namespace flashsale::redis {
@@ -99,6 +102,48 @@ TEST_F(ScriptsTest, OverMaxmemoryAWritingScriptIsRefusedBeforeItWrites) {
   EXPECT_EQ(status.buyers, 0);
   // And once memory is back, the same order goes through.
   EXPECT_EQ(Reserve("oom", "o1", "alice")->outcome, Outcome::kReserved);
+}
+
+// The embedded scripts, with some bodies replaced and their headers (KEYS, ARGV, RETURNS) kept.
+ScriptSet WithBodies(const std::map<std::string, std::string>& bodies) {
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (const auto& embedded : EmbeddedScripts()) {
+    std::string source(embedded.source);
+    if (auto body = bodies.find(std::string(embedded.name)); body != bodies.end()) {
+      std::string header;
+      std::istringstream lines(source);
+      for (std::string line;
+           std::getline(lines, line) && (line.starts_with("#!") || line.starts_with("--"));) {
+        header += line + "\n";
+      }
+      source = header + body->second + "\n";
+    }
+    sources.emplace_back(std::string(embedded.name), std::move(source));
+  }
+  auto set = ScriptSet::Parse(sources);
+  if (!set) throw std::runtime_error(set.error().message);
+  return std::move(*set);
+}
+
+TEST_F(ScriptsTest, AReplyThatIsNotWhatTheScriptDeclaresIsRefusedByItsBinding) {
+  const ScriptSet set = WithBodies(
+      {{"seckill_reserve", "return {1, 0, 5, 1, 42}"}, {"seckill_status", "return {1, 'open'}"}});
+  ScriptRunner runner(connection_, set);
+  SeckillScripts scripts(runner, ns_);
+  const std::string order = "o1", user = "alice";
+  auto reserved = io_.Run(scripts.AsyncReserve("shape", ReserveRequest{order, user, 1, 1500},
+                                               boost::asio::use_awaitable));
+  ASSERT_FALSE(reserved.ok());
+  EXPECT_EQ(reserved.error().code, base::ErrorCode::kProtocol);
+  EXPECT_NE(reserved.error().message.find("element 5 (order_id) is (integer) 42, expected str"),
+            std::string::npos)
+      << reserved.error().message;
+
+  auto status = io_.Run(scripts.AsyncStatus("shape", boost::asio::use_awaitable));
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().code, base::ErrorCode::kProtocol);
+  EXPECT_NE(status.error().message.find("expected 1 or 14 elements"), std::string::npos)
+      << status.error().message;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 -- with a TTL) expire by themselves.
 -- KEYS: meta stock items prizes buyers orders stream user_orders dead failures queue queue_lock queue_fence report
 -- ARGV:
+-- RETURNS: outcome:int
 -- Returns 1 deleted | 0 there was nothing to delete | -1 it sold something (nothing deleted)
 if redis.call('HLEN', KEYS[5]) > 0 or redis.call('HLEN', KEYS[6]) > 0
     or redis.call('XLEN', KEYS[7]) > 0 or redis.call('XLEN', KEYS[9]) > 0

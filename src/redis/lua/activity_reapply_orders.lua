@@ -12,7 +12,7 @@
 -- KEYS: meta stock items buyers orders user_orders prizes
 -- ARGV: orders...
 -- `orders` are quintuples: order_id user_id quantity draw_no record.
--- Returns {applied, units, present, short_units, short_order_id...}.
+-- RETURNS: {applied:int units:int present:int short_units:int short_order_id:str...}
 local kind = redis.call('HGET', KEYS[1], 'kind')
 if not kind then
   return redis.error_reply('ERR flashsale: the activity is not loaded; it is rebuilt instead')

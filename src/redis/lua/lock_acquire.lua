@@ -4,6 +4,7 @@
 -- write checked against it can tell a stale holder (paused past its lease) from the current one.
 -- KEYS: lock fence
 -- ARGV: token ttl_ms
+-- RETURNS: {acquired:int fence_or_ttl_ms:int}
 -- Returns {1, fence} when taken; {0, ms until it expires} when another holder has it.
 local ttl = tonumber(ARGV[2])
 if not ttl or ttl < 1 then return redis.error_reply('ERR flashsale: ttl_ms must be >= 1') end

@@ -20,6 +20,7 @@
 -- before anything is written. fence = 0: no check.
 -- KEYS: meta prizes buyers orders stream user_orders idem fence
 -- ARGV: order_id user_id now_ms idem_ttl_ms pick fallback fence
+-- RETURNS: {code:int replayed:int remaining:int draws:int order_id:str prize_id:str}
 -- Returns {code, replayed, remaining, draws, order_id, prize_id}; code 1 won, 2 no prize,
 -- 0 draw limit reached (draws = the user's draws so far), -1 every prize gone, -2 not started,
 -- -3 ended, -4 unknown activity, -5 closed, -6 order id used by another user.

@@ -9,6 +9,7 @@
 -- it here, so the set never holds more than the limit and needs no cleanup elsewhere.
 -- KEYS: meta queue ticket idem buyers pending
 -- ARGV: ticket_id user_id now_ms capacity ticket_ttl_ms idem_ttl_ms
+-- RETURNS: {code:int ticket_id:str [draws:int]}
 -- Returns {1, ticket_id} queued, {2, ticket_id} an earlier request with the same idempotency key
 -- was queued under that ticket, {0, '', draws} no draw left to the user (draws made plus
 -- tickets pending reach the limit; draws = draws made), {-8, ''} the queue is full,

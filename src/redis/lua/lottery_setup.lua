@@ -5,6 +5,7 @@
 -- Every check comes before the first write.
 -- KEYS: meta prizes
 -- ARGV: start_ms end_ms per_user_limit state no_prize_weight load prizes...
+-- RETURNS: {code:int version:int [held_total:int held_kind:str]}
 -- `prizes` are triples: prize_id weight stock.
 -- Returns {1, version} when the stock was loaded by this call, {0, version} when it was loaded
 -- before, {-4, 0} when it is not loaded and load = 0.
@@ -32,7 +33,7 @@ for i = 7, #ARGV, 3 do
 end
 local loaded_kind = redis.call('HGET', meta, 'kind')
 -- load = 2 (a create): a lottery Redis holds with other prizes, or a sale, is not touched:
--- {-9, total held, kind held}.
+-- {-9, 0, total held, kind held}.
 if loaded_kind and load == '2' then
   local held = tonumber(redis.call('HGET', meta, 'total') or '-1')
   local same = loaded_kind == 'lottery' and held == total and
@@ -40,7 +41,7 @@ if loaded_kind and load == '2' then
   for i = 1, #stock, 2 do
     same = same and tonumber(redis.call('HGET', prizes, stock[i]) or '-1') == tonumber(stock[i + 1])
   end
-  if not same then return {-9, held, loaded_kind} end
+  if not same then return {-9, 0, held, loaded_kind} end
 end
 if loaded_kind and loaded_kind ~= 'lottery' then
   return redis.error_reply('ERR flashsale: a loaded sale cannot become a lottery')

@@ -2,6 +2,7 @@
 -- A queued draw's ticket, for its owner: pending, or the draw's outcome.
 -- KEYS: ticket orders
 -- ARGV: user_id
+-- RETURNS: {state:int [code:int draws:int order_id:str prize_id:str]}
 -- Returns {-4} no such ticket (or not this user's, or expired), {0} pending, or
 -- {1, code, draws, order_id, prize_id}.
 local value = redis.call('GET', KEYS[1])

@@ -4,6 +4,7 @@
 -- dropped together, so an entry is never in neither place nor acknowledged without a copy.
 -- KEYS: stream dead failures
 -- ARGV: group entry_id error deliveries now_ms
+-- RETURNS: moved:int
 -- Returns 1 moved | 0 the entry is no longer in the stream (acknowledged anyway)
 local entry = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
 if #entry == 0 then

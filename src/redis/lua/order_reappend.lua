@@ -5,6 +5,7 @@
 -- re-sold. The database's order id key makes a duplicate harmless.
 -- KEYS: orders stream
 -- ARGV: order_id
+-- RETURNS: appended:int
 -- Returns 1 appended | 0 not reserved (released, or no record)
 local rec = redis.call('HGET', KEYS[1], ARGV[1])
 if not rec then return 0 end

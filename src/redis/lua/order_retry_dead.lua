@@ -4,6 +4,7 @@
 -- order again is safe: the database insert is idempotent on the order id.
 -- KEYS: dead stream
 -- ARGV: dead_id
+-- RETURNS: entry_id:str|nil
 -- Returns the new entry id | false when there is no such dead letter
 local entry = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if #entry == 0 then return false end

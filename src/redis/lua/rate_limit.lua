@@ -4,6 +4,7 @@
 -- limiter advance. Each limiter key holds its theoretical arrival time (TAT) in ms.
 -- KEYS: limiters...
 -- ARGV: now_ms limits...
+-- RETURNS: {allowed:int retry_after_ms:int}
 -- limits: per limiter, two values: emission interval in ms (1000 / rate) and burst.
 -- Returns {1, 0} allowed | {0, retry_after_ms} refused.
 local now = tonumber(ARGV[1])

@@ -2,6 +2,7 @@
 -- Adds stock to a loaded activity: a number of units (counted) or new item ids (items).
 -- KEYS: meta stock items
 -- ARGV: units items...
+-- RETURNS: {code:int [remaining:int version:int]}
 -- Returns {1, remaining, version} | {-4} unknown activity
 local kind = redis.call('HGET', KEYS[1], 'kind')
 if not kind then return {-4} end

@@ -4,6 +4,7 @@
 -- release finds X and does nothing. The buyer's count drops, so they may buy again.
 -- KEYS: meta stock items buyers orders
 -- ARGV: order_id
+-- RETURNS: {code:int [quantity:int]}
 -- Returns {1, quantity} released now | {0} released before | {-1} no such order | {-4} the
 -- activity is not loaded (its kind unknown: nothing is written, so a release never creates the
 -- keys of an activity Redis lost, which a rebuild must find absent).

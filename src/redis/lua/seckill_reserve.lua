@@ -12,6 +12,7 @@
 --     first call's order id.
 -- KEYS: meta stock items buyers orders stream user_orders idem
 -- ARGV: order_id user_id quantity now_ms idem_ttl_ms
+-- RETURNS: {code:int replayed:int remaining:int bought:int order_id:str item:str...}
 -- Returns {code, replayed, remaining, bought, order_id, item...}; code 1 reserved, 0 limit
 -- reached (bought = units the user holds), -1 sold out, -2 not started, -3 ended, -4 unknown
 -- activity, -5 closed, -6 order id used by another user.

@@ -7,9 +7,10 @@
 -- Every check comes before the first write.
 -- KEYS: meta stock items
 -- ARGV: start_ms end_ms per_user_limit state kind units load items...
+-- RETURNS: {code:int version:int [held_total:int held_kind:str]}
 -- With load = 2 (a create: the record has no such activity), an activity Redis holds already
 -- with another kind or total (a create whose database insert failed, or a concurrent create) is
--- not touched: {-9, total held, kind held}.
+-- not touched: {-9, 0, total held, kind held}.
 -- Returns {1, version} when the stock was loaded by this call, {0, version} when it was loaded
 -- before (only the definition changed), {-4, 0} when it is not loaded and load = 0.
 local meta, stock_key, items_key = KEYS[1], KEYS[2], KEYS[3]
@@ -29,7 +30,7 @@ end
 local loaded_kind = redis.call('HGET', meta, 'kind')
 if loaded_kind and load == '2' then
   local held = tonumber(redis.call('HGET', meta, 'total') or '-1')
-  if loaded_kind ~= kind or held ~= units then return {-9, held, loaded_kind} end
+  if loaded_kind ~= kind or held ~= units then return {-9, 0, held, loaded_kind} end
 end
 if loaded_kind and loaded_kind ~= kind then
   return redis.error_reply('ERR flashsale: the stock kind of a loaded activity cannot change')

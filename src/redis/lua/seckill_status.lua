@@ -2,6 +2,9 @@
 -- One consistent snapshot of an activity's counters (a sale or a lottery), for admin status, reconciliation and tests.
 -- KEYS: meta stock items buyers orders stream prizes
 -- ARGV:
+-- RETURNS: {code:int [state:str kind:str start_ms:int end_ms:int per_user_limit:int
+-- RETURNS:   total:int reserved:int released:int version:int remaining:int stream_length:int
+-- RETURNS:   orders:int buyers:int]}
 -- Returns {-4} unknown activity, or {1, state, kind, start_ms, end_ms, per_user_limit, total,
 -- reserved, released, version, remaining, stream_length, orders, buyers}
 local m = redis.call('HMGET', KEYS[1], 'state', 'kind', 'start_ms', 'end_ms', 'limit', 'total',

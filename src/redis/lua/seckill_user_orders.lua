@@ -2,6 +2,7 @@
 -- A user's orders in one activity, as recorded by the reserve script (reserved or released).
 -- KEYS: orders user_orders
 -- ARGV: user_id
+-- RETURNS: {(order_id:str record:str)...}
 -- Returns {order_id, record, order_id, record, ...}; a record is "R|user|quantity|ts|items"
 -- (R reserved, X released).
 local ids = redis.call('HGET', KEYS[2], ARGV[1])

@@ -4,6 +4,7 @@
 -- reply, so ensuring a group that is there counts as no Redis error.
 -- KEYS: stream
 -- ARGV: group
+-- RETURNS: created:int
 -- Returns 1 created | 0 it existed
 local created = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '0', 'MKSTREAM')
 if type(created) == 'table' and created.err then
