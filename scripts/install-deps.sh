@@ -18,7 +18,7 @@ packages=(
   redis-server redis-tools mariadb-server
   # scripts/galera.sh: MariaDB Galera (the provider, and rsync for state transfers between nodes)
   galera-4 rsync
-  # the TLS test makes a self-signed certificate with the openssl command
+  # the TLS tests (Redis, MariaDB) make their certificates with the openssl command
   openssl
   # the web pages' tests: a real browser, and Node.js to drive it with playwright-core
   chromium nodejs

@@ -175,7 +175,9 @@ const std::vector<Setting>& Settings() {
        .field = &ServeConfig::db_url,
        .placeholder = "URL",
        .help = "Database of record, sqlite:/path.db or mysql://user[:password]@host[:port]/db "
-               "(?socket=/path); empty means sqlite:<data-dir>/flashsale.db"},
+               "(?socket=/path; TLS: ?ssl-mode=VERIFY_IDENTITY|VERIFY_CA|REQUIRED, "
+               "&ssl-ca=/ca.pem, else the system's CAs); empty means "
+               "sqlite:<data-dir>/flashsale.db"},
       {.name = "key-namespace",
        .field = &ServeConfig::key_namespace,
        .placeholder = "NAME",

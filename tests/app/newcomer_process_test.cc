@@ -25,6 +25,7 @@
 
 #include "support/flashsale_process.h"
 #include "support/http_client.h"
+#include "support/mariadb_server.h"
 #include "support/redis_server.h"
 
 namespace flashsale {
@@ -496,6 +497,45 @@ TEST(NewcomerProcessTest, RedissReachesATlsRedisAndRefusesACertificateItCannotVe
   auto detail = client.Get("/readyz", unverified.admin);
   EXPECT_EQ(detail.status, 503) << detail.body;
   EXPECT_NE(detail.body.find("certificate verify failed"), std::string::npos) << detail.body;
+}
+
+// --- 3. TLS to MySQL/MariaDB (?ssl-mode=, ?ssl-ca=) ---------------------------------------------
+
+TEST(NewcomerProcessTest, ServeRecordsOrdersInMariaDbOverTlsAndRefusesACertificateItCannotVerify) {
+  // The server refuses TCP without TLS: orders that land in it came over TLS.
+  testing::MariaDbServer db(
+      testing::MariaDbServerOptions{.tls = true, .require_secure_transport = true});
+  const std::string url = db.UniqueDatabase();
+  const std::string database = url.substr(url.rfind('/') + 1);
+  {
+    Service service(
+        {"--db-url", url + "?ssl-mode=VERIFY_CA&ssl-ca=" + db.ca_path(), "--identity", "gateway"});
+    ASSERT_TRUE(service.Start()) << service.serve.Log();
+    HttpClient client("127.0.0.1", service.port);
+    EXPECT_EQ(client.Get("/readyz").status, 200);
+    ASSERT_EQ(
+        client.Post("/api/v1/admin/activities", R"({"id":"tls","stock":2})", service.admin).status,
+        201);
+    auto bought = client.Post("/api/v1/activities/tls/purchase", "", {{"X-User-Id", "ann"}});
+    EXPECT_EQ(Str(bought, "status"), "reserved") << bought.body;
+    std::string orders = "0";
+    for (int i = 0; i < 300 && orders == "0"; ++i) {  // up to 30 s for the consumer
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      orders = db.Scalar("SELECT COUNT(*) FROM orders WHERE user_id = 'ann'", database);
+    }
+    EXPECT_EQ(orders, "1");
+  }
+  // Another CA: serve does not start, and says why (without the password).
+  TempDir tmp;
+  const Finished refused =
+      RunToExit(ServeArgs(FreePort(), tmp / "data",
+                          {"--db-url", url + "?ssl-mode=VERIFY_CA&ssl-ca=" + db.other_ca_path()}),
+                tmp, "refused.log");
+  ASSERT_TRUE(refused.status.has_value()) << "serve is still running";
+  EXPECT_NE(ExitCode(refused.status), 0) << refused.output;
+  EXPECT_NE(refused.output.find("certificate"), std::string::npos) << refused.output;
+  EXPECT_EQ(refused.output.find(testing::MariaDbServer::kPassword), std::string::npos)
+      << refused.output;
 }
 
 // --- 7. One CLI vocabulary ----------------------------------------------------------------------

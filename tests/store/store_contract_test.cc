@@ -632,6 +632,72 @@ TEST(MySqlUrlTest, RejectsMalformedUrlsWithoutEchoingThePassword) {
   }
 }
 
+TEST(MySqlUrlTest, ParsesTlsOptions) {
+  auto verify_ca = ParseMySqlUrl("mysql://app:pw@db.example/shop?ssl-mode=verify_ca");
+  ASSERT_TRUE(verify_ca.ok()) << verify_ca.error().ToString();
+  EXPECT_EQ(verify_ca->ssl_mode, SslMode::kVerifyCa);
+  EXPECT_TRUE(verify_ca->ssl_ca.empty());
+  EXPECT_EQ(verify_ca->Describe(), "mysql://app@db.example:3306/shop?ssl-mode=VERIFY_CA");
+
+  // ssl-ca alone asks for TLS verified against it.
+  auto ca_only = ParseMySqlUrl("mysql://app:pw@db.example/shop?ssl-ca=%2Fetc%2Fca.pem");
+  ASSERT_TRUE(ca_only.ok()) << ca_only.error().ToString();
+  EXPECT_EQ(ca_only->ssl_mode, SslMode::kVerifyCa);
+  EXPECT_EQ(ca_only->ssl_ca, "/etc/ca.pem");
+  EXPECT_EQ(ca_only->Describe(),
+            "mysql://app@db.example:3306/shop?ssl-mode=VERIFY_CA&ssl-ca=/etc/ca.pem");
+
+  auto identity =
+      ParseMySqlUrl("mysql://app:pw@db.example/shop?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem");
+  ASSERT_TRUE(identity.ok()) << identity.error().ToString();
+  EXPECT_EQ(identity->ssl_mode, SslMode::kVerifyIdentity);
+  EXPECT_EQ(identity->ssl_ca, "/ca.pem");
+  EXPECT_TRUE(identity->tls());
+
+  auto required = ParseMySqlUrl("mysql://app:pw@db.example/shop?ssl-mode=Required");
+  ASSERT_TRUE(required.ok()) << required.error().ToString();
+  EXPECT_EQ(required->ssl_mode, SslMode::kRequired);
+
+  for (const char* plain :
+       {"mysql://app:pw@db.example/shop", "mysql://app:pw@db.example/shop?ssl-mode=DISABLED"}) {
+    auto parsed = ParseMySqlUrl(plain);
+    ASSERT_TRUE(parsed.ok()) << plain;
+    EXPECT_EQ(parsed->ssl_mode, SslMode::kDisabled) << plain;
+    EXPECT_FALSE(parsed->tls()) << plain;
+    EXPECT_EQ(parsed->Describe(), "mysql://app@db.example:3306/shop") << plain;
+  }
+}
+
+TEST(MySqlUrlTest, RejectsBadTlsOptionsNamingThemWithoutThePassword) {
+  struct Case {
+    const char* url;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"mysql://app:secret@h/shop?ssl-mode=on",
+                "ssl-mode 'on' is not one of DISABLED, "
+                "REQUIRED, VERIFY_CA, VERIFY_IDENTITY"},
+           Case{"mysql://app:secret@h/shop?ssl-mode=PREFERRED", "falls back to plaintext"},
+           Case{"mysql://app:secret@h/shop?ssl-mode=", "empty value for ssl-mode"},
+           Case{"mysql://app:secret@h/shop?ssl-ca=", "empty value for ssl-ca"},
+           Case{"mysql://app:secret@h/shop?ssl-mode", "parameter 'ssl-mode' has no value"},
+           Case{"mysql://app:secret@h/shop?ssl-mode=REQUIRED&ssl-ca=/ca.pem",
+                "ssl-ca is used only with ssl-mode=VERIFY_CA or VERIFY_IDENTITY"},
+           Case{"mysql://app:secret@h/shop?ssl-mode=DISABLED&ssl-ca=/ca.pem",
+                "not with ssl-mode=DISABLED"},
+           Case{"mysql://app:secret@localhost/shop?socket=/s.sock&ssl-mode=VERIFY_CA",
+                "a unix socket (?socket=) is local"},
+           Case{"mysql://app:secret@h/shop?sslmode=require", "unknown parameter 'sslmode'"},
+       }) {
+    auto parsed = ParseMySqlUrl(c.url);
+    ASSERT_FALSE(parsed.ok()) << c.url;
+    EXPECT_EQ(parsed.error().code, ErrorCode::kInvalidArgument) << c.url;
+    EXPECT_TRUE(Contains(parsed.error().message, c.says))
+        << c.url << ": " << parsed.error().message;
+    EXPECT_FALSE(Contains(parsed.error().message, "secret")) << parsed.error().message;
+  }
+}
+
 TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   MariaDbServer& server = SharedMariaDb();
   const std::string url = server.UniqueDatabase();

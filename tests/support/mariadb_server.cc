@@ -114,7 +114,7 @@ MysqlHandle ConnectRoot(const std::string& socket_path, const std::string& datab
 
 }  // namespace
 
-MariaDbServer::MariaDbServer() {
+MariaDbServer::MariaDbServer(MariaDbServerOptions options) : options_(options) {
   std::string templ =
       (std::filesystem::temp_directory_path() / "flashsale-mariadb-XXXXXX").string();
   if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -125,6 +125,7 @@ MariaDbServer::MariaDbServer() {
   try {
     std::filesystem::create_directory(dir_ + "/tmp");
     Initialise();
+    if (options_.tls) MakeCertificates();
     // A port found free can be taken before mariadbd binds it (it then exits); try a few.
     bool ready = false;
     for (int attempt = 0; attempt < 5 && !ready; ++attempt) {
@@ -187,6 +188,54 @@ void MariaDbServer::Initialise() {
   }
 }
 
+namespace {
+
+// Runs `openssl args...` with its output in `log`; throws with that output if it fails.
+void RunOpenssl(std::vector<std::string> args, const std::string& log) {
+  args.insert(args.begin(), "openssl");
+  auto process = base::Subprocess::Spawn(args, log);
+  if (!process.ok()) {
+    throw std::runtime_error("cannot run openssl (scripts/install-deps.sh): " +
+                             process.error().message);
+  }
+  if (!process->Wait(std::chrono::seconds(60))) {
+    process->Terminate(std::chrono::seconds(5));
+    throw std::runtime_error("openssl did not finish in time; its output:\n" + ReadTail(log));
+  }
+  const auto status = process->exit_status();
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    throw std::runtime_error("openssl " + args[1] + " failed; its output:\n" + ReadTail(log));
+  }
+}
+
+// A self-signed CA: <dir>/<name>.pem and <dir>/<name>-key.pem.
+void MakeCa(const std::string& dir, const std::string& name) {
+  RunOpenssl(
+      {"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/" + name + "-key.pem",
+       "-out", dir + "/" + name + ".pem", "-days", "2", "-subj", "/CN=flashsale test " + name},
+      dir + "/openssl.log");
+}
+
+}  // namespace
+
+void MariaDbServer::MakeCertificates() {
+  const std::string tls = dir_ + "/tls";
+  std::filesystem::create_directory(tls);
+  MakeCa(tls, "ca");
+  MakeCa(tls, "other-ca");
+  const std::string log = tls + "/openssl.log";
+  RunOpenssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", tls + "/server-key.pem", "-out",
+              tls + "/server.csr", "-subj", "/CN=localhost"},
+             log);
+  std::ofstream(tls + "/server-ext.cnf") << "subjectAltName=DNS:localhost\n";
+  RunOpenssl({"x509", "-req", "-in", tls + "/server.csr", "-CA", tls + "/ca.pem", "-CAkey",
+              tls + "/ca-key.pem", "-CAcreateserial", "-out", tls + "/server-cert.pem", "-days",
+              "2", "-extfile", tls + "/server-ext.cnf"},
+             log);
+  ca_path_ = tls + "/ca.pem";
+  other_ca_path_ = tls + "/other-ca.pem";
+}
+
 void MariaDbServer::Spawn() {
   std::vector<std::string> args = {"mariadbd",
                                    "--no-defaults",
@@ -197,6 +246,13 @@ void MariaDbServer::Spawn() {
                                    "--pid-file=" + dir_ + "/mariadbd.pid",
                                    "--log-error=" + log_path_};
   for (auto& arg : CommonArgs(dir_)) args.push_back(std::move(arg));
+  if (options_.tls) {
+    const std::string tls = dir_ + "/tls";
+    args.push_back("--ssl-ca=" + tls + "/ca.pem");
+    args.push_back("--ssl-cert=" + tls + "/server-cert.pem");
+    args.push_back("--ssl-key=" + tls + "/server-key.pem");
+    if (options_.require_secure_transport) args.emplace_back("--require-secure-transport=ON");
+  }
   // stdout and stderr go to the error log too: what stops mariadbd before it opens its log (a bad
   // option) is then in LogTail().
   auto process = base::Subprocess::Spawn(args, log_path_);

@@ -39,6 +39,17 @@ struct QueryResult {
 QueryResult QueryAsRoot(const std::string& socket_path, const std::string& sql,
                         const std::string& database = {}, const std::string& session = {});
 
+// A server with TLS: a CA and a server certificate it signs are generated with the `openssl`
+// command into the server's directory (tls/; nothing is committed), and mariadbd runs with
+// --ssl-ca/--ssl-cert/--ssl-key. The server certificate names DNS:localhost only (no IP address):
+// a client that checks the host name accepts "localhost" and refuses "127.0.0.1".
+struct MariaDbServerOptions {
+  bool tls = false;
+  // With tls: require_secure_transport=ON, so the server refuses a TCP connection without TLS
+  // (the unix socket Query() uses still counts as secure).
+  bool require_secure_transport = false;
+};
+
 class MariaDbServer {
  public:
   static constexpr std::string_view kUser = "flashsale";
@@ -47,7 +58,7 @@ class MariaDbServer {
 
   // Initialises, starts and waits (up to 30 s) until the server accepts connections; throws
   // std::runtime_error with the tail of its log if it cannot.
-  MariaDbServer();
+  explicit MariaDbServer(MariaDbServerOptions options = {});
   // Stops the server (SIGTERM, then SIGKILL) and removes its directory.
   ~MariaDbServer();
   MariaDbServer(const MariaDbServer&) = delete;
@@ -56,6 +67,10 @@ class MariaDbServer {
   uint16_t port() const { return port_; }
   const std::string& dir() const { return dir_; }
   const std::string& socket_path() const { return socket_path_; }
+  // With tls: the CA that signed the server's certificate (PEM), and an unrelated CA that did not.
+  // Empty without.
+  const std::string& ca_path() const { return ca_path_; }
+  const std::string& other_ca_path() const { return other_ca_path_; }
   pid_t pid() const { return process_ ? process_->pid() : -1; }  // -1 while stopped
 
   // The store's URL (see store/mysql/url.h) for kDatabase, or for `database`, over TCP:
@@ -87,6 +102,7 @@ class MariaDbServer {
 
  private:
   void Initialise();
+  void MakeCertificates();
   void Spawn();
   bool WaitReady(std::chrono::milliseconds timeout);
   std::string LogTail() const;
@@ -96,6 +112,9 @@ class MariaDbServer {
   std::string socket_path_;
   std::string log_path_;
   uint16_t port_ = 0;
+  MariaDbServerOptions options_;
+  std::string ca_path_;
+  std::string other_ca_path_;
   std::optional<base::Subprocess> process_;  // empty while stopped
 };
 

@@ -3,11 +3,15 @@
 #include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
+#include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <variant>
@@ -103,6 +107,41 @@ ErrorCode CodeFor(unsigned code) {
   }
 }
 
+// The TLS options of `endpoint` (store/mysql/url.h). Connector/C checks the certificate chain when
+// a CA file or directory is set, and the chain and the host name with VERIFY_SERVER_CERT (with the
+// system's CAs when none is set). SSL_ENFORCE asks for TLS; Open() checks that it was used.
+base::Status SetTlsOptions(MYSQL* mysql, const MySqlEndpoint& endpoint, const std::string& where) {
+  if (!endpoint.tls()) return {};
+  if (!endpoint.ssl_ca.empty()) {
+    if (std::FILE* file = std::fopen(endpoint.ssl_ca.c_str(), "r")) {
+      std::fclose(file);
+    } else {
+      return MakeError(ErrorCode::kUnavailable,
+                       "mysql connect to {}: ssl-ca '{}' cannot be read: {}", where,
+                       endpoint.ssl_ca, std::strerror(errno));
+    }
+  }
+  const my_bool on = 1;
+  bool set = mysql_optionsv(mysql, MYSQL_OPT_SSL_ENFORCE, &on) == 0;
+  if (endpoint.ssl_mode == SslMode::kVerifyIdentity) {
+    set = set && mysql_optionsv(mysql, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on) == 0;
+  }
+  if (!endpoint.ssl_ca.empty()) {
+    set = set && mysql_optionsv(mysql, MYSQL_OPT_SSL_CA, endpoint.ssl_ca.c_str()) == 0;
+  } else if (endpoint.ssl_mode == SslMode::kVerifyCa) {
+    // No CA file: the system's CA directory, so that the chain is checked (the one place the
+    // system keeps them; SSL_CERT_DIR overrides it as it does for OpenSSL).
+    const char* dir = std::getenv(X509_get_default_cert_dir_env());
+    if (dir == nullptr || *dir == '\0') dir = X509_get_default_cert_dir();
+    set = set && mysql_optionsv(mysql, MYSQL_OPT_SSL_CAPATH, dir) == 0;
+  }
+  if (!set) {
+    return MakeError(ErrorCode::kInternal,
+                     "mysql connect to {}: the client library refused the TLS options", where);
+  }
+  return {};
+}
+
 }  // namespace
 
 void InitLibrary() {
@@ -151,6 +190,7 @@ Result<std::unique_ptr<Connection>> Connection::Open(const MySqlEndpoint& endpoi
   mysql_optionsv(mysql, MYSQL_OPT_RECONNECT, &reconnect);
   mysql_optionsv(mysql, MYSQL_OPT_PROTOCOL, &protocol);
   mysql_optionsv(mysql, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+  if (auto tls = SetTlsOptions(mysql, endpoint, where); !tls) return std::move(tls).error();
   const bool tcp = endpoint.socket.empty();
   if (mysql_real_connect(mysql, tcp ? endpoint.host.c_str() : "localhost", endpoint.user.c_str(),
                          endpoint.password.c_str(), endpoint.database.c_str(),
@@ -158,8 +198,25 @@ Result<std::unique_ptr<Connection>> Connection::Open(const MySqlEndpoint& endpoi
                          0) == nullptr) {
     // Whatever refused us (no server, a wrong password, no such database), the store cannot be
     // used until that changes.
-    return MakeError(ErrorCode::kUnavailable, "mysql connect to {}: {} (error {})", where,
-                     mysql_error(mysql), mysql_errno(mysql));
+    // MariaDB before 11.4 refuses plaintext under require_secure_transport as a wrong password.
+    const bool maybe_tls_required =
+        tcp && !endpoint.tls() && mysql_errno(mysql) == ER_ACCESS_DENIED_ERROR;
+    return MakeError(ErrorCode::kUnavailable, "mysql connect to {}: {} (error {}){}", where,
+                     mysql_error(mysql), mysql_errno(mysql),
+                     maybe_tls_required
+                         ? "; if the server requires TLS (require_secure_transport), "
+                           "add ?ssl-mode=VERIFY_CA&ssl-ca=/path/ca.pem to the URL"
+                         : "");
+  }
+  // Connector/C 3.3 refuses a server without TLS before logging in only when it checks the host
+  // name (VERIFY_IDENTITY); with REQUIRED and VERIFY_CA it logs in over plaintext (the
+  // challenge-response of the authentication plugin, not the password). The connection is then
+  // closed before any statement runs on it.
+  if (endpoint.tls() && mysql_get_ssl_cipher(mysql) == nullptr) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "mysql connect to {}: the server does not offer TLS, and ssl-mode={} asks for "
+                     "it (the connection was closed before any statement)",
+                     where, SslModeName(endpoint.ssl_mode));
   }
   for (const std::string& setup : SessionSetup()) {
     if (auto status = conn->Exec(setup, "session setup"); !status) {

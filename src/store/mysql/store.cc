@@ -169,6 +169,16 @@ base::Status MySqlStore::Ping() {
   return Run([&](Connection& conn) { return conn.Ping(); });
 }
 
+Result<std::string> MySqlStore::TlsCipher() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::string> {
+    auto rows = conn.TextRows("SHOW SESSION STATUS LIKE 'Ssl_cipher'", "read the TLS cipher");
+    if (!rows) return std::move(rows).error();
+    if (rows->size() != 1 || rows->front().size() != 2) return std::string();
+    return rows->front()[1];
+  });
+}
+
 Result<std::vector<ActivityRecord>> MySqlStore::ListActivities() {
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> Result<std::vector<ActivityRecord>> {

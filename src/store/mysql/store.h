@@ -64,6 +64,9 @@ class MySqlStore final : public Store {
   base::Result<int> SchemaVersion() override;
   // mysql_ping: a round trip, without reconnecting.
   base::Status Ping() override;
+  // The cipher of the session as the server sees it (SHOW SESSION STATUS LIKE 'Ssl_cipher'):
+  // empty over plaintext. With ssl-mode (store/mysql/url.h) it is never empty.
+  base::Result<std::string> TlsCipher();
 
   // Reads: one statement each, no lock taken (READ COMMITTED sees what is committed).
   base::Result<std::vector<ActivityRecord>> ListActivities() override;

@@ -2,7 +2,9 @@
 
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
+#include <cctype>
 #include <charconv>
+#include <optional>
 
 namespace flashsale::store {
 namespace {
@@ -52,17 +54,67 @@ Status ReadDatabase(const boost::urls::url_view& url, MySqlEndpoint& endpoint) {
   return {};
 }
 
-// Only socket=/path, not empty. '+' is a plus (no form encoding).
+Result<SslMode> ReadSslMode(std::string_view value) {
+  std::string upper(value);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (SslMode mode :
+       {SslMode::kDisabled, SslMode::kRequired, SslMode::kVerifyCa, SslMode::kVerifyIdentity}) {
+    if (upper == SslModeName(mode)) return mode;
+  }
+  if (upper == "PREFERRED") {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "mysql url: ssl-mode PREFERRED is not supported: it falls back to plaintext "
+                     "without a word; use REQUIRED, VERIFY_CA or VERIFY_IDENTITY (or DISABLED)");
+  }
+  return MakeError(ErrorCode::kInvalidArgument,
+                   "mysql url: ssl-mode '{}' is not one of DISABLED, REQUIRED, VERIFY_CA, "
+                   "VERIFY_IDENTITY",
+                   value);
+}
+
+// socket=/path, ssl-mode=MODE and ssl-ca=/path, none empty. '+' is a plus (no form encoding).
 Status ReadParams(const boost::urls::url_view& url, MySqlEndpoint& endpoint) {
   boost::urls::encoding_opts no_plus_as_space;
   no_plus_as_space.space_as_plus = false;
+  std::optional<SslMode> ssl_mode;
   for (const auto& param : url.params(no_plus_as_space)) {
-    if (param.key != "socket" || !param.has_value) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "mysql url: unknown parameter '{}' (only socket=/path/to.sock)", param.key);
+    const bool known = param.key == "socket" || param.key == "ssl-mode" || param.key == "ssl-ca";
+    if (known && !param.has_value) {
+      return MakeError(ErrorCode::kInvalidArgument, "mysql url: parameter '{}' has no value",
+                       param.key);
     }
-    if (param.value.empty()) return Invalid("has an empty socket path");
-    endpoint.socket = param.value;
+    if (!known) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "mysql url: unknown parameter '{}' (only socket=/path/to.sock, "
+                       "ssl-mode=DISABLED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY, ssl-ca=/path/ca.pem)",
+                       param.key);
+    }
+    if (param.value.empty()) return Invalid(fmt::format("has an empty value for {}", param.key));
+    if (param.key == "socket") {
+      endpoint.socket = param.value;
+    } else if (param.key == "ssl-ca") {
+      endpoint.ssl_ca = param.value;
+    } else {
+      auto mode = ReadSslMode(param.value);
+      if (!mode) return std::move(mode).error();
+      ssl_mode = *mode;
+    }
+  }
+  // ssl-ca alone asks for TLS verified against it, as with the mysql client.
+  if (!ssl_mode && !endpoint.ssl_ca.empty()) ssl_mode = SslMode::kVerifyCa;
+  endpoint.ssl_mode = ssl_mode.value_or(SslMode::kDisabled);
+  if (!endpoint.ssl_ca.empty() &&
+      (endpoint.ssl_mode == SslMode::kDisabled || endpoint.ssl_mode == SslMode::kRequired)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "mysql url: ssl-ca is used only with ssl-mode=VERIFY_CA or VERIFY_IDENTITY, "
+                     "not with ssl-mode={}",
+                     SslModeName(endpoint.ssl_mode));
+  }
+  if (endpoint.tls() && !endpoint.socket.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "mysql url: ssl-mode={} is for TCP; a unix socket (?socket=) is local and "
+                     "takes no TLS",
+                     SslModeName(endpoint.ssl_mode));
   }
   return {};
 }
@@ -94,13 +146,30 @@ Status ReadHostAndPort(const boost::urls::url_view& url, MySqlEndpoint& endpoint
 
 }  // namespace
 
+std::string_view SslModeName(SslMode mode) {
+  switch (mode) {
+    case SslMode::kDisabled:
+      return "DISABLED";
+    case SslMode::kRequired:
+      return "REQUIRED";
+    case SslMode::kVerifyCa:
+      return "VERIFY_CA";
+    case SslMode::kVerifyIdentity:
+      return "VERIFY_IDENTITY";
+  }
+  return "DISABLED";
+}
+
 std::string MySqlEndpoint::Describe() const {
   if (!socket.empty()) {
     return fmt::format("mysql://{}@localhost/{}?socket={}", user, database, socket);
   }
   const bool ipv6 = host.find(':') != std::string::npos;
-  return fmt::format("mysql://{}@{}{}{}:{}/{}", user, ipv6 ? "[" : "", host, ipv6 ? "]" : "", port,
-                     database);
+  std::string out = fmt::format("mysql://{}@{}{}{}:{}/{}", user, ipv6 ? "[" : "", host,
+                                ipv6 ? "]" : "", port, database);
+  if (tls()) out += fmt::format("?ssl-mode={}", SslModeName(ssl_mode));
+  if (!ssl_ca.empty()) out += fmt::format("&ssl-ca={}", ssl_ca);
+  return out;
 }
 
 Result<MySqlEndpoint> ParseMySqlUrl(std::string_view text) {
