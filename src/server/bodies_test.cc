@@ -118,6 +118,81 @@ TEST(JobBodyTest, EveryActivityByDefaultOrOneByIdWithOrWithoutRepair) {
       [](const std::string& body) { return ParseJobBody(body); });
 }
 
+// 2026-01-01T00:00:00Z: the create bodies' times are checked against "now".
+constexpr int64_t kNowMs = 1'767'225'600'000;
+
+TEST(ActivityBodyTest, ADefaultSaleAndBadBodiesNameTheField) {
+  const core::SeckillActivity sale = ParseActivityBody(R"({"id":"a","stock":3})", kNowMs).value();
+  EXPECT_EQ(sale.id, "a");
+  EXPECT_EQ(sale.start_ms, kNowMs);
+  EXPECT_EQ(sale.end_ms, kNowMs + 3'600'000);
+  EXPECT_EQ(sale.per_user_limit, 1);
+  ExpectRefused(
+      {
+          {R"({"id":"a","stock":"two"})", "field 'stock' must be an integer"},
+          {R"({"id":"a","stock":1.5})", "field 'stock' must be an integer"},
+          {R"({"id":"a","stock":-1})", "stock -1 must be 0 to"},
+          {R"({"id":"a","stock":[1]})", "field 'stock' must be an integer"},
+          {R"([{"id":"a","stock":1}])", "body must be a JSON object"},
+          {R"({"id":"a","stock":1,"colour":"red"})", "unknown field 'colour'"},
+          {R"({"id":7,"stock":1})", "field 'id' must be a string"},
+          {R"({"stock":1})", "field 'id' is required"},
+          {R"({"id":"a","stock":1,"open":"yes"})", "field 'open' must be true or false"},
+          {R"({"id":"a","kind":"raffle"})", "field 'kind' must be"},
+          {R"({"id":"a","kind":"lottery"})", "field 'prizes' must be"},
+          {R"({"id":"a","kind":"items","items":"C1"})",
+           "field 'items' must be an array of strings"},
+          {R"({"id":"a","kind":"items","items":["C1",2]})",
+           "field 'items' must be an array of strings"},
+          {R"({"id":"a","kind":"items","items":["C1","C1"]})", "appears twice"},
+          {R"({"id":"a","stock":1,"per_user_limit":0})", "per-user limit 0 must be >= 1"},
+          {R"({"id":"a","stock":1,"start_ms":1767225700000,"end_ms":1767225650000})",
+           "end_ms must be after start_ms"},
+          {R"({"id":"a","stock":1,"start_ms":"now"})", "field 'start_ms' must be an integer"},
+          {R"({"id":"a","stock":1,"user_rate":[1,2]})", "field 'user_rate' must be an object"},
+          {R"({"id":"a","stock":1,"user_rate":{"per_second":"fast","burst":1}})",
+           "'user_rate.per_second' must be a number"},
+          {R"({"id":"a","stock":1,"user_rate":{"per_second":1,"burst":1,"x":1}})",
+           "unknown field 'user_rate.x'"},
+          {R"({"id":"a","stock":1,"user_rate":{"per_second":-1,"burst":1}})", "user_rate"},
+          {R"({"id":"bad id!","stock":1})", "activity id 'bad id!'"},
+          {R"({"id":")" + std::string(65, 'a') + R"(","stock":1})", "activity id"},
+          {R"({"id":"a","stock":)", "body is not JSON"},
+          {"", "body is not JSON"},
+          {R"({"id":"a","title":"\ud800"})", "body is not JSON"},
+          {R"({"id":"a","user_rate":)" + Repeat(R"({"a":)", 20) + "1" + Repeat("}", 21),
+           "body is not JSON"},
+      },
+      [](const std::string& body) { return ParseActivityBody(body, kNowMs); });
+}
+
+TEST(ActivityUpdateTest, AChangeOfWhatMayChangeAndBadBodiesNameTheField) {
+  const store::ActivityUpdate update = ParseActivityUpdate(R"({"per_user_limit":3})").value();
+  ASSERT_TRUE(update.per_user_limit.has_value());
+  EXPECT_EQ(*update.per_user_limit, 3);
+  ExpectRefused(
+      {
+          {R"({"per_user_limit":"3"})", "field 'per_user_limit' must be an integer"},
+          {R"({"stock":5})", "unknown field 'stock'"},
+          {"{}", "nothing to update"},
+          {"[]", "body must be a JSON object"},
+      },
+      [](const std::string& body) { return ParseActivityUpdate(body); });
+}
+
+TEST(StockBodyTest, UnitsOrItemsAndBadBodiesNameTheField) {
+  EXPECT_EQ(ParseStockBody(R"({"units":4})").value().units, 4);
+  EXPECT_EQ(ParseStockBody(R"({"items":["C7","C8"]})").value().items.size(), 2u);
+  ExpectRefused(
+      {
+          {R"({"units":"1"})", "field 'units' must be an integer"},
+          {R"({"units":0})", "give 'units'"},
+          {R"({"units":1,"colour":1})", "unknown field 'colour'"},
+          {R"({"items":[1]})", "field 'items' must be an array of strings"},
+      },
+      [](const std::string& body) { return ParseStockBody(body); });
+}
+
 TEST(TokenBodyTest, AUserAndALifetimeWithinAYear) {
   const TokenBody token = ParseTokenBody(R"({"user_id":"alice"})").value();
   EXPECT_EQ(token.user_id, "alice");

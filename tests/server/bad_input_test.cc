@@ -409,53 +409,22 @@ TEST_F(BadInputTest, BadAdminBodiesAre400NamingTheField) {
   };
   const std::string create = "/api/v1/admin/activities";
   const std::string sale = "/api/v1/admin/activities/sale";
+  // The whole table of bad bodies is a unit test of the parsers (src/server/bodies_test.cc);
+  // here, a few of each route show that a refusal is a 400 over HTTP and changes nothing, and the
+  // PATCH whose check needs the stored activity (an end before its start).
   const std::vector<Case> cases = {
       {"POST", create, R"({"id":"a","stock":"two"})", "field 'stock' must be an integer"},
-      {"POST", create, R"({"id":"a","stock":1.5})", "field 'stock' must be an integer"},
-      {"POST", create, R"({"id":"a","stock":-1})", "stock -1 must be 0 to"},
-      {"POST", create, R"({"id":"a","stock":[1]})", "field 'stock' must be an integer"},
-      {"POST", create, R"([{"id":"a","stock":1}])", "body must be a JSON object"},
       {"POST", create, R"({"id":"a","stock":1,"colour":"red"})", "unknown field 'colour'"},
-      {"POST", create, R"({"id":7,"stock":1})", "field 'id' must be a string"},
-      {"POST", create, R"({"stock":1})", "field 'id' is required"},
-      {"POST", create, R"({"id":"a","open":"yes"})", "field 'open' must be true or false"},
-      {"POST", create, R"({"id":"a","kind":"raffle"})", "field 'kind' must be"},
-      {"POST", create, R"({"id":"a","kind":"lottery"})", "field 'prizes' must be"},
-      {"POST", create, R"({"id":"a","kind":"items","items":"C1"})",
-       "field 'items' must be an array of strings"},
-      {"POST", create, R"({"id":"a","kind":"items","items":["C1",2]})",
-       "field 'items' must be an array of strings"},
-      {"POST", create, R"({"id":"a","kind":"items","items":["C1","C1"]})", "appears twice"},
-      {"POST", create, R"({"id":"a","per_user_limit":0})", "per-user limit 0 must be >= 1"},
-      {"POST", create, R"({"id":"a","start_ms":10,"end_ms":5})", "end_ms must be after start_ms"},
-      {"POST", create, R"({"id":"a","start_ms":"now"})", "field 'start_ms' must be an integer"},
-      {"POST", create, R"({"id":"a","user_rate":[1,2]})", "field 'user_rate' must be an object"},
-      {"POST", create, R"({"id":"a","user_rate":{"per_second":"fast","burst":1}})",
-       "'user_rate.per_second' must be a number"},
-      {"POST", create, R"({"id":"a","user_rate":{"per_second":1,"burst":1,"x":1}})",
-       "unknown field 'user_rate.x'"},
-      {"POST", create, R"({"id":"a","user_rate":{"per_second":-1,"burst":1}})", "user_rate"},
       {"POST", create, R"({"id":"bad id!","stock":1})", "activity id 'bad id!'"},
-      {"POST", create, R"({"id":")" + std::string(65, 'a') + R"(","stock":1})", "activity id"},
       {"POST", create, R"({"id":"a","stock":)", "body is not JSON"},
-      {"POST", create, "", "body is not JSON"},
-      {"POST", create, R"({"id":"a","title":"\ud800"})", "body is not JSON"},
-      {"POST", create, R"({"id":"a","user_rate":)" + Repeat(R"({"a":)", 20) + "1" + Repeat("}", 21),
-       "body is not JSON"},
       {"PATCH", sale, R"({"per_user_limit":"3"})", "field 'per_user_limit' must be an integer"},
-      {"PATCH", sale, R"({"stock":5})", "unknown field 'stock'"},
       {"PATCH", sale, "{}", "nothing to update"},
-      {"PATCH", sale, "[]", "body must be a JSON object"},
       {"PATCH", sale, R"({"end_ms":-5})", "end_ms must be after start_ms"},
-      {"POST", sale + "/stock", R"({"units":"1"})", "field 'units' must be an integer"},
       {"POST", sale + "/stock", R"({"units":0})", "give 'units'"},
-      {"POST", sale + "/stock", R"({"units":1,"colour":1})", "unknown field 'colour'"},
       {"POST", sale + "/stock", R"({"items":[1]})", "field 'items' must be an array of strings"},
       {"POST", "/api/v1/admin/tokens", R"({"user_id":"bad user"})", "field 'user_id' must be"},
-      {"POST", "/api/v1/admin/tokens", R"({"user_id":"a","ttl_s":-1})", "field 'ttl_s' must be"},
-      {"POST", "/api/v1/admin/tokens", R"({"user_id":"a","ttl_s":1.5})",
-       "field 'ttl_s' must be an integer"},
   };
+
   for (const Case& c : cases) {
     SCOPED_TRACE(c.method + " " + c.target + " " + c.body.substr(0, 80));
     EXPECT_TRUE(IsError(Admin(c.method, c.target, c.body), 400, "bad_request", c.fragment));
