@@ -56,7 +56,7 @@ class PipelineTest : public ::testing::Test {
     connection_ = testing::Connect(io_, redis_->unix_url());
     runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
     context_ = std::make_unique<ServiceContext>(settings_, *runner_, *store_, db_.get_executor(),
-                                                registry_, clock_);
+                                                registry_, clock_, random_);
   }
 
   void TearDown() override {
@@ -143,6 +143,7 @@ class PipelineTest : public ::testing::Test {
   std::unique_ptr<store::SqliteStore> store_;
   ServiceSettings settings_;
   base::ManualClock clock_{1'800'000'000'000};
+  base::SeededRandom random_{11};
   asio::thread_pool db_{1};
   ActivityRegistry registry_;
   IoThread io_;
