@@ -297,8 +297,9 @@ RunResult RunOne(Backend backend, int64_t batch, int64_t n, const testing::Redis
   connection_options.command_timeout = std::chrono::seconds(30);
   auto connection = testing::Connect(io, redis.unix_url(), connection_options);
   redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
+  base::SecureRandom random;
   service::ServiceContext context(settings, runner, store, db.get_executor(), registry,
-                                  base::SystemClock::Instance());
+                                  base::SystemClock::Instance(), random);
 
   core::SeckillActivity activity;
   activity.id = std::string(kActivity);

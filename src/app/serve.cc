@@ -103,8 +103,9 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
   connection->Start();
   redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
   service::ActivityRegistry registry;
+  base::SecureRandom random;
   service::ServiceContext context(settings, runner, store, db.get_executor(), registry,
-                                  base::SystemClock::Instance());
+                                  base::SystemClock::Instance(), random);
   auto future = asio::co_spawn(
       io,
       [&]() -> asio::awaitable<std::optional<base::Error>> {

@@ -5,14 +5,17 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "base/ids.h"
 #include "base/json_writer.h"
 #include "core/activity.h"
 #include "server/bodies.h"
 #include "server/ops_metrics.h"
+#include "server/outcome_reply.h"
 #include "server/web_assets.h"
 #include "service/admin.h"
+#include "service/draw.h"
 #include "service/jobs.h"
 #include "service/purchase.h"
 #include "service/queries.h"
@@ -229,91 +232,45 @@ namespace {
 // A purchase or draw whose outcome Redis did not report: 503 unknown_outcome with the order id
 // it may exist under (GET /api/v1/orders shows it once it does); a retry with the same
 // Idempotency-Key gets the first outcome.
-Reply UnknownOutcomeReply(Call& call, const service::PurchaseResult& result, bool draw) {
+Reply UnknownOutcomeReply(Call& call, const std::string& order_id, const std::string& reason,
+                          service::Use use) {
+  const bool draw = use == service::Use::kDraw;
   const std::string_view words =
       draw ? "no answer in time: the draw may have been made; GET /api/v1/orders shows a win"
            : "no answer in time: the order may have been reserved; GET /api/v1/orders shows it";
-  Reply reply = WordsReply(
-      http::status::service_unavailable, Word::kUnknownOutcome, words,
-      base::Error{ErrorCode::kUnknownOutcome, fmt::format("{} {}: {}", draw ? "draw" : "order",
-                                                          result.order_id, result.unknown_reason)});
+  Reply reply =
+      WordsReply(http::status::service_unavailable, Word::kUnknownOutcome, words,
+                 base::Error{ErrorCode::kUnknownOutcome,
+                             fmt::format("{} {}: {}", draw ? "draw" : "order", order_id, reason)});
   JsonWriter w;
   w.BeginObject().Key("status").String("unknown_outcome");
-  w.Key("activity_id").String(call.params[0]).Key("order_id").String(result.order_id);
+  w.Key("activity_id").String(call.params[0]).Key("order_id").String(order_id);
   w.Key("error").String(words).EndObject();
   reply.body = std::move(w).Take();
   reply.retry_after_s = 1;
   return reply;
 }
 
-// A purchase's or a draw's outcome as the hot-path contract's reply (docs/design.md, "Reply
-// codes").
-Reply OutcomeReply(Call& call, const service::PurchaseResult& result, bool draw) {
-  if (result.local != service::LocalReason::kNone) {
-    call.worker.metrics.LocalRefusal(result.local);
-  }
-  JsonWriter w;
-  w.BeginObject().Key("code").Int(static_cast<int>(result.outcome));
-  w.Key("status").String(draw ? core::DrawStatusWord(result.outcome)
-                              : core::StatusWord(result.outcome));
-  w.Key("activity_id").String(call.params[0]);
-  http::status status = http::status::ok;
-  int64_t retry_after_s = -1;
-  switch (result.outcome) {
-    case core::Outcome::kReserved:
-      w.Key("order_id").String(result.order_id);
-      if (draw) {
-        const std::string& prize_id = result.items.empty() ? std::string() : result.items[0];
-        const service::SnapshotPtr snapshot = call.worker.service.snapshot();
-        const store::ActivityRecord* record = snapshot->Find(call.params[0]);
-        const core::Prize* prize = record != nullptr && record->activity.is_lottery()
-                                       ? record->activity.lottery->Find(prize_id)
-                                       : nullptr;
-        w.Key("prize").BeginObject().Key("id").String(prize_id);
-        w.Key("name").String(prize != nullptr ? std::string_view(prize->name) : prize_id);
-        w.EndObject().Key("draws").Int(result.bought);
-      } else {
-        w.Key("quantity").Int(result.quantity).Key("items").Strings(result.items);
-        if (result.pay_by_ms > 0) w.Key("pay_by_ms").Int(result.pay_by_ms);
-      }
-      w.Key("remaining").Int(result.remaining).Key("replayed").Bool(result.replayed);
-      break;
-    case core::Outcome::kNoPrize:
-      w.Key("order_id").String(result.order_id).Key("draws").Int(result.bought);
-      w.Key("replayed").Bool(result.replayed);
-      break;
-    case core::Outcome::kLimitReached:
-      w.Key(draw ? "draws" : "bought").Int(result.bought);
-      break;
-    case core::Outcome::kLimitExceeded:
-      w.Key("bought").Int(result.bought).Key("may_buy").Int(result.may_buy);
-      break;
-    case core::Outcome::kUnknownActivity:
-      status = http::status::not_found;
-      break;
-    case core::Outcome::kConflict:
-      status = http::status::conflict;
-      break;
-    case core::Outcome::kRateLimited:
-      status = http::status::too_many_requests;
-      retry_after_s = std::max<int64_t>(1, (result.retry_after_ms + 999) / 1000);
-      w.Key("retry_after_ms").Int(result.retry_after_ms);
-      break;
-    case core::Outcome::kOverloaded:
-      status = http::status::service_unavailable;
-      retry_after_s = std::max<int64_t>(1, (result.retry_after_ms + 999) / 1000);
-      break;
-    default:
-      break;
-  }
-  if (result.replayed && result.outcome != core::Outcome::kReserved &&
-      result.outcome != core::Outcome::kNoPrize) {
-    w.Key("replayed").Bool(true).Key("order_id").String(result.order_id);
-  }
-  w.EndObject();
-  Reply reply = Json(status, draw ? DrawWordFor(result.outcome) : WordFor(result.outcome), w);
-  reply.retry_after_s = retry_after_s;
-  return reply;
+// What a purchase or a draw asks, from the call.
+service::AdmissionRequest AdmissionRequestOf(const Call& call, int64_t quantity) {
+  return service::AdmissionRequest{
+      .activity_id = call.params[0],
+      .user_id = call.user_id,
+      .quantity = quantity,
+      .idempotency_key = Header(call.request, "Idempotency-Key"),
+      .client_address = call.client_address,
+  };
+}
+
+// The reply of a purchase or a draw that has no decided outcome: a use-case error, or the unknown
+// outcome. Nothing for a decided one (a refusal answered without Redis is counted).
+template <typename R>
+std::optional<Reply> UndecidedReply(Call& call, const base::Result<R>& result, service::Use use) {
+  if (!result) return ErrorToReply(result.error());
+  if (result->unknown)
+    return UnknownOutcomeReply(call, result->order_id, result->unknown_reason, use);
+  if (result->local != service::LocalReason::kNone) call.worker.metrics.LocalRefusal(result->local);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -322,42 +279,20 @@ asio::awaitable<Reply> HandlePurchase(Call& call) {
   auto quantity = ParsePurchaseBody(call.request.body());
   if (!quantity) co_return ErrorToReply(quantity.error());
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
-  service::PurchaseRequest request{
-      .activity_id = call.params[0],
-      .user_id = call.user_id,
-      .quantity = *quantity,
-      .idempotency_key = Header(call.request, "Idempotency-Key"),
-      .client_address = call.client_address,
-  };
-  auto result = co_await service::Purchase(call.worker.service, request);
-  if (!result) co_return ErrorToReply(result.error());
-  if (result->unknown) co_return UnknownOutcomeReply(call, *result, false);
-  co_return OutcomeReply(call, *result, false);
+  auto result =
+      co_await service::Purchase(call.worker.service, AdmissionRequestOf(call, *quantity));
+  if (auto reply = UndecidedReply(call, result, service::Use::kPurchase)) co_return *reply;
+  co_return PurchaseOutcomeReply(call.params[0], *result);
 }
 
 asio::awaitable<Reply> HandleDraw(Call& call) {
   // A draw takes no body; an empty object is accepted, anything else is a mistake worth saying.
   if (auto body = ParseDrawBody(call.request.body()); !body) co_return ErrorToReply(body.error());
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
-  service::PurchaseRequest request{
-      .activity_id = call.params[0],
-      .user_id = call.user_id,
-      .idempotency_key = Header(call.request, "Idempotency-Key"),
-      .client_address = call.client_address,
-  };
-  auto result = co_await service::Draw(call.worker.service, request);
-  if (!result) co_return ErrorToReply(result.error());
-  if (result->unknown) co_return UnknownOutcomeReply(call, *result, true);
-  if (!result->ticket.empty()) {
-    JsonWriter w;
-    w.BeginObject().Key("status").String("queued").Key("activity_id").String(call.params[0]);
-    w.Key("ticket").String(result->ticket);
-    w.Key("ticket_url")
-        .String(fmt::format("/api/v1/activities/{}/tickets/{}", call.params[0], result->ticket));
-    w.EndObject();
-    co_return Json(http::status::accepted, Word::kQueued, w);
-  }
-  co_return OutcomeReply(call, *result, true);
+  auto result = co_await service::Draw(call.worker.service, AdmissionRequestOf(call, 1));
+  if (auto reply = UndecidedReply(call, result, service::Use::kDraw)) co_return *reply;
+  if (!result->ticket.empty()) co_return QueuedDrawReply(call.params[0], result->ticket);
+  co_return DrawOutcomeReply(call.params[0], *result);
 }
 
 asio::awaitable<Reply> HandlePay(Call& call) {
@@ -408,7 +343,7 @@ asio::awaitable<Reply> HandleTicket(Call& call) {
     w.Key("ticket").String(ticket_id).EndObject();
     co_return Json(http::status::accepted, Word::kPending, w);
   }
-  co_return OutcomeReply(call, **ticket, true);
+  co_return DrawOutcomeReply(call.params[0], **ticket);
 }
 
 asio::awaitable<Reply> HandleActivityInfo(Call& call) {

@@ -130,8 +130,9 @@ class HttpServer::Worker {
         work_(asio::make_work_guard(io_)),
         redis_(redis::Connection::Create(io_.get_executor(), deps.redis)),
         runner_(redis_, redis::ScriptSet::Embedded()),
+        random_(deps.random()),
         service_(*deps.service_settings, runner_, *deps.store, deps.db_executor, *deps.registry,
-                 *deps.clock),
+                 *deps.clock, *random_),
         metrics_(deps.metrics->AddShard(&redis_->stats())),
         services_{
             service_,  metrics_, *deps.metrics, deps_.identity, [this] { return CheckReady(); },
@@ -505,6 +506,7 @@ class HttpServer::Worker {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::shared_ptr<redis::Connection> redis_;
   redis::ScriptRunner runner_;
+  std::unique_ptr<base::Random> random_;  // before service_, which uses it
   service::ServiceContext service_;
   MetricsShard& metrics_;
   WorkerServices services_;

@@ -64,6 +64,8 @@ struct ServerDeps {
   const service::ServiceSettings* service_settings = nullptr;
   IdentityConfig identity;
   const base::Clock* clock = nullptr;
+  // Each I/O thread's random source (lottery draws, order ids).
+  service::RandomFactory random = service::MakeSecureRandom;
   Metrics* metrics = nullptr;
 };
 

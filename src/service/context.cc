@@ -13,7 +13,8 @@ constexpr size_t kMaxRememberedRefusals = 100'000;
 
 ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRunner& runner,
                                store::Store& store, boost::asio::any_io_executor db_executor,
-                               ActivityRegistry& registry, const base::Clock& clock)
+                               ActivityRegistry& registry, const base::Clock& clock,
+                               base::Random& random)
     : settings_(settings),
       runner_(runner),
       seckill_(runner, settings.key_namespace),
@@ -24,6 +25,7 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
       db_executor_(std::move(db_executor)),
       registry_(registry),
       clock_(clock),
+      random_(random),
       ids_(clock_, random_),
       key_ids_key_(base::DeriveKey(settings.secret, "key-ids")),
       cache_keys_(settings.key_namespace, base::DeriveKey(settings.secret, "cache-keys")) {
@@ -32,6 +34,8 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
         runner.connection(), settings.wait_replicas, settings.wait_timeout);
   }
 }
+
+std::unique_ptr<base::Random> MakeSecureRandom() { return std::make_unique<base::SecureRandom>(); }
 
 boost::asio::awaitable<base::Status> ServiceContext::ConfirmDurable(std::string_view order_id) {
   if (!replica_wait_) co_return base::Status{};

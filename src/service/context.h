@@ -7,6 +7,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,6 +28,11 @@
 #include "store/store.h"
 
 namespace flashsale::service {
+
+// Makes one thread's random source (a Random is not thread-safe: each context has its own).
+using RandomFactory = std::function<std::unique_ptr<base::Random>()>;
+// The CSPRNG (base::SecureRandom): what the binary draws with.
+std::unique_ptr<base::Random> MakeSecureRandom();
 
 struct ServiceSettings {
   std::string key_namespace = "fs";
@@ -57,7 +63,7 @@ class ServiceContext {
  public:
   ServiceContext(const ServiceSettings& settings, redis::ScriptRunner& runner, store::Store& store,
                  boost::asio::any_io_executor db_executor, ActivityRegistry& registry,
-                 const base::Clock& clock);
+                 const base::Clock& clock, base::Random& random);
 
   const ServiceSettings& settings() const { return settings_; }
   redis::Connection& redis() { return runner_.connection(); }
@@ -71,7 +77,9 @@ class ServiceContext {
   ActivityRegistry& registry() { return registry_; }
   const base::Clock& clock() const { return clock_; }
   base::OrderIdGenerator& ids() { return ids_; }
-  base::Random& random() { return random_; }  // the CSPRNG: lottery draws, ids
+  // Lottery draws, order ids, lock tokens: the CSPRNG in the binary, a seeded source where a test
+  // replays draws (RandomFactory).
+  base::Random& random() { return random_; }
   const core::CacheKeys& cache_keys() const { return cache_keys_; }
   // Purchases and draws wait for the lost-write repair (service/redis_watch.h).
   bool frozen() const;
@@ -116,7 +124,7 @@ class ServiceContext {
   boost::asio::any_io_executor db_executor_;
   ActivityRegistry& registry_;
   const base::Clock& clock_;
-  base::SecureRandom random_;
+  base::Random& random_;
   base::OrderIdGenerator ids_;
   std::string key_ids_key_;  // DeriveKey(secret, "key-ids")
   core::CacheKeys cache_keys_;

@@ -26,8 +26,9 @@ class OrderPipeline::Runner {
       : work_(asio::make_work_guard(io_)),
         connection_(redis::Connection::Create(io_.get_executor(), deps.redis)),
         runner_(connection_, redis::ScriptSet::Embedded()),
+        random_(deps.random()),
         context_(*deps.settings, runner_, *deps.store, deps.db_executor, *deps.registry,
-                 *deps.clock),
+                 *deps.clock, *random_),
         stream_(runner_, deps.settings->key_namespace),
         consumer_(context_, stream_, options, *deps.metrics),
         queue_consumer_(context_, QueueOptions(options), deps.metrics->queue),
@@ -129,6 +130,7 @@ class OrderPipeline::Runner {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::shared_ptr<redis::Connection> connection_;
   redis::ScriptRunner runner_;
+  std::unique_ptr<base::Random> random_;  // before context_, which uses it
   ServiceContext context_;
   redis::OrderStream stream_;
   OrderConsumer consumer_;

@@ -25,6 +25,7 @@ struct PipelineDeps {
   ActivityRegistry* registry = nullptr;
   const ServiceSettings* settings = nullptr;
   const base::Clock* clock = nullptr;
+  RandomFactory random = MakeSecureRandom;  // each consumer thread's (queued draws, lock tokens)
   PipelineMetrics* metrics = nullptr;
   JobSchedule jobs;  // run by the first consumer's thread (zero periods: none)
 };

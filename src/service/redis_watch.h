@@ -9,7 +9,7 @@
 // old one broke. So every connection of the process reports the run_id it finds in its handshake
 // (redis::ConnectionOptions::on_server), before any other command goes out on the new link. A
 // run_id this process has not seen confirmed freezes it at once: the purchase and draw gates
-// (service/purchase.cc) answer 503 with Retry-After, counted, and queue consumers do not draw;
+// (service/admission.cc) answer 503 with Retry-After, counted, and queue consumers do not draw;
 // commands queued on the link before it was up are not sent to that server. Each instance
 // freezes on its own connections: none relies on another instance having seen the event, and an
 // instance started after the event starts frozen.
