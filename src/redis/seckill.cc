@@ -532,8 +532,10 @@ std::optional<RecordedOrder> ParseOrderRecord(std::string_view order_id, std::st
   parts.push_back(record.substr(start));
   RecordedOrder order;
   order.order_id = order_id;
-  if (parts[0] != "R" && parts[0] != "X") return std::nullopt;  // N: a draw that won nothing
-  order.released = parts[0] == "X";
+  // N: a draw that won nothing
+  if (parts[0] != "R" && parts[0] != "X" && parts[0] != "F") return std::nullopt;
+  order.released = parts[0] != "R";
+  order.refused = parts[0] == "F";
   auto number = [](std::string_view text, int64_t& out) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
     return ec == std::errc() && end == text.data() + text.size();

@@ -10,10 +10,13 @@
 //   prizes  hash    prize id -> units left (a lottery)
 //   items   list    remaining item ids (itemised stock)
 //   buyers  hash    user id -> units held (a lottery: draws made)
-//   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released; a lottery
-//                   win has its prize id as the item, N marks a draw that won nothing)
+//   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released, F refused:
+//                   dead-lettered, its units returned; a lottery win has its prize id as the
+//                   item, N marks a draw that won nothing)
 //   user_orders hash user id -> "order_id order_id ..." (the user's orders, for reading back)
-//   stream  stream  the order intents: the outbox the order pipeline persists (group "persist")
+//   stream  stream  the order intents: the outbox the order pipeline persists (group "persist");
+//                   fields order_id user_id quantity items ts limit (the per-user limit it was
+//                   sold under), and draw (a lottery win's draw number)
 //   dead    stream  order intents that kept failing, with the reason (dead letters)
 //   failures hash   stream entry id -> failed deliveries so far
 //   pq:<token>      zset    a user's queued draws still pending: ticket id -> expiry (token =
@@ -139,7 +142,8 @@ struct RecordedOrder {
   std::string order_id;
   int64_t quantity = 0;
   int64_t created_ms = 0;
-  bool released = false;
+  bool released = false;  // its units are back in stock (X released, or F refused)
+  bool refused = false;   // F: dead-lettered, the record refused it (order_dead_letter.lua)
   std::vector<std::string> items;
 };
 

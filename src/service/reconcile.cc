@@ -255,7 +255,8 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
         report.cancelled_not_returned += entry.order.quantity;
         to_release.push_back(&entry);
       }
-    } else if (entry.state == 'X' && found != in_db.end() && Live(*found->second)) {
+    } else if ((entry.state == 'X' || entry.state == 'F') && found != in_db.end() &&
+               Live(*found->second)) {
       ++released_but_live;
     }
   }
