@@ -117,7 +117,7 @@ TEST(ScriptSetTest, EveryEmbeddedScriptDeclaresWhatItReturns) {
   EXPECT_EQ(reserve.Find("item")->part, ReplyDecl::Part::kRest);
   const ReplyDecl& status = ScriptSet::Embedded().Get("seckill_status").returns;
   EXPECT_EQ(status.fixed, 1u);
-  EXPECT_EQ(status.tail, 13u);
+  EXPECT_EQ(status.tail, 14u);
 }
 
 class ScriptCallTest : public ::testing::Test {

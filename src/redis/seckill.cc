@@ -155,10 +155,11 @@ struct SeckillScripts::Replies {
                 {{s, "remaining"}, &ActivityStatus::remaining},
                 {{s, "stream_length"}, &ActivityStatus::stream_length},
                 {{s, "orders"}, &ActivityStatus::orders},
-                {{s, "buyers"}, &ActivityStatus::buyers}}} {}
+                {{s, "buyers"}, &ActivityStatus::buyers},
+                {{s, "oversold"}, &ActivityStatus::oversold}}} {}
     IntField code;
     StrField state, kind;
-    std::array<Int, 11> ints;
+    std::array<Int, 12> ints;
   };
   struct UserOrders {
     explicit UserOrders(const Script& s) : order_id(s, "order_id"), record(s, "record") {}

@@ -175,8 +175,9 @@ struct ActivityStatus {
   int64_t version = 0;
   int64_t remaining = 0;
   int64_t stream_length = 0;
-  int64_t orders = 0;  // order records (reserved or released)
-  int64_t buyers = 0;  // users holding at least one unit
+  int64_t orders = 0;    // order records (reserved or released)
+  int64_t buyers = 0;    // users holding at least one unit
+  int64_t oversold = 0;  // units applied again that had been sold again (the activity closed)
 };
 
 // Parses an `orders` hash value ("R|user|quantity|ts|items"); nothing if it is malformed.

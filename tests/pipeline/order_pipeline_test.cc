@@ -522,5 +522,43 @@ TEST_F(PipelineTest, TwoRebuildsAtOnceCountEachOrderOnce) {
   }
 }
 
+// Point 10: a rebuild stopped after its first step (the process died after loading the activity
+// closed) is finished by the next run: the counters match the record, nothing drifts, and the
+// sale is open again as the record says. One whose earlier run found units oversold stays closed.
+TEST_F(PipelineTest, ARebuildStoppedAfterLoadingIsFinishedByTheNextRun) {
+  settings_.rebuild_grace = 0ms;
+  for (const bool oversold : {false, true}) {
+    const std::string id = oversold ? "stopped-oversold" : "stopped";
+    CreateActivity(id, 10, 2);
+    Reserve(id, 3, 2);  // 6 units
+    OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+    Drain(consumer);
+    ASSERT_EQ(OrderIdsInDb(id).size(), 3u);
+    Forget(*redis_, Keys(id));
+    const store::ActivityRecord record = *store_->GetActivity(id, true);
+    // A run sees it missing (and marks it so), then the process dies after the first step of
+    // the rebuild: the activity loaded closed with the record's stock.
+    redis_->Command({"SET", Keys(id).meta() + ":missing_since", "1", "PX", "86400000"});
+    core::SeckillActivity closed = record.activity;
+    closed.open = false;
+    auto loaded = io_.Run(context_->seckill().AsyncSetup(closed, redis::SetupMode::kLoadIfMissing,
+                                                         asio::use_awaitable));
+    ASSERT_TRUE(loaded.ok()) << loaded.error().ToString();
+    if (oversold) redis_->Command({"HSET", Keys(id).meta(), "oversold", "1"});
+
+    auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+    ASSERT_TRUE(report.ok()) << report.error().ToString();
+    auto status = io_.Run(context_->seckill().AsyncStatus(id, asio::use_awaitable));
+    ASSERT_TRUE(status.ok() && status->found);
+    EXPECT_EQ(status->remaining, 4) << id;
+    EXPECT_EQ(status->reserved - status->released, 6) << id;
+    EXPECT_EQ(status->state, oversold ? "closed" : "open") << id << ": " << report->Json();
+    auto check = io_.Run(Reconcile(*context_, record, /*repair=*/false));
+    ASSERT_TRUE(check.ok()) << check.error().ToString();
+    EXPECT_EQ(check->drift, 0) << check->Json();
+    EXPECT_EQ(redis_->Integer({"EXISTS", Keys(id).meta() + ":missing_since"}), 0) << id;
+  }
+}
+
 }  // namespace
 }  // namespace flashsale::service
