@@ -38,7 +38,7 @@ if state ~= 'R' or user ~= intent['user_id'] then return {1, 0} end
 qty = tonumber(qty)
 redis.call('HSET', KEYS[8], order_id, 'F' .. string.sub(rec, 2))
 if kind == 'lottery' then
-  redis.call('HINCRBY', KEYS[9], items, qty)
+  if items ~= '' then redis.call('HINCRBY', KEYS[9], items, qty) end
 else
   if kind == 'items' then
     local list = {}
