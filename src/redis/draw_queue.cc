@@ -1,6 +1,8 @@
 #include "redis/draw_queue.h"
 
 #include <boost/asio/use_awaitable.hpp>
+#include <string>
+#include <vector>
 
 #include "base/ids.h"
 #include "redis/seckill.h"
@@ -38,6 +40,19 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
   const std::string ticket_key = keys.Ticket(request.ticket_id);
   const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
   const std::string pending_key = keys.PendingTickets(request.user_token);
+  // The user's pending tickets, read first so that the script is given every key it reads
+  // (lottery_enqueue.lua: a ticket added meanwhile counts as pending).
+  const Command pending({"ZRANGE", pending_key, "0", "-1"});
+  auto listed = co_await Await(runner_.connection(), pending);
+  if (!listed.ok()) co_return std::move(listed).error();
+  if (!listed->is_array()) {
+    co_return MakeError(ErrorCode::kProtocol, "ZRANGE: unexpected {}", listed->Describe());
+  }
+  std::vector<std::string> ticket_keys;
+  for (size_t i = 0; i < listed->size(); ++i) {
+    const std::string_view id = (*listed)[i].str();
+    if (base::IsValidId(id)) ticket_keys.push_back(keys.Ticket(id));
+  }
   ScriptCall call(enqueue_);
   call.Key("meta", keys.meta())
       .Key("queue", keys.queue())
@@ -45,6 +60,7 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
       .Key("idem", idem_key)
       .Key("buyers", keys.buyers())
       .Key("pending", pending_key)
+      .RestKeys("tickets", ticket_keys)
       .Arg("ticket_id", request.ticket_id)
       .Arg("user_id", request.user_id)
       .Arg("now_ms", request.now_ms)

@@ -17,7 +17,8 @@
 
 namespace flashsale::redis {
 
-// An order record with its state: 'R' reserved, 'X' released, 'N' a draw that won nothing.
+// An order record with its state: 'R' reserved, 'X' released, 'F' refused (dead-lettered, its
+// units returned), 'N' a draw that won nothing.
 struct OrderRecordEntry {
   char state = 'R';
   std::string user_id;

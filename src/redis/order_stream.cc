@@ -55,6 +55,8 @@ OrderStream::OrderStream(ScriptRunner& runner, std::string key_namespace)
       dead_letter_(runner.scripts().Get("order_dead_letter")),
       retry_dead_(runner.scripts().Get("order_retry_dead")),
       moved_(dead_letter_, "moved"),
+      released_(dead_letter_, "released"),
+      retry_code_(retry_dead_, "code"),
       entry_id_(retry_dead_, "entry_id") {}
 
 asio::awaitable<base::Status> EnsureStreamGroup(ScriptRunner& runner, std::string_view key,
@@ -168,25 +170,31 @@ asio::awaitable<Result<int64_t>> OrderStream::RecordFailure(std::string_view act
   co_return reply->integer();
 }
 
-asio::awaitable<base::Status> OrderStream::DeadLetter(std::string_view activity_id,
-                                                      std::string_view entry_id,
-                                                      std::string_view error, int64_t deliveries,
-                                                      int64_t now_ms) {
+asio::awaitable<Result<int64_t>> OrderStream::DeadLetter(std::string_view activity_id,
+                                                         std::string_view entry_id,
+                                                         std::string_view error, int64_t deliveries,
+                                                         int64_t now_ms) {
   const SeckillKeys keys(namespace_, activity_id);
   ScriptCall call(dead_letter_);
   call.Key("stream", keys.stream())
       .Key("dead", keys.dead())
       .Key("failures", keys.failures())
+      .Key("meta", keys.meta())
+      .Key("stock", keys.stock())
+      .Key("items", keys.items())
+      .Key("buyers", keys.buyers())
+      .Key("orders", keys.orders())
+      .Key("prizes", keys.prizes())
       .Arg("group", kGroup)
       .Arg("entry_id", entry_id)
       .Arg("error", error.substr(0, 1000))
       .Arg("deliveries", deliveries)
       .Arg("now_ms", now_ms);
   auto reply = co_await runner_.AsyncEval(call, asio::use_awaitable);
-  // 1 moved, 0 no longer in the stream: either way it is out of the stream now.
+  // moved 1, or 0 no longer in the stream: either way it is out of the stream now.
   auto read = ScriptReply::Read(dead_letter_, reply);
   if (!read) co_return std::move(read).error();
-  co_return base::Status();
+  co_return read->Int(released_);
 }
 
 asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ListDead(
@@ -203,13 +211,24 @@ asio::awaitable<Result<std::string>> OrderStream::RetryDead(std::string_view act
                                                             std::string_view dead_id) {
   const SeckillKeys keys(namespace_, activity_id);
   ScriptCall call(retry_dead_);
-  call.Key("dead", keys.dead()).Key("stream", keys.stream()).Arg("dead_id", dead_id);
+  call.Key("dead", keys.dead())
+      .Key("stream", keys.stream())
+      .Key("orders", keys.orders())
+      .Arg("dead_id", dead_id);
   auto reply = co_await runner_.AsyncEval(call, asio::use_awaitable);
   auto read = ScriptReply::Read(retry_dead_, reply);
   if (!read) co_return std::move(read).error();
-  if (read->IsNil(entry_id_)) {
+  const int64_t code = read->Int(retry_code_);
+  if (code == 0) {
     co_return MakeError(ErrorCode::kNotFound, "no dead letter '{}' in activity '{}'", dead_id,
                         activity_id);
+  }
+  if (code == -1) {
+    co_return MakeError(ErrorCode::kInvalidArgument,
+                        "dead letter '{}' of activity '{}' is not retried: its order's units went "
+                        "back to stock when it was dead-lettered (the order shows as refused; the "
+                        "buyer may buy again)",
+                        dead_id, activity_id);
   }
   co_return std::string(read->Str(entry_id_));
 }

@@ -79,13 +79,17 @@ class OrderStream {
   // Counts one failed delivery of an entry; the count so far.
   boost::asio::awaitable<base::Result<int64_t>> RecordFailure(std::string_view activity_id,
                                                               std::string_view entry_id);
-  // Moves the entry to the dead-letter stream with `error` and acknowledges it (one script).
-  boost::asio::awaitable<base::Status> DeadLetter(std::string_view activity_id,
-                                                  std::string_view entry_id, std::string_view error,
-                                                  int64_t deliveries, int64_t now_ms);
+  // Moves the entry to the dead-letter stream with `error` and acknowledges it, and returns the
+  // units of the order it names to stock if that order is still reserved (one script,
+  // order_dead_letter.lua: the order then shows as refused). The units returned (0: none).
+  boost::asio::awaitable<base::Result<int64_t>> DeadLetter(std::string_view activity_id,
+                                                           std::string_view entry_id,
+                                                           std::string_view error,
+                                                           int64_t deliveries, int64_t now_ms);
   boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> ListDead(
       std::string_view activity_id, int64_t count);
-  // Puts a dead letter back on the stream; its new entry id, or kNotFound.
+  // Puts a dead letter back on the stream; its new entry id, or kNotFound, or kInvalidArgument
+  // when the order's units went back to stock as it was dead-lettered (the letter stays).
   boost::asio::awaitable<base::Result<std::string>> RetryDead(std::string_view activity_id,
                                                               std::string_view dead_id);
   // Trims entries before the oldest one not yet acknowledged by the group, i.e. only entries the
@@ -99,6 +103,8 @@ class OrderStream {
   const Script& dead_letter_;
   const Script& retry_dead_;
   IntField moved_;  // reply fields (RETURNS)
+  IntField released_;
+  IntField retry_code_;
   StrField entry_id_;
 };
 

@@ -155,10 +155,11 @@ struct SeckillScripts::Replies {
                 {{s, "remaining"}, &ActivityStatus::remaining},
                 {{s, "stream_length"}, &ActivityStatus::stream_length},
                 {{s, "orders"}, &ActivityStatus::orders},
-                {{s, "buyers"}, &ActivityStatus::buyers}}} {}
+                {{s, "buyers"}, &ActivityStatus::buyers},
+                {{s, "oversold"}, &ActivityStatus::oversold}}} {}
     IntField code;
     StrField state, kind;
-    std::array<Int, 11> ints;
+    std::array<Int, 12> ints;
   };
   struct UserOrders {
     explicit UserOrders(const Script& s) : order_id(s, "order_id"), record(s, "record") {}
@@ -532,8 +533,10 @@ std::optional<RecordedOrder> ParseOrderRecord(std::string_view order_id, std::st
   parts.push_back(record.substr(start));
   RecordedOrder order;
   order.order_id = order_id;
-  if (parts[0] != "R" && parts[0] != "X") return std::nullopt;  // N: a draw that won nothing
-  order.released = parts[0] == "X";
+  // N: a draw that won nothing
+  if (parts[0] != "R" && parts[0] != "X" && parts[0] != "F") return std::nullopt;
+  order.released = parts[0] != "R";
+  order.refused = parts[0] == "F";
   auto number = [](std::string_view text, int64_t& out) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
     return ec == std::errc() && end == text.data() + text.size();

@@ -5,15 +5,21 @@
 //
 // Key layout (docs/design.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
 // activity in one Redis Cluster slot, so a script may touch all of its keys.
-//   meta    hash    state, window, per-user limit, kind, total/reserved/released, version
+//   meta    hash    state, window, per-user limit, kind, total/reserved/released, version,
+//                   oversold (units the lost-write repair applied that had been sold again)
+//   meta:missing_since string  when a reconciliation run first found the activity lost; set
+//                   until its rebuild finished (service/reconcile.cc)
 //   stock   string  remaining units (counted stock)
 //   prizes  hash    prize id -> units left (a lottery)
 //   items   list    remaining item ids (itemised stock)
 //   buyers  hash    user id -> units held (a lottery: draws made)
-//   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released; a lottery
-//                   win has its prize id as the item, N marks a draw that won nothing)
+//   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released, F refused:
+//                   dead-lettered, its units returned; a lottery win has its prize id as the
+//                   item, N marks a draw that won nothing)
 //   user_orders hash user id -> "order_id order_id ..." (the user's orders, for reading back)
-//   stream  stream  the order intents: the outbox the order pipeline persists (group "persist")
+//   stream  stream  the order intents: the outbox the order pipeline persists (group "persist");
+//                   fields order_id user_id quantity items ts limit (the per-user limit it was
+//                   sold under), and draw (a lottery win's draw number)
 //   dead    stream  order intents that kept failing, with the reason (dead letters)
 //   failures hash   stream entry id -> failed deliveries so far
 //   pq:<token>      zset    a user's queued draws still pending: ticket id -> expiry (token =
@@ -139,7 +145,8 @@ struct RecordedOrder {
   std::string order_id;
   int64_t quantity = 0;
   int64_t created_ms = 0;
-  bool released = false;
+  bool released = false;  // its units are back in stock (X released, or F refused)
+  bool refused = false;   // F: dead-lettered, the record refused it (order_dead_letter.lua)
   std::vector<std::string> items;
 };
 
@@ -171,8 +178,9 @@ struct ActivityStatus {
   int64_t version = 0;
   int64_t remaining = 0;
   int64_t stream_length = 0;
-  int64_t orders = 0;  // order records (reserved or released)
-  int64_t buyers = 0;  // users holding at least one unit
+  int64_t orders = 0;    // order records (reserved or released)
+  int64_t buyers = 0;    // users holding at least one unit
+  int64_t oversold = 0;  // units applied again that had been sold again (the activity closed)
 };
 
 // Parses an `orders` hash value ("R|user|quantity|ts|items"); nothing if it is malformed.

@@ -65,7 +65,17 @@ Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
     }
     return order;
   }
-  order.single_unit = activity.activity.per_user_limit == 1;
+  // The per-user limit the order was sold under (S3-10): the record's one-live-order key holds
+  // only orders sold under limit 1, whatever the limit is now. An intent without it (written
+  // before intents carried it, or appended again from its Redis record by reconciliation) takes
+  // the activity's limit as it is now.
+  int64_t limit = activity.activity.per_user_limit;
+  if (const std::string_view sold_under = entry.Field("limit"); !sold_under.empty()) {
+    if (!ParseInt(sold_under, limit) || limit < 1) {
+      return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: limit '{}'", sold_under);
+    }
+  }
+  order.single_unit = limit == 1;
   return order;
 }
 
@@ -289,9 +299,9 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
         to_ack.push_back(ids[i]);
         break;
       case store::InsertOutcome::kConflict:
-        // A second live order of a user in a limit-1 activity: a double sale the record
-        // refused (or a cancellation not recorded yet). Retried, then dead-lettered: seen,
-        // never silently dropped.
+        // A second live order of a user sold under limit 1 (or a second win of one draw): a
+        // double sale the record refused (or a cancellation not recorded yet). Retried, then
+        // dead-lettered, its units returned to stock: seen, never silently dropped.
         co_await Fail(activity_id, ids[i],
                       fmt::format("user '{}' already has a live order in activity '{}' (per-user "
                                   "limit 1): the record refused order {}",
@@ -374,8 +384,10 @@ asio::awaitable<void> OrderConsumer::Fail(std::string_view activity_id, const st
                                            context_.clock().NowMs());
   if (moved.ok()) {
     metrics_.dead_letters.Add();
-    spdlog::error("order intent {} of '{}' moved to the dead-letter stream: {}", entry_id,
-                  activity_id, error);
+    spdlog::error(
+        "order intent {} of '{}' moved to the dead-letter stream ({} units of its order returned "
+        "to stock; the order shows as refused): {}",
+        entry_id, activity_id, *moved, error);
   } else {
     spdlog::error("dead-lettering {} of '{}' failed: {}", entry_id, activity_id,
                   moved.error().message);

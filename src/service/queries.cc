@@ -118,10 +118,11 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
   if (persisted.ok()) {
     for (auto& row : *persisted) {
       in_db.insert(row.order_id);
-      UserOrder order{row.activity_id,
-                      {row.order_id, row.quantity, row.created_ms, false, std::move(row.items)},
-                      true,
-                      std::string(store::ToString(row.state))};
+      UserOrder order{
+          row.activity_id,
+          {row.order_id, row.quantity, row.created_ms, false, false, std::move(row.items)},
+          true,
+          std::string(store::ToString(row.state))};
       orders.push_back(std::move(order));
     }
   }
@@ -134,7 +135,9 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
     }
     for (auto& order : *recorded) {
       if (in_db.contains(order.order_id)) continue;
-      const std::string state = order.released ? "released" : "reserved";
+      const std::string state = order.refused    ? "refused"
+                                : order.released ? "released"
+                                                 : "reserved";
       orders.push_back({record.activity.id, std::move(order), false, state});
     }
   }

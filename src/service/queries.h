@@ -45,7 +45,9 @@ struct UserOrder {
   std::string activity_id;
   redis::RecordedOrder order;
   bool persisted = false;  // the database has it (state below is the database's then)
-  std::string state;       // reserved | paid | cancelled | released (released: Redis only)
+  // reserved | paid | cancelled | released | refused (released, refused: Redis only; refused: the
+  // record refused it and its units went back to stock)
+  std::string state;
 };
 
 // The user's orders: the database's, plus those Redis recorded that the order pipeline has not

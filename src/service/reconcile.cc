@@ -86,10 +86,11 @@ asio::awaitable<base::Status> Reapply(ServiceContext& context, const store::Acti
 // the record's live orders applied (each once: units, buyers' counts, lotteries' draw counts from
 // draw_no, records and counters in the same script), then opened as the record says. Every step
 // is atomic and a rerun converges: a crash between them leaves the activity closed, loaded, and
-// the next run applies what is missing.
+// its missing marker set; the next run finds the marker, applies what is missing and opens it
+// (unless units were oversold: `oversold`, from an earlier run, or now).
 asio::awaitable<base::Status> Rebuild(ServiceContext& context, const store::ActivityRecord& record,
                                       const std::vector<store::OrderRecord>& orders,
-                                      ReconcileReport& report) {
+                                      ReconcileReport& report, int64_t oversold = 0) {
   core::SeckillActivity closed = record.activity;
   closed.open = false;
   auto loaded = co_await context.seckill().AsyncSetup(closed, redis::SetupMode::kLoadIfMissing,
@@ -97,7 +98,7 @@ asio::awaitable<base::Status> Rebuild(ServiceContext& context, const store::Acti
   if (!loaded.ok()) co_return std::move(loaded).error();
   auto applied = co_await Reapply(context, record, orders, report);
   if (!applied.ok()) co_return applied;
-  if (report.oversold_units == 0) {
+  if (report.oversold_units == 0 && oversold == 0) {
     auto opened = co_await context.seckill().AsyncSetup(
         record.activity, redis::SetupMode::kDefinitionOnly, asio::use_awaitable);
     if (!opened.ok()) co_return std::move(opened).error();
@@ -185,6 +186,22 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
     co_await context.redis().AsyncSend(unmark, asio::use_awaitable);
     status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) co_return std::move(status).error();
+  } else if (repair) {
+    // A rebuild that stopped after loading the activity (closed) left its missing marker: it is
+    // finished now, or the sale would stay closed for good.
+    const redis::SeckillKeys keys(context.settings().key_namespace, id);
+    const std::string missing_key = keys.meta() + ":missing_since";
+    const redis::Command marked({"EXISTS", missing_key});
+    auto unfinished = co_await context.redis().AsyncSend(marked, asio::use_awaitable);
+    if (!unfinished.ok()) co_return std::move(unfinished).error();
+    if (unfinished->is_integer() && unfinished->integer() == 1) {
+      auto rebuilt = co_await Rebuild(context, *record, *orders, report, status->oversold);
+      if (!rebuilt.ok()) co_return std::move(rebuilt).error();
+      const redis::Command unmark({"DEL", missing_key});
+      co_await context.redis().AsyncSend(unmark, asio::use_awaitable);
+      status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      if (!status.ok()) co_return std::move(status).error();
+    }
   }
 
   // 3. Redis's order records: which the record has (and in which state).
@@ -255,7 +272,8 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
         report.cancelled_not_returned += entry.order.quantity;
         to_release.push_back(&entry);
       }
-    } else if (entry.state == 'X' && found != in_db.end() && Live(*found->second)) {
+    } else if ((entry.state == 'X' || entry.state == 'F') && found != in_db.end() &&
+               Live(*found->second)) {
       ++released_but_live;
     }
   }

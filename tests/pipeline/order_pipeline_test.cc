@@ -10,6 +10,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -518,6 +519,86 @@ TEST_F(PipelineTest, TheSameSeedReplaysTheSameDraws) {
   EXPECT_GE(kinds.size(), 2u) << "wins and losses both: a sequence worth replaying";
   EXPECT_TRUE(kinds.contains("1:A cup") || kinds.contains("1:A pen"))
       << "a win is named from the registry";
+}
+
+// Point 10: a rebuild's counters (total, reserved) must not be separate commands after the setup
+// script. Two reconciliation runs rebuilding one activity at once (a job lock lost to a pause:
+// both runners believe they hold it) must still count each order once: Redis's counters match
+// the record, and nothing drifts. The two runs interleave at each await; several activities make
+// an unlucky interleaving of the old code (restore, setup, then HINCRBY reserved and total)
+// show, not just one.
+TEST_F(PipelineTest, TwoRebuildsAtOnceCountEachOrderOnce) {
+  settings_.rebuild_grace = 0ms;
+  for (int round = 0; round < 5; ++round) {
+    const std::string id = fmt::format("twice-rebuilt-{}", round);
+    CreateActivity(id, 10, 2);
+    Reserve(id, 3, 2);  // 6 units
+    OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+    Drain(consumer);
+    ASSERT_EQ(OrderIdsInDb(id).size(), 3u);
+    Forget(*redis_, Keys(id));
+
+    const store::ActivityRecord record = *store_->GetActivity(id, false);
+    auto first = asio::co_spawn(
+        io_.context(),
+        [&]() -> asio::awaitable<bool> {
+          co_return (co_await Reconcile(*context_, record, /*repair=*/true)).ok();
+        },
+        asio::use_future);
+    auto second = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+    ASSERT_EQ(first.wait_for(60s), std::future_status::ready);
+    EXPECT_TRUE(first.get());
+    ASSERT_TRUE(second.ok()) << second.error().ToString();
+
+    auto status = io_.Run(context_->seckill().AsyncStatus(id, asio::use_awaitable));
+    ASSERT_TRUE(status.ok() && status->found);
+    EXPECT_EQ(status->remaining, 4) << id;
+    EXPECT_EQ(status->total, 10) << id << ": total counted twice";
+    EXPECT_EQ(status->reserved - status->released, 6)
+        << id << ": the record's orders counted twice";
+    auto check = io_.Run(Reconcile(*context_, record, /*repair=*/false));
+    ASSERT_TRUE(check.ok()) << check.error().ToString();
+    EXPECT_EQ(check->drift, 0) << check->Json();
+    EXPECT_EQ(check->not_in_db, 0) << check->Json();
+  }
+}
+
+// Point 10: a rebuild stopped after its first step (the process died after loading the activity
+// closed) is finished by the next run: the counters match the record, nothing drifts, and the
+// sale is open again as the record says. One whose earlier run found units oversold stays closed.
+TEST_F(PipelineTest, ARebuildStoppedAfterLoadingIsFinishedByTheNextRun) {
+  settings_.rebuild_grace = 0ms;
+  for (const bool oversold : {false, true}) {
+    const std::string id = oversold ? "stopped-oversold" : "stopped";
+    CreateActivity(id, 10, 2);
+    Reserve(id, 3, 2);  // 6 units
+    OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+    Drain(consumer);
+    ASSERT_EQ(OrderIdsInDb(id).size(), 3u);
+    Forget(*redis_, Keys(id));
+    const store::ActivityRecord record = *store_->GetActivity(id, true);
+    // A run sees it missing (and marks it so), then the process dies after the first step of
+    // the rebuild: the activity loaded closed with the record's stock.
+    redis_->Command({"SET", Keys(id).meta() + ":missing_since", "1", "PX", "86400000"});
+    core::SeckillActivity closed = record.activity;
+    closed.open = false;
+    auto loaded = io_.Run(context_->seckill().AsyncSetup(closed, redis::SetupMode::kLoadIfMissing,
+                                                         asio::use_awaitable));
+    ASSERT_TRUE(loaded.ok()) << loaded.error().ToString();
+    if (oversold) redis_->Command({"HSET", Keys(id).meta(), "oversold", "1"});
+
+    auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
+    ASSERT_TRUE(report.ok()) << report.error().ToString();
+    auto status = io_.Run(context_->seckill().AsyncStatus(id, asio::use_awaitable));
+    ASSERT_TRUE(status.ok() && status->found);
+    EXPECT_EQ(status->remaining, 4) << id;
+    EXPECT_EQ(status->reserved - status->released, 6) << id;
+    EXPECT_EQ(status->state, oversold ? "closed" : "open") << id << ": " << report->Json();
+    auto check = io_.Run(Reconcile(*context_, record, /*repair=*/false));
+    ASSERT_TRUE(check.ok()) << check.error().ToString();
+    EXPECT_EQ(check->drift, 0) << check->Json();
+    EXPECT_EQ(redis_->Integer({"EXISTS", Keys(id).meta() + ":missing_since"}), 0) << id;
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/random.h"
+#include "redis/draw_queue.h"
 #include "redis/seckill_fixture.h"
 #include "support/seckill_load.h"
 
@@ -54,6 +55,44 @@ class LotteryTest : public SeckillFixture {
     return server_->Integer({"HGET", Keys(activity).prizes(), prize});
   }
 };
+
+// The admission queue's per-user bound reads the state of the user's pending tickets, each key
+// given to the script in KEYS (lottery_enqueue.lua): a ticket its draw decided no longer counts
+// as pending, so the user may queue again, up to the draws left.
+TEST_F(LotteryTest, AQueuedTicketThatWasDrawnNoLongerCountsAsPending) {
+  ASSERT_TRUE(Setup(Lottery("queued", {{"mug", "Mug", 1, 10}}, 0, 3)).ok());
+  DrawQueue queue(*runner_, ns_);
+  auto enqueue = [&](const std::string& ticket) {
+    const EnqueueRequest request{.ticket_id = ticket,
+                                 .user_id = "u",
+                                 .now_ms = 1500,
+                                 .capacity = 100,
+                                 .ticket_ttl_ms = 60'000,
+                                 .user_token = "token-u"};
+    auto queued = io_.Run(queue.Enqueue("queued", request));
+    EXPECT_TRUE(queued.ok()) << queued.error().ToString();
+    return queued.ok() ? queued->outcome : EnqueueOutcome::kUnknownActivity;
+  };
+  ASSERT_EQ(enqueue("t1"), EnqueueOutcome::kQueued);
+  ASSERT_EQ(enqueue("t2"), EnqueueOutcome::kQueued);
+  // t1's draw (the ticket is its idempotency key): 1 draw made, only t2 pending.
+  auto drawn = Draw("queued", "t1", "u", 0, 0, 1500, "t1");
+  ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
+  ASSERT_EQ(drawn->outcome, Outcome::kReserved);
+  EXPECT_EQ(enqueue("t3"), EnqueueOutcome::kQueued) << "1 draw made + 1 pending of 3";
+  EXPECT_EQ(enqueue("t4"), EnqueueOutcome::kLimitReached) << "1 draw made + 2 pending";
+  ASSERT_TRUE(Draw("queued", "t2", "u", 0, 0, 1500, "t2").ok());
+  ASSERT_TRUE(Draw("queued", "t3", "u", 0, 0, 1500, "t3").ok());
+  EXPECT_EQ(enqueue("t5"), EnqueueOutcome::kLimitReached) << "3 draws made";
+  // Another user: the queue has room.
+  const EnqueueRequest other{.ticket_id = "v1",
+                             .user_id = "v",
+                             .now_ms = 1500,
+                             .capacity = 100,
+                             .ticket_ttl_ms = 60'000,
+                             .user_token = "token-v"};
+  EXPECT_EQ(io_.Run(queue.Enqueue("queued", other))->outcome, EnqueueOutcome::kQueued);
+}
 
 TEST_F(LotteryTest, SetupLoadsPrizesOnceAndStatusCountsThem) {
   auto lottery = Lottery("spring", {{"gold", "Gold", 1, 2}, {"mug", "Mug", 9, 5}}, 90);

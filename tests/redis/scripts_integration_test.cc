@@ -142,7 +142,7 @@ TEST_F(ScriptsTest, AReplyThatIsNotWhatTheScriptDeclaresIsRefusedByItsBinding) {
   auto status = io_.Run(scripts.AsyncStatus("shape", boost::asio::use_awaitable));
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().code, base::ErrorCode::kProtocol);
-  EXPECT_NE(status.error().message.find("expected 1 or 14 elements"), std::string::npos)
+  EXPECT_NE(status.error().message.find("expected 1 or 15 elements"), std::string::npos)
       << status.error().message;
 }
 

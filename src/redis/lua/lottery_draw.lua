@@ -127,5 +127,5 @@ redis.call('HSET', KEYS[4], order_id, 'R|' .. user .. '|1|' .. ARGV[3] .. '|' ..
 local mine = redis.call('HGET', KEYS[6], user)
 redis.call('HSET', KEYS[6], user, mine and (mine .. ' ' .. order_id) or order_id)
 redis.call('XADD', KEYS[5], '*', 'order_id', order_id, 'user_id', user, 'quantity', 1,
-  'items', prize, 'ts', ARGV[3], 'draw', draws)
+  'items', prize, 'ts', ARGV[3], 'draw', draws, 'limit', m[4])
 return decided(1, draws, prize)

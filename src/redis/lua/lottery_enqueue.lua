@@ -7,7 +7,11 @@
 -- the draws made): `pending` (a sorted set per user, under an HMAC token of the user) holds the
 -- user's ticket ids scored by their expiry; a ticket no longer "P|" (drawn, or expired) leaves
 -- it here, so the set never holds more than the limit and needs no cleanup elsewhere.
--- KEYS: meta queue ticket idem buyers pending
+-- Every key it touches comes in KEYS: `tickets` are the ticket keys of the user's pending tickets
+-- as the caller read them from `pending` (ZRANGE) just before the call; a ticket added to
+-- `pending` since (by a concurrent request of the same user) has no key here and is counted as
+-- pending, never read.
+-- KEYS: meta queue ticket idem buyers pending tickets...
 -- ARGV: ticket_id user_id now_ms capacity ticket_ttl_ms idem_ttl_ms
 -- RETURNS: {code:int ticket_id:str [draws:int]}
 -- Returns {1, ticket_id} queued, {2, ticket_id} an earlier request with the same idempotency key
@@ -22,12 +26,18 @@ end
 local m = redis.call('HMGET', KEYS[1], 'kind', 'limit')
 if m[1] ~= 'lottery' then return {-4, ''} end
 local now, ttl = tonumber(ARGV[3]), tonumber(ARGV[5])
--- The user's tickets still pending: the ticket keys share this one's prefix.
+-- The user's tickets still pending: the ticket keys share this one's prefix; each one's key is
+-- looked up among those given.
 local ticket_prefix = string.sub(KEYS[3], 1, #KEYS[3] - #ARGV[1])
+local given = {}
+for i = 7, #KEYS do given[KEYS[i]] = i end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
 for _, id in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
-  local state = redis.call('GET', ticket_prefix .. id)
-  if not state or string.sub(state, 1, 2) ~= 'P|' then redis.call('ZREM', KEYS[6], id) end
+  local at = given[ticket_prefix .. id]
+  if at then
+    local state = redis.call('GET', KEYS[at])
+    if not state or string.sub(state, 1, 2) ~= 'P|' then redis.call('ZREM', KEYS[6], id) end
+  end
 end
 local draws = tonumber(redis.call('HGET', KEYS[5], ARGV[2]) or '0')
 if draws + redis.call('ZCARD', KEYS[6]) >= tonumber(m[2] or '0') then return {0, '', draws} end

@@ -79,8 +79,10 @@ redis.call('HINCRBY', KEYS[1], 'reserved', qty)
 redis.call('HSET', KEYS[5], order_id, 'R|' .. user .. '|' .. qty .. '|' .. ARGV[4] .. '|' .. item_list)
 local mine = redis.call('HGET', KEYS[7], user)
 redis.call('HSET', KEYS[7], user, mine and (mine .. ' ' .. order_id) or order_id)
+-- `limit`: the per-user limit the order was sold under; the record decides with it (a limit
+-- changed before the order is persisted does not change what the order was).
 redis.call('XADD', KEYS[6], '*', 'order_id', order_id, 'user_id', user, 'quantity', qty,
-  'items', item_list, 'ts', ARGV[4])
+  'items', item_list, 'ts', ARGV[4], 'limit', m[4])
 if idem_ttl > 0 then
   redis.call('SET', KEYS[8], '1|0|' .. order_id, 'PX', idem_ttl)
 end

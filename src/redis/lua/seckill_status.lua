@@ -4,11 +4,12 @@
 -- ARGV:
 -- RETURNS: {code:int [state:str kind:str start_ms:int end_ms:int per_user_limit:int
 -- RETURNS:   total:int reserved:int released:int version:int remaining:int stream_length:int
--- RETURNS:   orders:int buyers:int]}
+-- RETURNS:   orders:int buyers:int oversold:int]}
 -- Returns {-4} unknown activity, or {1, state, kind, start_ms, end_ms, per_user_limit, total,
--- reserved, released, version, remaining, stream_length, orders, buyers}
+-- reserved, released, version, remaining, stream_length, orders, buyers, oversold}; oversold:
+-- units the lost-write repair applied that were sold again (activity_reapply_orders.lua).
 local m = redis.call('HMGET', KEYS[1], 'state', 'kind', 'start_ms', 'end_ms', 'limit', 'total',
-  'reserved', 'released', 'version')
+  'reserved', 'released', 'version', 'oversold')
 if not m[1] then return {-4} end
 local remaining
 if m[2] == 'counted' then remaining = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -18,4 +19,4 @@ elseif m[2] == 'lottery' then
 else remaining = redis.call('LLEN', KEYS[3]) end
 return {1, m[1], m[2], tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6]),
   tonumber(m[7]), tonumber(m[8]), tonumber(m[9]), remaining, redis.call('XLEN', KEYS[6]),
-  redis.call('HLEN', KEYS[5]), redis.call('HLEN', KEYS[4])}
+  redis.call('HLEN', KEYS[5]), redis.call('HLEN', KEYS[4]), tonumber(m[10] or '0')}
