@@ -157,7 +157,7 @@ asio::awaitable<Result<PurchaseResult>> Draw(ServiceContext& context, PurchaseRe
       // Durability wait: a unit taken is answered as done only once a replica has it; not
       // confirmed in time, it is the unknown outcome with the order id, never a plain success.
       if (result.outcome == Outcome::kReserved) {
-        auto durable = co_await context.ConfirmDurable(result.order_id);
+        auto durable = co_await context.ConfirmDurable(activity.id, result.order_id);
         if (!durable.ok()) {
           PurchaseResult unconfirmed;
           unconfirmed.unknown = true;

@@ -169,7 +169,8 @@ WholeCheckResult ExpectWholeCheck(const WholeCheckOptions& options) {
   }
   std::vector<std::string> kept;
   result.lost = 0;
-  for (const std::string& id : options.acknowledged) {
+  for (size_t i = 0; i < options.acknowledged.size(); ++i) {
+    const std::string& id = options.acknowledged[i];
     const int64_t rows = SqliteScalar(
         options.db_path, fmt::format("SELECT COUNT(*) FROM orders WHERE order_id = '{}'", id));
     EXPECT_LE(rows, 1) << id << " recorded twice";
@@ -177,6 +178,7 @@ WholeCheckResult ExpectWholeCheck(const WholeCheckOptions& options) {
       kept.push_back(id);
     } else {
       ++result.lost;
+      result.lost_at.push_back(i);
     }
   }
 

@@ -77,8 +77,9 @@ struct WholeCheckOptions {
 };
 
 struct WholeCheckResult {
-  int64_t sold = -1;  // live units in the record
-  int64_t lost = -1;  // acknowledged order ids in neither the record nor (so) Redis
+  int64_t sold = -1;            // live units in the record
+  int64_t lost = -1;            // acknowledged order ids in neither the record nor (so) Redis
+  std::vector<size_t> lost_at;  // their positions in `acknowledged`
 };
 
 // Every part of the check but the acknowledged-lost count is asserted here (gtest EXPECT/ADD_
