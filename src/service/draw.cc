@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "service/purchase.h"
+#include "service/redis_watch.h"
 
 namespace flashsale::service {
 
@@ -164,6 +165,10 @@ asio::awaitable<Result<PurchaseResult>> Draw(ServiceContext& context, PurchaseRe
           unconfirmed.order_id = std::move(result.order_id);
           unconfirmed.unknown_reason = std::move(durable).error().message;
           co_return unconfirmed;
+        }
+        // Kept a while: after a Redis event, an acknowledged order found nowhere is counted.
+        if (context.settings().redis_watch != nullptr) {
+          context.settings().redis_watch->Acknowledged(activity.id, result.order_id);
         }
       }
       co_return result;

@@ -162,6 +162,10 @@ asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, Purcha
           unconfirmed.unknown_reason = std::move(durable).error().message;
           co_return unconfirmed;
         }
+        // Kept a while: after a Redis event, an acknowledged order found nowhere is counted.
+        if (context.settings().redis_watch != nullptr) {
+          context.settings().redis_watch->Acknowledged(activity.id, result.order_id);
+        }
       }
       co_return result;
     }

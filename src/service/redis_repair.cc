@@ -6,9 +6,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "base/strings.h"
+#include "redis/inspect.h"
 #include "redis/lock.h"
 #include "redis/scripts.h"
 #include "service/admin.h"
@@ -100,6 +102,30 @@ std::string RepairMarkerKey(std::string_view key_namespace, std::string_view run
   return fmt::format("{}:redis:repaired:{{{}}}", key_namespace, run_id);
 }
 
+asio::awaitable<void> CountAcknowledgedLost(ServiceContext& context, RedisWatch& watch) {
+  if (!watch.TakeLostCheckDue()) co_return;
+  redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
+  std::vector<std::string> lost;
+  for (const auto& [activity_id, order_ids] : watch.AcknowledgedOrders()) {
+    auto records = co_await inspector.Orders(activity_id);
+    const std::string id = activity_id;
+    const auto read = [id](store::Store& store) { return store.OrdersOfActivity(id); };
+    auto orders = co_await context.OnDb(read);
+    if (!records.ok() || !orders.ok()) {
+      spdlog::warn("acknowledged orders of '{}' not checked after the repair: {}", activity_id,
+                   !records.ok() ? records.error().message : orders.error().message);
+      continue;
+    }
+    std::set<std::string_view> known;
+    for (const auto& entry : *records) known.insert(entry.order.order_id);
+    for (const auto& order : *orders) known.insert(order.order_id);
+    for (const std::string& order_id : order_ids) {
+      if (!known.contains(order_id)) lost.push_back(order_id);
+    }
+  }
+  watch.CountAcknowledgedLost(lost);
+}
+
 asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWatch& watch,
                                                 bool may_repair) {
   const std::string& ns = context.settings().key_namespace;
@@ -111,6 +137,7 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   if (!marked.ok()) co_return std::move(marked).error();
   if (marked->all) {
     watch.Confirm(pending, marked->fence, marked->summary);
+    co_await CountAcknowledgedLost(context, watch);
     co_return !watch.frozen();
   }
   if (!may_repair) co_return false;
@@ -132,6 +159,7 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   if (marked->all) {
     co_await finish();
     watch.Confirm(pending, marked->fence, marked->summary);
+    co_await CountAcknowledgedLost(context, watch);
     co_return !watch.frozen();
   }
 
@@ -215,6 +243,7 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   }
   co_await finish();
   watch.Confirm(pending, summary.epoch, summary);
+  co_await CountAcknowledgedLost(context, watch);
   co_await Announce(context);
   co_return !watch.frozen();
 }

@@ -32,6 +32,13 @@ namespace flashsale::service {
 // The marker key of the repair for `run_id`.
 std::string RepairMarkerKey(std::string_view key_namespace, std::string_view run_id);
 
+// Once after each confirmed event (RedisWatch::TakeLostCheckDue): the orders this instance
+// acknowledged (RedisWatch::Acknowledged) that exist neither in Redis's order records nor in the
+// record are counted as acknowledged and lost on the event (admin status, /metrics). Called by
+// ResolveRedisEvent when it confirms. A lost order that also left a trace the repair counted (an
+// idempotency record or stream entry) is counted by both.
+boost::asio::awaitable<void> CountAcknowledgedLost(ServiceContext& context, RedisWatch& watch);
+
 // True when the watch is (now) confirmed for the server behind `context`'s connection.
 boost::asio::awaitable<base::Result<bool>> ResolveRedisEvent(ServiceContext& context,
                                                              RedisWatch& watch, bool may_repair);

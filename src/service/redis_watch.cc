@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 #include "base/json_writer.h"
 
@@ -131,6 +133,7 @@ void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
     event.repaired_ms = now;
     event.summary = summary;
     if (!event.startup) {
+      lost_check_due_ = true;
       frozen_ms_total_ += now - event.back_ms;
       totals_.orders_applied += summary.orders_applied;
       totals_.units_applied += summary.units_applied;
@@ -147,6 +150,42 @@ void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
     }
   }
   frozen_.store(false, std::memory_order_release);
+}
+
+void RedisWatch::Acknowledged(std::string_view activity_id, std::string_view order_id) {
+  const int64_t now = clock_.NowMs();
+  std::lock_guard lock(mutex_);
+  acknowledged_.push_back({now, std::string(activity_id), std::string(order_id)});
+  while (acknowledged_.size() > kAcknowledgedKept ||
+         (!acknowledged_.empty() && acknowledged_.front().at_ms < now - kAcknowledgedMaxAgeMs)) {
+    acknowledged_.pop_front();
+  }
+}
+
+bool RedisWatch::TakeLostCheckDue() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(lost_check_due_, false);
+}
+
+std::map<std::string, std::vector<std::string>> RedisWatch::AcknowledgedOrders() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, std::vector<std::string>> out;
+  for (const Ack& ack : acknowledged_) out[ack.activity_id].push_back(ack.order_id);
+  return out;
+}
+
+void RedisWatch::CountAcknowledgedLost(const std::vector<std::string>& order_ids) {
+  if (order_ids.empty()) return;
+  std::lock_guard lock(mutex_);
+  const std::set<std::string_view> lost(order_ids.begin(), order_ids.end());
+  std::erase_if(acknowledged_, [&](const Ack& ack) { return lost.contains(ack.order_id); });
+  const int64_t count = static_cast<int64_t>(lost.size());
+  totals_.acknowledged_lost += count;
+  if (!events_.empty()) events_.back().summary.acknowledged_lost += count;
+  spdlog::warn(
+      "redis: {} orders this instance acknowledged to buyers exist neither in Redis nor in the "
+      "record (lost with the writes Redis lost), e.g. {}",
+      count, order_ids.front());
 }
 
 void RedisWatch::CountRefused() {

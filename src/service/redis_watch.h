@@ -99,11 +99,25 @@ class RedisWatch {
   }
   void CountRefused();
 
+  // Acknowledged orders: every reservation answered "reserved" to a buyer is kept a while
+  // (bounded: the last kAcknowledgedKept, none older than kAcknowledgedMaxAgeMs), so that after
+  // an event the orders this instance acknowledged that exist neither in Redis nor in the record
+  // can be counted (CountAcknowledgedLost in service/redis_repair.h) where no trace survived.
+  void Acknowledged(std::string_view activity_id, std::string_view order_id);
+  // True once after each event's repair was confirmed (the check is due).
+  bool TakeLostCheckDue();
+  // The acknowledged orders kept, by activity.
+  std::map<std::string, std::vector<std::string>> AcknowledgedOrders() const;
+  // These orders were found nowhere: counted on the last event (and the totals), forgotten.
+  void CountAcknowledgedLost(const std::vector<std::string>& order_ids);
+
   std::vector<RedisEvent> Events() const;  // oldest first, at most kKeep
   std::string Json() const;                // {"frozen":..., "run_id":..., "events":[...]}
   void AppendPrometheus(std::string& out) const;
 
   static constexpr size_t kKeep = 20;
+  static constexpr size_t kAcknowledgedKept = 100'000;
+  static constexpr int64_t kAcknowledgedMaxAgeMs = 600'000;
 
  private:
   const base::Clock& clock_;
@@ -123,6 +137,13 @@ class RedisWatch {
   int64_t refused_total_ = 0;
   int64_t events_total_ = 0;
   RepairSummary totals_;
+  struct Ack {
+    int64_t at_ms;
+    std::string activity_id;
+    std::string order_id;
+  };
+  std::deque<Ack> acknowledged_;
+  bool lost_check_due_ = false;
 };
 
 // The message of the 503 a frozen gate answers (no internal detail).

@@ -69,6 +69,11 @@ void TcpProxy::Run() {
     peer.erase(other);
   };
   while (!stop_) {
+    if (retarget_.exchange(false)) {
+      for (const auto& [fd, other] : peer) ::close(fd);
+      peer.clear();
+      cut_ = false;
+    }
     std::vector<pollfd> fds{{listener_, POLLIN, 0}};
     for (const auto& [fd, other] : peer) fds.push_back({fd, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
