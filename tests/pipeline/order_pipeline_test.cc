@@ -271,6 +271,21 @@ TEST_F(PipelineTest, TheWatchFollowsOneRunIdPerClusterNode) {
   EXPECT_EQ(events[2].from_run_id, "rb");
   EXPECT_EQ(events[2].to_run_id, "rb2");
   EXPECT_GT(events[2].repaired_ms, 0);
+
+  // Acknowledged orders: checked once per confirmed event; the ones found nowhere are counted on
+  // the event and forgotten.
+  EXPECT_TRUE(watch.TakeLostCheckDue());
+  EXPECT_FALSE(watch.TakeLostCheckDue());
+  watch.Acknowledged("a", "o1");
+  watch.Acknowledged("a", "o2");
+  watch.Acknowledged("b", "o3");
+  EXPECT_EQ(watch.AcknowledgedOrders().at("a"), (std::vector<std::string>{"o1", "o2"}));
+  watch.CountAcknowledgedLost({"o2"});
+  EXPECT_EQ(watch.Events().back().summary.acknowledged_lost, 1);
+  EXPECT_EQ(watch.AcknowledgedOrders().at("a"), (std::vector<std::string>{"o1"}));
+  std::string metrics;
+  watch.AppendPrometheus(metrics);
+  EXPECT_NE(metrics.find("flashsale_repair_acknowledged_lost_total 1"), std::string::npos);
 }
 
 TEST_F(PipelineTest, ConsumerDeadAfterCommitLosesNothingAndDoublesNothing) {
