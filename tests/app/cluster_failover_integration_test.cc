@@ -287,6 +287,68 @@ void ClusterFailover(const std::string& durability) {
   }
 }
 
+// --durability wait on a cluster: each WAIT goes to the node that took the write. With the replica
+// of the demo activity's primary stopped, a purchase is not confirmed (the unknown outcome, never
+// "reserved"); with another primary's replica stopped instead, it is (a WAIT sent to any primary
+// but the right one would answer the opposite: that node's replicas acknowledge the nothing this
+// client wrote there).
+TEST(ClusterDurabilityTest, WaitGoesToTheNodeThatTookTheWrite) {
+  RedisCluster cluster({.masters = 3, .replicas = 1});
+  TempDir tmp("fs-cluster-wait");
+  const std::string data_dir = tmp / "data";
+  const uint16_t port = FreePort();
+  FlashsaleProcess serve(
+      FLASHSALE_BINARY,
+      {"serve", "--listen", fmt::format("127.0.0.1:{}", port), "--data-dir", data_dir,
+       "--redis-url", cluster.url(), "--demo", "--threads", "1", "--durability", "wait",
+       "--durability-wait-ms", "1000", "--redis-timeout-ms", "5000"},
+      tmp / "serve.log", data_dir);
+  ASSERT_TRUE(testing::WaitHealthy(serve, port, seconds(60))) << serve.Log();
+  const int slot = cluster.Keyslot(redis::SeckillKeys("fs", "demo").stock());
+  const uint16_t primary = cluster.PrimaryOf(slot);
+  uint16_t other = 0;
+  for (uint16_t candidate : cluster.ports()) {
+    if (candidate != primary) other = candidate;
+  }
+  uint16_t replica = 0, other_replica = 0;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        replica = ReplicaOf(cluster, primary, primary);
+        other_replica = ReplicaOf(cluster, other, other);
+        return replica != 0 && other_replica != 0 && Online(cluster, primary) &&
+               Online(cluster, other);
+      },
+      seconds(60)));
+  HttpClient client("127.0.0.1", port);
+  const auto buy = [&](const std::string& user) {
+    return client.Post("/api/v1/activities/demo/purchase", "", {{"X-User-Id", user}});
+  };
+  testing::HttpResult result;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        result = buy("warm");
+        return result.status == 200;
+      },
+      seconds(30)))
+      << result.body;
+
+  // Another primary's replica stopped: this write's node still has its replica.
+  const pid_t other_pid = cluster.Pid(other_replica);
+  ASSERT_EQ(::kill(other_pid, SIGSTOP), 0);
+  result = buy("alice");
+  ::kill(other_pid, SIGCONT);
+  EXPECT_EQ(result.status, 200) << result.body;
+  EXPECT_NE(result.body.find("\"code\":1"), std::string::npos) << result.body;
+
+  // The replica of the write's node stopped: not confirmed.
+  const pid_t replica_pid = cluster.Pid(replica);
+  ASSERT_EQ(::kill(replica_pid, SIGSTOP), 0);
+  result = buy("bob");
+  ::kill(replica_pid, SIGCONT);
+  EXPECT_EQ(result.status, 503) << result.body;
+  EXPECT_NE(result.body.find("unknown_outcome"), std::string::npos) << result.body;
+}
+
 TEST(ClusterFailoverDrill, PrimaryKilledMidSaleReplicaPromotedFrozenRepairedResumesAsync) {
   ClusterFailover("async");
 }
