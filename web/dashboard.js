@@ -249,7 +249,7 @@
   function renderRedis(watch) {
     const state = $("redis-state");
     const list = $("redis-events");
-    const events = (watch.events || []).filter((e) => e.from_run_id);
+    const events = (watch.events || []).filter((e) => !e.startup);
     const text = watch.frozen
       ? "FROZEN: Redis restarted or failed over; purchases and draws wait for the repair."
       : `Running (epoch ${watch.epoch}); ${events.length ? events.length + " event(s) seen" : "no event seen"}.`;

@@ -277,15 +277,12 @@ int RunServe(const ServeConfig& config) {
 
   service::ServiceSettings settings = SettingsFor(config);
   settings.secret = secret;
-  // Redis restarting or failing over is noticed on every connection; purchases and draws are
-  // frozen until the lost-write repair ran (service/redis_watch.h).
-  // Not on a Redis Cluster yet: each primary has a run_id of its own and the watch follows one
-  // server, so a cluster's failover is not frozen and repaired (docs/durability.md).
+  // Redis restarting or failing over is noticed on every connection (on a Redis Cluster, per
+  // node); purchases and draws are frozen until the lost-write repair ran
+  // (service/redis_watch.h).
   service::RedisWatch redis_watch(base::SystemClock::Instance());
-  if (!redis_options->endpoint.cluster) {
-    redis_watch.Hook(*redis_options);
-    settings.redis_watch = &redis_watch;
-  }
+  redis_watch.Hook(*redis_options);
+  settings.redis_watch = &redis_watch;
 
   if (config.demo) {
     if (auto demo = CreateDemo(config, *redis_options, **store, settings); !demo) {
@@ -428,11 +425,9 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   if (!store) return fail(store.error());
 
   service::ServiceSettings settings = SettingsFor(config);
-  service::RedisWatch redis_watch(base::SystemClock::Instance());
-  if (!redis_options->endpoint.cluster) {  // as in serve
-    redis_watch.Hook(*redis_options);
-    settings.redis_watch = &redis_watch;
-  }
+  service::RedisWatch redis_watch(base::SystemClock::Instance());  // as in serve
+  redis_watch.Hook(*redis_options);
+  settings.redis_watch = &redis_watch;
   asio::thread_pool db_pool(1);
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;

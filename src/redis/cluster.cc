@@ -246,14 +246,28 @@ size_t ClusterRouter::NodeFor(const std::string& host, uint16_t port) {
   node_options.endpoint.cluster = false;
   node_options.endpoint.seeds.clear();
   node_options.cluster_node = true;
-  Node node{host, port, Connection::Create(executor_, std::move(node_options)), false};
+  const size_t index = nodes_.size();
+  if (options_.on_server) {
+    node_options.on_server = [weak = weak_from_this(), index, watch = options_.on_server](
+                                 std::string_view name, std::string_view run_id) {
+      auto self = weak.lock();
+      if (!self || index >= self->nodes_.size()) return true;
+      Node& node = self->nodes_[index];
+      node.run_id = std::string(run_id);
+      // Serves no slot (once the map is known): nothing it holds is sold, nothing to watch.
+      if (self->map_loaded_ && !node.primary) return true;
+      return watch(name, run_id);
+    };
+  }
+  Node node{host, port, Connection::Create(executor_, std::move(node_options)), false, {}};
   node.connection->Start();
   if (stopped_) node.connection->Stop();
   nodes_.push_back(std::move(node));
   return nodes_.size() - 1;
 }
 
-void ClusterRouter::Send(std::string_view wire, Deadline deadline, ReplyHandler handler) {
+void ClusterRouter::Send(std::string_view wire, Deadline deadline, ReplyHandler handler,
+                         std::optional<Route> forced) {
   stats_.commands.Add();
   auto call = std::make_unique<Call>(std::move(handler), deadline);
   call->sent_at = Clock::now();
@@ -263,7 +277,7 @@ void ClusterRouter::Send(std::string_view wire, Deadline deadline, ReplyHandler 
                stopped_ ? "connection stopped; not sent" : "connection not started; not sent"});
     return;
   }
-  auto route = RouteOf(wire);
+  auto route = forced ? Result<Route>(*forced) : RouteOf(wire);
   if (!route) {
     Fail(std::move(call), std::move(route).error());
     return;
@@ -579,8 +593,22 @@ base::Status ClusterRouter::ApplyShards(const Reply& reply) {
   }
   if (primaries.empty()) return MakeError(ErrorCode::kUnavailable, "no primary serves any slot");
   slots_ = slots;
-  for (auto& node : nodes_) node.primary = false;
+  std::vector<bool> was_primary;
+  for (auto& node : nodes_) {
+    was_primary.push_back(node.primary);
+    node.primary = false;
+  }
   for (size_t index : primaries) nodes_[index].primary = true;
+  if (options_.on_server && map_loaded_) {
+    // A node already connected that now serves slots (a replica promoted): its server is watched
+    // from here (one not connected yet reports when its handshake is done).
+    for (size_t index : primaries) {
+      Node& node = nodes_[index];
+      if (index < was_primary.size() && !was_primary[index] && !node.run_id.empty()) {
+        options_.on_server(fmt::format("{}:{}", node.host, node.port), node.run_id);
+      }
+    }
+  }
   if (covered < kClusterSlots) {
     last_error_ =
         fmt::format("{} of {} slots without a primary", kClusterSlots - covered, kClusterSlots);

@@ -22,12 +22,18 @@
 // reloads: SCRIPT commands go to every primary, ahead of what follows on each pipeline).
 // A script call (EVAL/EVALSHA/FCALL) whose keys are in more than one slot is refused before
 // anything is sent (kInvalidArgument). Commands without a key (PING, INFO) go to any primary.
+// With ConnectionOptions::on_server (the restart watch), the router passes on what its node
+// connections' handshakes report only for nodes that serve slots: a node that holds none (a
+// failed primary come back as a replica) is not watched, and a node that starts serving slots
+// (a replica promoted) is reported with its run_id when its connection comes up, or, if it was
+// up already, when the map makes it a primary.
 
 #include <array>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,7 +71,9 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
 
   void Start();  // loads the slot map
   void Stop();   // stops every node connection; calls waiting for the map are cancelled
-  void Send(std::string_view wire, Deadline deadline, ReplyHandler handler);
+  // `route`: where it goes, instead of its first key's slot (a keyless WAIT to a slot's node).
+  void Send(std::string_view wire, Deadline deadline, ReplyHandler handler,
+            std::optional<Route> route = std::nullopt);
 
   // For tests and status: slot map refreshes completed, MOVED/ASK/TRYAGAIN replies seen.
   uint64_t refreshes() const { return refreshes_; }
@@ -84,6 +92,7 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
     uint16_t port = 0;
     std::shared_ptr<Connection> connection;
     bool primary = false;  // holds slots in the current map
+    std::string run_id;    // reported by its connection's last handshake (with on_server)
   };
   struct Call {
     // (A constructor, not assignment: move-assigning an any_completion_handler wraps it in

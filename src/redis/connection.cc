@@ -276,7 +276,7 @@ void Connection::OnConnected(uint64_t generation) {
                                    result.error().message));
             return;
           }
-          if (!self->options_.on_server(InfoField(result->str(), "run_id"))) {
+          if (!self->options_.on_server(self->NodeName(), InfoField(result->str(), "run_id"))) {
             // Queued before this link: not for a server that may have lost writes.
             std::deque<Waiting> refused;
             refused.swap(self->waiting_);
@@ -290,6 +290,12 @@ void Connection::OnConnected(uint64_t generation) {
         }));
   }
   if (handshake_left_ == 0) BecomeReady();
+}
+
+std::string Connection::NodeName() const {
+  const Endpoint& endpoint = options_.endpoint;
+  if (endpoint.kind == Endpoint::Kind::kUnix) return endpoint.path;
+  return fmt::format("{}:{}", endpoint.host, endpoint.port);
 }
 
 void Connection::SendInternal(std::string_view wire, ReplyHandler handler) {
@@ -316,6 +322,16 @@ void Connection::BecomeReady() {
   }
   waiting_.clear();
   ScheduleFlush();
+}
+
+void Connection::SendToNodeOf(std::string_view key, std::string_view wire, Deadline deadline,
+                              ReplyHandler handler) {
+  if (cluster_ != nullptr) {
+    ++sequence_;
+    cluster_->Send(wire, deadline, std::move(handler), Route{Route::Kind::kSlot, KeySlot(key)});
+    return;
+  }
+  Send(wire, deadline, std::move(handler));
 }
 
 void Connection::Send(std::string_view wire, Deadline deadline, ReplyHandler handler) {

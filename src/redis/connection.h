@@ -79,7 +79,9 @@ struct ConnectionOptions {
   // sent to this server (it may have lost writes and is not repaired yet): they fail with
   // kUnavailable (never sent). Called on the connection's thread; must be thread-safe when the
   // options are shared by several connections.
-  std::function<bool(std::string_view run_id)> on_server;
+  // `node` names the server's address (host:port, or the socket path), so a watch over a
+  // cluster's node connections tells its nodes apart.
+  std::function<bool(std::string_view node, std::string_view run_id)> on_server;
   // Called when an established link breaks (on the connection's thread).
   std::function<void()> on_link_lost;
   // Set by the cluster router on its node connections: TRYAGAIN and CLUSTERDOWN come back as
@@ -124,6 +126,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Sends one command in wire form (the bytes are copied before Send returns). The handler is
   // called exactly once, never from inside Send.
   void Send(std::string_view wire, Deadline deadline, ReplyHandler handler);
+  // The same, for a command without a key that must reach the node serving `key`'s slot on a
+  // cluster (WAIT after a write to that key: WAIT covers the writes of its own client, the node
+  // connection). On a single server, Send.
+  void SendToNodeOf(std::string_view key, std::string_view wire, Deadline deadline,
+                    ReplyHandler handler);
 
   template <typename Token>
   auto AsyncSend(const Command& command, Deadline deadline, Token&& token) {
@@ -166,6 +173,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(boost::asio::any_io_executor executor, ConnectionOptions options);
 
   void Connect();
+  std::string NodeName() const;  // host:port, or the socket path
   void OnConnected(uint64_t generation);
   void StartTls(uint64_t generation);
   void SendInternal(std::string_view wire, ReplyHandler handler);

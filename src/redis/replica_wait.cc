@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "redis/cluster.h"
+
 namespace flashsale::redis {
 
 namespace asio = boost::asio;
@@ -17,21 +19,32 @@ ReplicaWait::ReplicaWait(Connection& connection, int64_t replicas,
                          std::chrono::milliseconds timeout)
     : connection_(connection), replicas_(replicas), timeout_(timeout) {}
 
-void ReplicaWait::Confirm(Handler handler) {
-  if (open_) {
-    open_->push_back(std::move(handler));
+void ReplicaWait::Confirm(std::string_view key, Handler handler) {
+  const bool routed = !key.empty() && connection_.cluster() != nullptr;
+  const int slot = routed ? static_cast<int>(KeySlot(key)) : -1;
+  std::shared_ptr<Group>& open = open_[slot];
+  if (open) {
+    open->push_back(std::move(handler));
     return;
   }
-  // The first confirmation of this turn: the WAIT goes out once the turn's other replies have
-  // asked too (posted behind them).
-  open_ = std::make_shared<Group>();
-  open_->push_back(std::move(handler));
-  asio::post(connection_.executor(), [this] { SendWait(); });
+  // The first confirmation of this turn (for this slot): the WAIT goes out once the turn's other
+  // replies have asked too (posted behind them).
+  open = std::make_shared<Group>();
+  open->push_back(std::move(handler));
+  if (routed) key_of_[slot] = std::string(key);
+  asio::post(connection_.executor(), [this, slot] { SendWait(slot); });
 }
 
-void ReplicaWait::SendWait() {
-  std::shared_ptr<Group> group = std::move(open_);
-  open_.reset();
+void ReplicaWait::SendWait(int slot) {
+  auto found = open_.find(slot);
+  if (found == open_.end()) return;
+  std::shared_ptr<Group> group = std::move(found->second);
+  open_.erase(found);
+  std::string key;
+  if (auto keyed = key_of_.find(slot); keyed != key_of_.end()) {
+    key = std::move(keyed->second);
+    key_of_.erase(keyed);
+  }
   if (!group) return;
   waits_sent_.Add();
   const std::string replicas = std::to_string(replicas_);
@@ -39,8 +52,8 @@ void ReplicaWait::SendWait() {
   const Command wait{"WAIT", replicas, timeout};
   // Redis answers WAIT at its timeout at the latest; the deadline leaves the usual margin.
   const Deadline deadline = Clock::now() + timeout_ + connection_.options().command_timeout;
-  connection_.Send(
-      wait.wire(), deadline,
+  connection_.SendToNodeOf(
+      key, wait.wire(), deadline,
       ReplyHandler(asio::bind_executor(connection_.executor(), [this, group](Result<Reply> reply) {
         Result<int64_t> acked = [&]() -> Result<int64_t> {
           if (!reply.ok()) return std::move(reply).error();

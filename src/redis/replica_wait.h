@@ -14,13 +14,23 @@
 // kUnknownOutcome (sent, no reply). Fewer replicas than asked within the timeout is not an
 // error here; the caller decides (the buyer is told the outcome is unknown, never plain success).
 //
+// On a Redis Cluster the write went to the primary of its key's slot, on the router's connection
+// to that node, and WAIT must go there too (to another node it would count that node's replicas
+// for writes it never took): AsyncConfirm(key, ...) groups the confirmations per slot and sends
+// each group's WAIT to the node of that slot (Connection::SendToNodeOf). A write redirected by
+// ASK during a slot migration went to the importing node, and its WAIT to the slot's owner: its
+// confirmation is then not proof (a migration is an operator's act, not a failure).
+//
 // Threading: the connection's executor only, like the connection.
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/metrics.h"
@@ -44,8 +54,14 @@ class ReplicaWait {
   // call has answered, with the number of replicas that acknowledged.
   template <typename Token>
   auto AsyncConfirm(Token&& token) {
+    return AsyncConfirm(std::string_view(), std::forward<Token>(token));
+  }
+  // `key`: a key the write touched (on a cluster, its slot's node gets the WAIT).
+  template <typename Token>
+  auto AsyncConfirm(std::string_view key, Token&& token) {
     return boost::asio::async_initiate<Token, void(base::Result<int64_t>)>(
-        [this](auto handler) { Confirm(Handler(std::move(handler))); }, token);
+        [this](auto handler, std::string_view k) { Confirm(k, Handler(std::move(handler))); },
+        token, key);
   }
 
   uint64_t waits_sent() const { return waits_sent_.value(); }
@@ -53,13 +69,15 @@ class ReplicaWait {
 
  private:
   using Group = std::vector<Handler>;
-  void Confirm(Handler handler);
-  void SendWait();
+  void Confirm(std::string_view key, Handler handler);
+  void SendWait(int slot);
 
   Connection& connection_;
   int64_t replicas_;
   std::chrono::milliseconds timeout_;
-  std::shared_ptr<Group> open_;  // confirmations waiting for the next WAIT to be sent
+  // Confirmations waiting for the next WAIT to be sent, by slot (-1: no key, a single server).
+  std::map<int, std::shared_ptr<Group>> open_;
+  std::map<int, std::string> key_of_;  // a key of each open slot, to route its WAIT
   base::Counter waits_sent_;
   base::Counter unconfirmed_;
 };

@@ -24,6 +24,7 @@
 #include "core/activity.h"
 #include "core/outcome.h"
 #include "service/context.h"
+#include "service/redis_watch.h"
 
 namespace flashsale::service {
 
@@ -131,13 +132,20 @@ base::Result<R> UndecidedResult(std::string order_id, base::Error error) {
 
 // The durability wait (ServiceContext::ConfirmDurable): a unit taken is answered as done only once
 // a replica has it; not confirmed in time, it is the unknown outcome with the order id, never a
-// plain success. Other outcomes pass as they are.
+// plain success. Other outcomes pass as they are. A confirmed one is kept a while by the Redis
+// watch: after a Redis event, an acknowledged order found nowhere is counted.
 template <typename R>
-boost::asio::awaitable<R> ConfirmTaken(ServiceContext& context, R result) {
+boost::asio::awaitable<R> ConfirmTaken(ServiceContext& context, std::string_view activity_id,
+                                       R result) {
   if (result.outcome != core::Outcome::kReserved) co_return result;
-  auto durable = co_await context.ConfirmDurable(result.order_id);
-  if (durable.ok()) co_return result;
-  co_return UnknownResult<R>(std::move(result.order_id), std::move(durable).error().message);
+  auto durable = co_await context.ConfirmDurable(activity_id, result.order_id);
+  if (!durable.ok()) {
+    co_return UnknownResult<R>(std::move(result.order_id), std::move(durable).error().message);
+  }
+  if (context.settings().redis_watch != nullptr) {
+    context.settings().redis_watch->Acknowledged(activity_id, result.order_id);
+  }
+  co_return result;
 }
 
 // Admit, then: a refusal as an R, or `decide(admission)` (returning an awaitable base::Result<R>).

@@ -37,10 +37,14 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
 
 std::unique_ptr<base::Random> MakeSecureRandom() { return std::make_unique<base::SecureRandom>(); }
 
-boost::asio::awaitable<base::Status> ServiceContext::ConfirmDurable(std::string_view order_id) {
+boost::asio::awaitable<base::Status> ServiceContext::ConfirmDurable(std::string_view activity_id,
+                                                                    std::string_view order_id) {
   if (!replica_wait_) co_return base::Status{};
   const std::string order(order_id);
-  auto acked = co_await replica_wait_->AsyncConfirm(boost::asio::use_awaitable);
+  // Every key of the activity has its {id} hash tag: on a cluster, the WAIT goes to the node that
+  // took the write.
+  const redis::SeckillKeys keys(settings_.key_namespace, activity_id);
+  auto acked = co_await replica_wait_->AsyncConfirm(keys.stock(), boost::asio::use_awaitable);
   if (acked.ok() && *acked >= replica_wait_->replicas()) co_return base::Status{};
   const std::string why =
       acked.ok() ? fmt::format("{} of {} replicas acknowledged it within {} ms", *acked,

@@ -87,9 +87,11 @@ class ServiceContext {
   redis::ReplicaWait* replica_wait() { return replica_wait_.get(); }
 
   // With wait_replicas: waits for the replicas to acknowledge this connection's writes so far
-  // (the reservation `order_id` just answered); kUnknownOutcome, naming the order id, when they
+  // (the reservation `order_id` of `activity_id` just answered; on a cluster, those of the node
+  // serving the activity's slot); kUnknownOutcome, naming the order id, when they
   // did not within wait_timeout. Without: ok at once.
-  boost::asio::awaitable<base::Status> ConfirmDurable(std::string_view order_id);
+  boost::asio::awaitable<base::Status> ConfirmDurable(std::string_view activity_id,
+                                                      std::string_view order_id);
 
   // Runs a store call on the database executor; kUnavailable if it takes over db_timeout. Pass a
   // named lambda that owns what it uses (it runs on another thread and may outlive the wait).

@@ -104,7 +104,7 @@ asio::awaitable<Result<DrawResult>> DrawNow(ServiceContext& context,
   if (result.outcome == Outcome::kSoldOut && result.remaining == 0) {
     context.MarkSoldOut(activity_id);
   }
-  co_return co_await ConfirmTaken(context, std::move(result));
+  co_return co_await ConfirmTaken(context, activity_id, std::move(result));
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
     co_return UndecidedResult<PurchaseResult>(admission.order_id, std::move(reservation).error());
   }
   co_return co_await ConfirmTaken(
-      context, FromReservation(context, request, admission, std::move(*reservation)));
+      context, activity_id, FromReservation(context, request, admission, std::move(*reservation)));
 }
 
 }  // namespace

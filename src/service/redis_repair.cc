@@ -2,11 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <map>
+#include <set>
+#include <vector>
 
 #include "base/strings.h"
+#include "redis/inspect.h"
 #include "redis/lock.h"
 #include "redis/scripts.h"
 #include "service/admin.h"
@@ -28,15 +32,6 @@ int64_t ToInt(std::string_view text) {
   int64_t value = 0;
   std::from_chars(text.data(), text.data() + text.size(), value);
   return value;
-}
-
-asio::awaitable<Result<std::string>> ServerRunId(ServiceContext& context) {
-  const redis::Command info({"INFO", "server"});
-  auto reply = co_await redis::Await(context.redis(), info);
-  if (!reply.ok()) co_return std::move(reply).error();
-  std::string run_id = redis::InfoField(reply->str(), "run_id");
-  if (run_id.empty()) co_return MakeError(ErrorCode::kProtocol, "INFO server without a run_id");
-  co_return run_id;
 }
 
 // The marker's fields, empty when there is none.
@@ -69,32 +64,81 @@ RepairSummary FromMarker(const std::map<std::string, std::string>& fields) {
   return summary;
 }
 
+// Whether every run_id of `run_ids` has a marker of the record's current fence; the summary of
+// the last one read.
+struct Marked {
+  bool all = false;
+  int64_t fence = 0;
+  RepairSummary summary;
+};
+
+asio::awaitable<Result<Marked>> ReadMarkers(ServiceContext& context,
+                                            const std::vector<std::string>& run_ids) {
+  const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
+  auto fence = co_await context.OnDb(read_fence);
+  if (!fence.ok()) co_return std::move(fence).error();
+  Marked marked;
+  marked.fence = *fence;
+  marked.all = true;
+  for (const std::string& run_id : run_ids) {
+    auto fields =
+        co_await ReadMarker(context, RepairMarkerKey(context.settings().key_namespace, run_id));
+    if (!fields.ok()) co_return std::move(fields).error();
+    // A marker under an older epoch than the record's fence: another server was repaired since
+    // (the endpoint, or this node, went back to this one): repaired again, so batches carry the
+    // current epoch.
+    if (fields->empty() || FromMarker(*fields).epoch != *fence) {
+      marked.all = false;
+      break;
+    }
+    marked.summary = FromMarker(*fields);
+  }
+  co_return marked;
+}
+
 }  // namespace
 
 std::string RepairMarkerKey(std::string_view key_namespace, std::string_view run_id) {
   return fmt::format("{}:redis:repaired:{{{}}}", key_namespace, run_id);
 }
 
+asio::awaitable<void> CountAcknowledgedLost(ServiceContext& context, RedisWatch& watch) {
+  if (!watch.TakeLostCheckDue()) co_return;
+  redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
+  std::vector<std::string> lost;
+  for (const auto& [activity_id, order_ids] : watch.AcknowledgedOrders()) {
+    auto records = co_await inspector.Orders(activity_id);
+    const std::string id = activity_id;
+    const auto read = [id](store::Store& store) { return store.OrdersOfActivity(id); };
+    auto orders = co_await context.OnDb(read);
+    if (!records.ok() || !orders.ok()) {
+      spdlog::warn("acknowledged orders of '{}' not checked after the repair: {}", activity_id,
+                   !records.ok() ? records.error().message : orders.error().message);
+      continue;
+    }
+    std::set<std::string_view> known;
+    for (const auto& entry : *records) known.insert(entry.order.order_id);
+    for (const auto& order : *orders) known.insert(order.order_id);
+    for (const std::string& order_id : order_ids) {
+      if (!known.contains(order_id)) lost.push_back(order_id);
+    }
+  }
+  watch.CountAcknowledgedLost(lost);
+}
+
 asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWatch& watch,
                                                 bool may_repair) {
   const std::string& ns = context.settings().key_namespace;
-  auto run_id = co_await ServerRunId(context);
-  if (!run_id.ok()) co_return std::move(run_id).error();
-  const std::string marker = RepairMarkerKey(ns, *run_id);
-  auto fields = co_await ReadMarker(context, marker);
-  if (!fields.ok()) co_return std::move(fields).error();
-  if (!fields->empty()) {
-    // A marker under an older epoch than the record's fence: another server was repaired since
-    // (the endpoint went back to this one); repaired again, so batches carry the current epoch.
-    const RepairSummary summary = FromMarker(*fields);
-    const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
-    auto fence = co_await context.OnDb(read_fence);
-    if (!fence.ok()) co_return std::move(fence).error();
-    if (summary.epoch == *fence) {
-      watch.Confirm(*run_id, summary.epoch, summary);
-      co_return !watch.frozen();
-    }
-    fields->clear();
+  // The servers this process met and has not confirmed (one on a single server; on a cluster,
+  // one per node that restarted or took over slots).
+  const std::vector<std::string> pending = watch.Pending();
+  if (pending.empty()) co_return !watch.frozen();
+  auto marked = co_await ReadMarkers(context, pending);
+  if (!marked.ok()) co_return std::move(marked).error();
+  if (marked->all) {
+    watch.Confirm(pending, marked->fence, marked->summary);
+    co_await CountAcknowledgedLost(context, watch);
+    co_return !watch.frozen();
   }
   if (!may_repair) co_return false;
 
@@ -106,23 +150,21 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   const redis::Lease lease = **taken;
   const auto finish = [&]() -> asio::awaitable<void> { co_await lock.Release(lease); };
 
-  // Done by another instance between our read and the lock (a marker of the current epoch)?
-  const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
-  fields = co_await ReadMarker(context, marker);
-  auto fence = co_await context.OnDb(read_fence);
-  if (!fields.ok() || !fence.ok()) {
+  // Done by another instance between our read and the lock (markers of the current epoch)?
+  marked = co_await ReadMarkers(context, pending);
+  if (!marked.ok()) {
     co_await finish();
-    if (!fields.ok()) co_return std::move(fields).error();
-    co_return std::move(fence).error();
+    co_return std::move(marked).error();
   }
-  if (!fields->empty() && FromMarker(*fields).epoch == *fence) {
+  if (marked->all) {
     co_await finish();
-    const RepairSummary summary = FromMarker(*fields);
-    watch.Confirm(*run_id, summary.epoch, summary);
+    watch.Confirm(pending, marked->fence, marked->summary);
+    co_await CountAcknowledgedLost(context, watch);
     co_return !watch.frozen();
   }
 
-  spdlog::warn("redis {}: lost-write repair starts", *run_id);
+  const std::string names_of_pending = base::JoinWords(pending);
+  spdlog::warn("redis {}: lost-write repair starts", names_of_pending);
   const auto advance = [](store::Store& store) { return store.AdvanceFence(); };
   auto epoch = co_await context.OnDb(advance);
   if (!epoch.ok()) {
@@ -140,7 +182,7 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   for (const auto& record : *activities) {
     auto report = co_await Reconcile(context, record, /*repair=*/true, /*after_event=*/true);
     if (!report.ok()) {
-      spdlog::warn("redis {}: repair of '{}' failed: {}", *run_id, record.activity.id,
+      spdlog::warn("redis {}: repair of '{}' failed: {}", names_of_pending, record.activity.id,
                    report.error().message);
       co_await finish();
       co_return std::move(report).error();
@@ -155,42 +197,53 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
     const redis::Command keep({"SET", ReconcileReportKey(ns, record.activity.id), report->Json()});
     co_await redis::Await(context.redis(), keep);
   }
-  // Still the server we repaired? (Restarted again meanwhile: its marker would free nothing.)
-  auto now_run_id = co_await ServerRunId(context);
-  if (!now_run_id.ok() || *now_run_id != *run_id) {
-    co_await finish();
-    co_return false;
-  }
+  // A marker for every server this process uses, repaired or not before: the repair reconciled
+  // every activity on all of them under this epoch, so an instance that meets them later is
+  // confirmed, not made to repair again. Each marker is keyed by its run_id: one written into a
+  // server that restarted again meanwhile names a run_id that is gone and frees nothing (the new
+  // server is another event).
   const redis::IntArg epoch_arg(summary.epoch), applied(summary.orders_applied),
       units(summary.units_applied), rebuilt(summary.rebuilt), oversold(summary.oversold_units),
       flagged(summary.flagged_orders), lost(summary.acknowledged_lost), at(context.clock().NowMs());
   const std::string names = base::JoinWords(summary.activities);
-  const redis::Command mark({"HSET",
-                             marker,
-                             "run_id",
-                             *run_id,
-                             "epoch",
-                             epoch_arg,
-                             "activities",
-                             names,
-                             "orders_applied",
-                             applied,
-                             "units_applied",
-                             units,
-                             "rebuilt",
-                             rebuilt,
-                             "oversold_units",
-                             oversold,
-                             "flagged_orders",
-                             flagged,
-                             "acknowledged_lost",
-                             lost,
-                             "repaired_ms",
-                             at});
-  auto marked = co_await redis::Await(context.redis(), mark);
+  std::vector<std::string> covered = watch.Seen();
+  for (const std::string& run_id : pending) {
+    if (std::find(covered.begin(), covered.end(), run_id) == covered.end()) {
+      covered.push_back(run_id);
+    }
+  }
+  for (const std::string& run_id : covered) {
+    const redis::Command mark({"HSET",
+                               RepairMarkerKey(ns, run_id),
+                               "run_id",
+                               run_id,
+                               "epoch",
+                               epoch_arg,
+                               "activities",
+                               names,
+                               "orders_applied",
+                               applied,
+                               "units_applied",
+                               units,
+                               "rebuilt",
+                               rebuilt,
+                               "oversold_units",
+                               oversold,
+                               "flagged_orders",
+                               flagged,
+                               "acknowledged_lost",
+                               lost,
+                               "repaired_ms",
+                               at});
+    auto written = co_await redis::Await(context.redis(), mark);
+    if (!written.ok()) {
+      co_await finish();
+      co_return std::move(written).error();
+    }
+  }
   co_await finish();
-  if (!marked.ok()) co_return std::move(marked).error();
-  watch.Confirm(*run_id, summary.epoch, summary);
+  watch.Confirm(pending, summary.epoch, summary);
+  co_await CountAcknowledgedLost(context, watch);
   co_await Announce(context);
   co_return !watch.frozen();
 }

@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <set>
+#include <utility>
+
 #include "base/json_writer.h"
 
 namespace flashsale::service {
@@ -19,39 +23,61 @@ std::string RepairSummary::Json() const {
 RedisWatch::RedisWatch(const base::Clock& clock) : clock_(clock) {}
 
 void RedisWatch::Hook(redis::ConnectionOptions& options) {
-  options.on_server = [this](std::string_view run_id) { return OnServer(run_id); };
+  options.on_server = [this](std::string_view node, std::string_view run_id) {
+    return OnServer(node, run_id);
+  };
   options.on_link_lost = [this] { OnLinkLost(); };
 }
 
-bool RedisWatch::OnServer(std::string_view run_id) {
+bool RedisWatch::OnServer(std::string_view node_name, std::string_view run_id) {
   std::lock_guard lock(mutex_);
-  if (run_id == confirmed_ && seen_ == confirmed_) return true;
-  if (run_id != seen_) {
+  auto found = nodes_.find(node_name);
+  if (found == nodes_.end()) found = nodes_.emplace(std::string(node_name), Node{}).first;
+  Node& node = found->second;
+  if (run_id == node.seen && !node.pending) return true;  // the same server, repaired
+  if (run_id != node.seen) {
     const int64_t now = clock_.NowMs();
-    if (!frozen_.load(std::memory_order_relaxed) || seen_.empty()) {
+    const bool open_event = frozen_.load(std::memory_order_relaxed) && !events_.empty() &&
+                            events_.back().repaired_ms == 0;
+    if (!open_event) {
       RedisEvent event;
-      event.from_run_id = confirmed_.empty() ? seen_ : confirmed_;
+      event.node = std::string(node_name);
+      event.from_run_id = node.seen;
       event.to_run_id = std::string(run_id);
+      event.startup = !any_confirmed_;
       event.lost_ms = lost_ms_;
       event.back_ms = now;
       events_.push_back(std::move(event));
       if (events_.size() > kKeep) events_.pop_front();
-      if (!confirmed_.empty()) {
+      if (any_confirmed_) {
         ++events_total_;
         spdlog::warn(
-            "redis: another server behind the endpoint (run_id {} -> {}): it may have lost "
-            "acknowledged writes; purchases and draws are frozen until the repair ran",
-            confirmed_, run_id);
+            "redis: another server behind {} (run_id {} -> {}): it may have lost acknowledged "
+            "writes; purchases and draws are frozen until the repair ran",
+            node_name.empty() ? std::string_view("the endpoint") : node_name,
+            node.seen.empty() ? std::string_view("none") : std::string_view(node.seen), run_id);
       }
-    } else if (!events_.empty()) {
-      events_.back().to_run_id = std::string(run_id);  // changed again while frozen
+    } else {
+      if (events_.back().node == node_name) {
+        events_.back().to_run_id = std::string(run_id);  // changed again while frozen
+      } else if (events_.back().to_run_id.find(run_id) == std::string::npos) {
+        events_.back().to_run_id += " " + std::string(run_id);  // another node, same freeze
+      }
+      if (any_confirmed_) {
+        spdlog::warn("redis: another server behind {} (run_id {} -> {}) while frozen",
+                     node_name.empty() ? std::string_view("the endpoint") : node_name,
+                     node.seen.empty() ? std::string_view("none") : std::string_view(node.seen),
+                     run_id);
+      }
     }
-    seen_ = std::string(run_id);
+    node.seen = std::string(run_id);
+    node.pending = true;
+    last_ = node.seen;
     frozen_.store(true, std::memory_order_release);
   }
   // At startup nothing was confirmed yet: let the first commands through (nothing sells while
   // frozen); after an event, nothing queued for the old server goes to the new one.
-  return confirmed_.empty();
+  return !any_confirmed_;
 }
 
 void RedisWatch::OnLinkLost() {
@@ -61,22 +87,53 @@ void RedisWatch::OnLinkLost() {
 
 std::string RedisWatch::run_id() const {
   std::lock_guard lock(mutex_);
-  return seen_;
+  return last_;
 }
 
-void RedisWatch::Confirm(std::string_view run_id, int64_t epoch, const RepairSummary& summary) {
+std::vector<std::string> RedisWatch::Pending() const {
   std::lock_guard lock(mutex_);
-  // Only for the server seen last, and only once (the endpoint may also have gone back to a
-  // server repaired before: its marker confirms it again).
-  if (run_id != seen_ || !frozen_.load(std::memory_order_relaxed)) return;
-  confirmed_ = std::string(run_id);
+  std::vector<std::string> out;
+  for (const auto& [name, node] : nodes_) {
+    if (node.pending) out.push_back(node.seen);
+  }
+  return out;
+}
+
+std::vector<std::string> RedisWatch::Seen() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  for (const auto& [name, node] : nodes_) out.push_back(node.seen);
+  return out;
+}
+
+void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
+                         const RepairSummary& summary) {
+  std::lock_guard lock(mutex_);
+  // Only for the servers still seen, and only once (a node may also have gone back to a server
+  // repaired before: its marker confirms it again).
+  if (!frozen_.load(std::memory_order_relaxed)) return;
+  bool confirmed = false;
+  bool left = false;
+  for (auto& [name, node] : nodes_) {
+    if (!node.pending) continue;
+    if (std::find(run_ids.begin(), run_ids.end(), node.seen) != run_ids.end()) {
+      node.pending = false;
+      confirmed = true;
+    } else {
+      left = true;
+    }
+  }
+  if (!confirmed) return;
+  any_confirmed_ = true;
   epoch_.store(epoch, std::memory_order_release);
+  if (left) return;  // another node is still to be repaired: still frozen
   const int64_t now = clock_.NowMs();
   if (!events_.empty() && events_.back().repaired_ms == 0) {
     RedisEvent& event = events_.back();
     event.repaired_ms = now;
     event.summary = summary;
-    if (!event.from_run_id.empty()) {
+    if (!event.startup) {
+      lost_check_due_ = true;
       frozen_ms_total_ += now - event.back_ms;
       totals_.orders_applied += summary.orders_applied;
       totals_.units_applied += summary.units_applied;
@@ -87,11 +144,48 @@ void RedisWatch::Confirm(std::string_view run_id, int64_t epoch, const RepairSum
       spdlog::warn(
           "redis {}: repaired (epoch {}) after {} ms frozen: {} orders ({} units) applied again, "
           "{} activities rebuilt, {} units oversold, {} acknowledged orders lost",
-          run_id, epoch, now - event.back_ms, summary.orders_applied, summary.units_applied,
-          summary.rebuilt, summary.oversold_units, summary.acknowledged_lost);
+          event.to_run_id, epoch, now - event.back_ms, summary.orders_applied,
+          summary.units_applied, summary.rebuilt, summary.oversold_units,
+          summary.acknowledged_lost);
     }
   }
   frozen_.store(false, std::memory_order_release);
+}
+
+void RedisWatch::Acknowledged(std::string_view activity_id, std::string_view order_id) {
+  const int64_t now = clock_.NowMs();
+  std::lock_guard lock(mutex_);
+  acknowledged_.push_back({now, std::string(activity_id), std::string(order_id)});
+  while (acknowledged_.size() > kAcknowledgedKept ||
+         (!acknowledged_.empty() && acknowledged_.front().at_ms < now - kAcknowledgedMaxAgeMs)) {
+    acknowledged_.pop_front();
+  }
+}
+
+bool RedisWatch::TakeLostCheckDue() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(lost_check_due_, false);
+}
+
+std::map<std::string, std::vector<std::string>> RedisWatch::AcknowledgedOrders() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, std::vector<std::string>> out;
+  for (const Ack& ack : acknowledged_) out[ack.activity_id].push_back(ack.order_id);
+  return out;
+}
+
+void RedisWatch::CountAcknowledgedLost(const std::vector<std::string>& order_ids) {
+  if (order_ids.empty()) return;
+  std::lock_guard lock(mutex_);
+  const std::set<std::string_view> lost(order_ids.begin(), order_ids.end());
+  std::erase_if(acknowledged_, [&](const Ack& ack) { return lost.contains(ack.order_id); });
+  const int64_t count = static_cast<int64_t>(lost.size());
+  totals_.acknowledged_lost += count;
+  if (!events_.empty()) events_.back().summary.acknowledged_lost += count;
+  spdlog::warn(
+      "redis: {} orders this instance acknowledged to buyers exist neither in Redis nor in the "
+      "record (lost with the writes Redis lost), e.g. {}",
+      count, order_ids.front());
 }
 
 void RedisWatch::CountRefused() {
@@ -108,10 +202,11 @@ std::vector<RedisEvent> RedisWatch::Events() const {
 std::string RedisWatch::Json() const {
   std::lock_guard lock(mutex_);
   base::JsonWriter w;
-  w.BeginObject().Key("frozen").Bool(frozen_.load()).Key("run_id").String(seen_);
+  w.BeginObject().Key("frozen").Bool(frozen_.load()).Key("run_id").String(last_);
   w.Key("epoch").Int(epoch_.load()).Key("events").BeginArray();
   for (const auto& event : events_) {
-    w.BeginObject().Key("from_run_id").String(event.from_run_id);
+    w.BeginObject().Key("node").String(event.node).Key("startup").Bool(event.startup);
+    w.Key("from_run_id").String(event.from_run_id);
     w.Key("to_run_id").String(event.to_run_id).Key("lost_ms").Int(event.lost_ms);
     w.Key("back_ms").Int(event.back_ms).Key("repaired_ms").Int(event.repaired_ms);
     w.Key("frozen_ms")
@@ -126,7 +221,7 @@ void RedisWatch::AppendPrometheus(std::string& out) const {
   std::lock_guard lock(mutex_);
   const bool frozen = frozen_.load();
   int64_t frozen_ms = frozen_ms_total_;
-  if (frozen && !events_.empty() && !events_.back().from_run_id.empty()) {
+  if (frozen && !events_.empty() && !events_.back().startup) {
     frozen_ms += clock_.NowMs() - events_.back().back_ms;
   }
   out += fmt::format(

@@ -20,10 +20,20 @@
 // replica, names an older run_id, so it never ends a freeze it should not). The epoch is the
 // record's fence (store::Store::AdvanceFence): bumped before the repair reads the record, it
 // refuses order batches read from a Redis before the event.
+//
+// On a Redis Cluster every primary is a server of its own: the watch follows one run_id per node
+// (the node connection's address, as each connection reports it with its run_id), so a primary
+// restarted in place (same address, another run_id) and a replica promoted in a failed primary's
+// place (a node the router had not used, now serving its slots) are both events. The freeze is
+// process-wide: any node's event freezes every activity until the repair ran (it reconciles every
+// activity anyway; freezing only the activities of the affected slots is not built). The repair
+// writes a marker for the run_id of every node the process uses, all with its epoch, so another
+// instance that meets the same nodes later is confirmed by them, not repaired again.
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -48,8 +58,10 @@ struct RepairSummary {
 };
 
 struct RedisEvent {
-  std::string from_run_id;  // empty: the first server this process saw
-  std::string to_run_id;
+  std::string node;         // the node it happened on (its address); "" for a single server
+  std::string from_run_id;  // empty: the first server this process saw (or a new cluster node)
+  std::string to_run_id;    // the new run_id (on a cluster, the new run_ids, space-separated)
+  bool startup = false;     // the servers found at startup, not a restart or failover
   int64_t lost_ms = 0;      // the last link lost before it (0: none seen)
   int64_t back_ms = 0;      // the new server seen: frozen from here
   int64_t repaired_ms = 0;  // the repair confirmed: unfrozen (0: still frozen)
@@ -63,38 +75,75 @@ class RedisWatch {
 
   // Sets on_server and on_link_lost of `options` to this watch.
   void Hook(redis::ConnectionOptions& options);
-  // From any connection's handshake: false when queued commands must not be sent.
-  bool OnServer(std::string_view run_id);
+  // From any connection's handshake, with the node it is connected to (a single server: one node,
+  // ""): false when queued commands must not be sent.
+  bool OnServer(std::string_view node, std::string_view run_id);
+  bool OnServer(std::string_view run_id) { return OnServer("", run_id); }
   void OnLinkLost();
 
   bool frozen() const { return frozen_.load(std::memory_order_acquire); }
   // The fence epoch of the last confirmed repair (0: none yet).
   int64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
   std::string run_id() const;  // the server seen last
+  // The run_ids seen and not confirmed yet (what a repair must confirm), and those of every node
+  // this process uses (what a repair's markers cover).
+  std::vector<std::string> Pending() const;
+  std::vector<std::string> Seen() const;
 
-  // The repair for `run_id` is done (here or elsewhere). Unfreezes if it is still the server seen.
-  void Confirm(std::string_view run_id, int64_t epoch, const RepairSummary& summary);
+  // The repair for these run_ids is done (here or elsewhere): the nodes still on one of them are
+  // confirmed; unfrozen when no node is left unconfirmed.
+  void Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
+               const RepairSummary& summary);
+  void Confirm(std::string_view run_id, int64_t epoch, const RepairSummary& summary) {
+    Confirm(std::vector<std::string>{std::string(run_id)}, epoch, summary);
+  }
   void CountRefused();
+
+  // Acknowledged orders: every reservation answered "reserved" to a buyer is kept a while
+  // (bounded: the last kAcknowledgedKept, none older than kAcknowledgedMaxAgeMs), so that after
+  // an event the orders this instance acknowledged that exist neither in Redis nor in the record
+  // can be counted (CountAcknowledgedLost in service/redis_repair.h) where no trace survived.
+  void Acknowledged(std::string_view activity_id, std::string_view order_id);
+  // True once after each event's repair was confirmed (the check is due).
+  bool TakeLostCheckDue();
+  // The acknowledged orders kept, by activity.
+  std::map<std::string, std::vector<std::string>> AcknowledgedOrders() const;
+  // These orders were found nowhere: counted on the last event (and the totals), forgotten.
+  void CountAcknowledgedLost(const std::vector<std::string>& order_ids);
 
   std::vector<RedisEvent> Events() const;  // oldest first, at most kKeep
   std::string Json() const;                // {"frozen":..., "run_id":..., "events":[...]}
   void AppendPrometheus(std::string& out) const;
 
   static constexpr size_t kKeep = 20;
+  static constexpr size_t kAcknowledgedKept = 100'000;
+  static constexpr int64_t kAcknowledgedMaxAgeMs = 600'000;
 
  private:
   const base::Clock& clock_;
   std::atomic<bool> frozen_{true};  // nothing confirmed yet
   std::atomic<int64_t> epoch_{0};
+  struct Node {
+    std::string seen;      // run_id of the server seen last on this node
+    bool pending = false;  // seen and not confirmed since
+  };
   mutable std::mutex mutex_;
-  std::string seen_;       // run_id of the server seen last
-  std::string confirmed_;  // run_id whose repair was confirmed
+  std::map<std::string, Node, std::less<>> nodes_;
+  std::string last_;            // run_id seen last, on any node
+  bool any_confirmed_ = false;  // a repair was confirmed once (after startup)
   int64_t lost_ms_ = 0;
   std::deque<RedisEvent> events_;
   int64_t frozen_ms_total_ = 0;
   int64_t refused_total_ = 0;
   int64_t events_total_ = 0;
   RepairSummary totals_;
+  struct Ack {
+    int64_t at_ms;
+    std::string activity_id;
+    std::string order_id;
+  };
+  std::deque<Ack> acknowledged_;
+  bool lost_check_due_ = false;
 };
 
 // The message of the 503 a frozen gate answers (no internal detail).

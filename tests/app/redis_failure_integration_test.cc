@@ -11,25 +11,21 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <chrono>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "load/verify.h"
 #include "support/flashsale_process.h"
 #include "support/http_client.h"
 #include "support/redis_server.h"
+#include "support/sale_drill.h"
 
 namespace flashsale {
 namespace {
@@ -41,6 +37,7 @@ using testing::FreePort;
 using testing::HttpClient;
 using testing::HttpResult;
 using testing::RedisServersFor;
+using testing::SaleLoad;
 using testing::TempDir;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -105,170 +102,6 @@ bool Alive(pid_t pid) {
   const std::string stat = testing::ReadFile(fmt::format("/proc/{}/stat", pid));
   const size_t paren = stat.rfind(')');
   return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
-// --- The sale under load -----------------------------------------------------------------------
-
-// Users u<i>, i in [0, users), spread over `threads` keep-alive connections, each user buying
-// until a definite answer (reserved, already purchased, sold out): a 503 or a broken connection
-// is retried with the same Idempotency-Key, so a retry after an unknown outcome gets the first
-// attempt's order back. The port may change (serve restarted on another one).
-class SaleLoad {
- public:
-  SaleLoad(uint16_t port, int64_t users, int threads) : port_(port), users_(users) {
-    for (int t = 0; t < threads; ++t) {
-      workers_.emplace_back([this, t, threads] { Run(t, threads); });
-    }
-  }
-  ~SaleLoad() { Join(); }
-
-  void set_port(uint16_t port) { port_ = port; }
-  // Times the recovery after a kill: from here to the first reservation answered to a request
-  // sent after a failure was seen (a request answered just before the kill does not count).
-  void MarkKill() {
-    std::lock_guard lock(mutex_);
-    kill_at_ = SteadyClock::now();
-    failed_at_.reset();
-    recovered_ms_ = -1;
-  }
-  int64_t reserved() {
-    std::lock_guard lock(mutex_);
-    return static_cast<int64_t>(order_ids_.size());
-  }
-  // Waits for every user to get a definite answer (bounded); true if they all did.
-  bool Finish(milliseconds timeout) {
-    const bool done = Eventually([&] { return finished_ == users_; }, timeout, milliseconds(50));
-    stop_ = true;
-    Join();
-    return done;
-  }
-
-  std::vector<std::string> order_ids() {
-    std::lock_guard lock(mutex_);
-    return order_ids_;
-  }
-  int64_t recovered_ms() {
-    std::lock_guard lock(mutex_);
-    return recovered_ms_;
-  }
-  int64_t retries() const { return retries_; }
-  int64_t unknown_outcomes() const { return unknown_; }
-  bool retry_after_on_every_503() const { return retry_after_missing_ == 0; }
-
- private:
-  void Join() {
-    stop_ = true;
-    for (auto& worker : workers_) {
-      if (worker.joinable()) worker.join();
-    }
-  }
-
-  void Run(int first, int step) {
-    uint16_t port = port_;
-    auto client = std::make_unique<HttpClient>("127.0.0.1", port);
-    for (int64_t i = first; i < users_ && !stop_; i += step) {
-      const std::string user = fmt::format("u{}", i);
-      while (!stop_) {
-        if (port_ != port) {
-          port = port_;
-          client = std::make_unique<HttpClient>("127.0.0.1", port);
-        }
-        const auto sent = SteadyClock::now();
-        const HttpResult result = Buy(*client, user);
-        if (result.status == 200) {
-          const int64_t code = Code(result);
-          if (code == 1) {
-            std::lock_guard lock(mutex_);
-            order_ids_.push_back(Field(result, "order_id"));
-            if (kill_at_ && failed_at_ && sent >= *failed_at_ && recovered_ms_ < 0) {
-              recovered_ms_ =
-                  std::chrono::duration_cast<milliseconds>(SteadyClock::now() - *kill_at_).count();
-            }
-          }
-          if (code == 1 || code == 0 || code == -1) break;
-        }
-        if (result.status != 200) {
-          std::lock_guard lock(mutex_);
-          if (kill_at_ && !failed_at_) failed_at_ = SteadyClock::now();
-        }
-        if (result.status == 503) {
-          if (!result.headers.contains("retry-after")) ++retry_after_missing_;
-          if (Field(result, "status") == "unknown_outcome") ++unknown_;
-        }
-        if (result.status == 0) client = std::make_unique<HttpClient>("127.0.0.1", port);
-        ++retries_;
-        std::this_thread::sleep_for(milliseconds(20));
-      }
-      ++finished_;
-    }
-  }
-
-  std::atomic<uint16_t> port_;
-  const int64_t users_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int64_t> finished_{0};
-  std::atomic<int64_t> retries_{0};
-  std::atomic<int64_t> unknown_{0};
-  std::atomic<int64_t> retry_after_missing_{0};
-  std::mutex mutex_;
-  std::vector<std::string> order_ids_;  // guarded by mutex_
-  std::optional<SteadyClock::time_point> kill_at_;
-  std::optional<SteadyClock::time_point> failed_at_;
-  int64_t recovered_ms_ = -1;
-  std::vector<std::thread> workers_;
-};
-
-// One integer from the SQLite file of a data directory.
-int64_t SqliteScalar(const std::string& db_path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  int64_t value = -1;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt* statement = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr) == SQLITE_OK &&
-        sqlite3_step(statement) == SQLITE_ROW) {
-      value = sqlite3_column_int64(statement, 0);
-    }
-    sqlite3_finalize(statement);
-  }
-  sqlite3_close(db);
-  return value;
-}
-
-// The whole check of the demo sale on `data_dir` (its serve running): the pipeline drained, Redis
-// and the database agree unit for unit, nobody above the limit, no order twice, every order the
-// load was told "reserved" in the database (acknowledged-but-lost: counted and expected 0), and
-// nothing sold beyond the stock.
-void ExpectWholeCheck(const std::string& data_dir, int64_t stock,
-                      const std::vector<std::string>& acknowledged) {
-  load::VerifyOptions options;
-  options.redis_url = "unix://" + data_dir + "/redis.sock";
-  options.db_url = "sqlite:" + data_dir + "/flashsale.db";
-  options.activity = "demo";
-  options.reserved_replies = static_cast<int64_t>(acknowledged.size());
-  options.reserved_order_ids = acknowledged;
-  options.drain_timeout_ms = 60000;
-  auto verified = load::VerifySale(options);
-  ASSERT_TRUE(verified.ok()) << verified.error().ToString();
-  EXPECT_TRUE(verified->ok()) << load::FormatVerification(*verified);
-
-  const std::string db = data_dir + "/flashsale.db";
-  const int64_t sold = SqliteScalar(
-      db,
-      "SELECT COALESCE(SUM(quantity), 0) FROM orders WHERE activity_id = 'demo' AND state <> "
-      "'cancelled'");
-  EXPECT_LE(sold, stock) << "oversold";
-  EXPECT_LE(static_cast<int64_t>(acknowledged.size()), stock);
-  int64_t lost = 0;
-  for (const std::string& id : acknowledged) {
-    if (SqliteScalar(db, fmt::format("SELECT COUNT(*) FROM orders WHERE order_id = '{}'", id)) !=
-        1) {
-      ++lost;
-    }
-  }
-  EXPECT_EQ(lost, 0) << "acknowledged orders missing from the record";
-  std::cout << fmt::format("whole check: {} acknowledged, {} units in the record of {}, {} lost\n",
-                           acknowledged.size(), sold, stock, lost);
 }
 
 // --- Supervision -------------------------------------------------------------------------------
@@ -504,20 +337,30 @@ TEST(DurabilityTest, ModesThatCannotWorkWhereTheyAreAskedForAreRefused) {
 }
 
 // --- Drills 6.1 and 6.2 ------------------------------------------------------------------------
-// In durability fsync: nothing acknowledged may be lost, so the whole check must hold exactly.
-// (In async, a kill -9 may lose about the last second of acknowledged reservations and resell
-// those units until the lost-write repair has run; that variant is not asserted here.)
+// Each in `fsync`, where nothing acknowledged may be lost, and in `async` (the default, on the
+// private redis-server too: AOF `everysec`), where a kill -9 may lose about the last second of
+// acknowledged reservations. In both, the restarted server is another run_id: the sale freezes
+// until the lost-write repair has applied the record's orders again, so nothing is oversold and
+// every other part of the check holds exactly; in async the acknowledged orders that exist nowhere
+// are counted against the replies the test saw (and printed), never asserted away.
 
 constexpr int64_t kDrillStock = 300;
 constexpr int64_t kDrillUsers = 450;
 
-TEST(RedisFailureDrill, Drill61EmbeddedRedisKilledMidSaleUnderLoadFsync) {
+testing::WholeCheckResult CheckSale(const std::string& data_dir, SaleLoad& load) {
+  return testing::ExpectWholeCheck({.redis_url = "unix://" + data_dir + "/redis.sock",
+                                    .db_path = data_dir + "/flashsale.db",
+                                    .stock = kDrillStock,
+                                    .acknowledged = load.order_ids()});
+}
+
+void Drill61(const std::string& durability) {
   TempDir tmp;
   const std::string data_dir = tmp / "data";
   const uint16_t port = FreePort();
   Flashsale serve(ServeArgs(port, data_dir,
                             {"--demo", "--demo-stock", std::to_string(kDrillStock), "--threads",
-                             "2", "--durability", "fsync", "--claim-idle-ms", "2000"}),
+                             "2", "--durability", durability, "--claim-idle-ms", "2000"}),
                   tmp / "serve.log", data_dir);
   ASSERT_TRUE(testing::WaitHealthy(serve, port, kStartupTimeout));
   const std::vector<pid_t> redis = RedisServersFor(data_dir);
@@ -529,22 +372,29 @@ TEST(RedisFailureDrill, Drill61EmbeddedRedisKilledMidSaleUnderLoadFsync) {
   ASSERT_EQ(::kill(redis[0], SIGKILL), 0);
   ASSERT_TRUE(load.Finish(seconds(50))) << serve.Log();
   std::cout << fmt::format(
-      "drill 6.1: first reserved purchase {} ms after the kill; {} retries, {} unknown "
+      "drill 6.1 ({}): first reserved purchase {} ms after the kill; {} retries, {} unknown "
       "outcomes\n",
-      load.recovered_ms(), load.retries(), load.unknown_outcomes());
+      durability, load.recovered_ms(), load.retries(), load.unknown_outcomes());
   EXPECT_GE(load.recovered_ms(), 0);
   EXPECT_TRUE(load.retry_after_on_every_503());
-  EXPECT_EQ(load.reserved(), kDrillStock) << "sold out exactly, each unit acknowledged once";
   EXPECT_NE(serve.Log().find("back up"), std::string::npos) << serve.Log();
-  ExpectWholeCheck(data_dir, kDrillStock, load.order_ids());
+  const testing::WholeCheckResult checked = CheckSale(data_dir, load);
+  if (durability == "fsync") {
+    EXPECT_EQ(load.reserved(), kDrillStock) << "sold out exactly, each unit acknowledged once";
+    EXPECT_EQ(checked.lost, 0) << "acknowledged orders missing from the record";
+  } else {
+    // The units of the lost orders were sold again, to other buyers: no more acknowledged than
+    // the stock and the lost ones.
+    EXPECT_LE(load.reserved(), kDrillStock + checked.lost);
+  }
 }
 
-TEST(RedisFailureDrill, Drill62ServeKilledMidSaleAndStartedAgainFsync) {
+void Drill62(const std::string& durability) {
   TempDir tmp;
   const std::string data_dir = tmp / "data";
   const std::vector<std::string> args = {
       "--demo",       "--demo-stock", std::to_string(kDrillStock), "--threads", "2",
-      "--durability", "fsync"};
+      "--durability", durability,     "--claim-idle-ms",           "2000"};
   const uint16_t port = FreePort();
   auto first =
       std::make_unique<Flashsale>(ServeArgs(port, data_dir, args), tmp / "serve1.log", data_dir);
@@ -568,12 +418,24 @@ TEST(RedisFailureDrill, Drill62ServeKilledMidSaleAndStartedAgainFsync) {
   load.set_port(again);
   ASSERT_TRUE(load.Finish(seconds(50))) << second.Log();
   std::cout << fmt::format(
-      "drill 6.2: load finished {} ms after the kill; first reserved purchase {} ms after the "
-      "kill of serve; {} retries, {} unknown outcomes\n",
-      MsSince(killed_at), load.recovered_ms(), load.retries(), load.unknown_outcomes());
-  EXPECT_EQ(load.reserved(), kDrillStock) << "sold out exactly, each unit acknowledged once";
-  ExpectWholeCheck(data_dir, kDrillStock, load.order_ids());
+      "drill 6.2 ({}): load finished {} ms after the kill; first reserved purchase {} ms after "
+      "the kill of serve; {} retries, {} unknown outcomes\n",
+      durability, MsSince(killed_at), load.recovered_ms(), load.retries(), load.unknown_outcomes());
+  const testing::WholeCheckResult checked = CheckSale(data_dir, load);
+  if (durability == "fsync") {
+    EXPECT_EQ(load.reserved(), kDrillStock) << "sold out exactly, each unit acknowledged once";
+    EXPECT_EQ(checked.lost, 0) << "acknowledged orders missing from the record";
+  } else {
+    // redis-server is told to stop (SIGTERM: it flushes its AOF) when serve dies, so a loss is
+    // not expected here; whatever was lost was resold and is counted.
+    EXPECT_LE(load.reserved(), kDrillStock + checked.lost);
+  }
 }
+
+TEST(RedisFailureDrill, Drill61EmbeddedRedisKilledMidSaleUnderLoadFsync) { Drill61("fsync"); }
+TEST(RedisFailureDrill, Drill61EmbeddedRedisKilledMidSaleUnderLoadAsync) { Drill61("async"); }
+TEST(RedisFailureDrill, Drill62ServeKilledMidSaleAndStartedAgainFsync) { Drill62("fsync"); }
+TEST(RedisFailureDrill, Drill62ServeKilledMidSaleAndStartedAgainAsync) { Drill62("async"); }
 
 }  // namespace
 }  // namespace flashsale

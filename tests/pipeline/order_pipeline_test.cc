@@ -236,6 +236,61 @@ TEST_F(PipelineTest, TheWatchFreezesOnAnotherServerAndOnlyItsRepairUnfreezes) {
   EXPECT_EQ(watch.Events().size(), 2u);
 }
 
+// On a Redis Cluster: one run_id per node. The nodes found at startup and a reconnect to any of
+// them change nothing once repaired; a node not seen before (a replica promoted in a failed
+// primary's place) or a node's new run_id freezes the process until that run_id is confirmed.
+TEST_F(PipelineTest, TheWatchFollowsOneRunIdPerClusterNode) {
+  RedisWatch watch(clock_);
+  EXPECT_TRUE(watch.OnServer("127.0.0.1:7001", "ra"));
+  EXPECT_TRUE(watch.OnServer("127.0.0.1:7002", "rb"));
+  EXPECT_EQ(watch.Pending(), (std::vector<std::string>{"ra", "rb"}));
+  watch.Confirm(std::vector<std::string>{"ra"}, 1, {});
+  EXPECT_TRUE(watch.frozen()) << "one node still to be repaired";
+  watch.Confirm(std::vector<std::string>{"rb"}, 1, {});
+  EXPECT_FALSE(watch.frozen());
+  EXPECT_TRUE(watch.OnServer("127.0.0.1:7001", "ra"));  // reconnects: nothing happens
+  EXPECT_TRUE(watch.OnServer("127.0.0.1:7002", "rb"));
+  EXPECT_FALSE(watch.frozen());
+
+  EXPECT_FALSE(watch.OnServer("127.0.0.1:7004", "rd"));  // the promoted replica
+  EXPECT_TRUE(watch.frozen());
+  EXPECT_EQ(watch.Pending(), (std::vector<std::string>{"rd"}));
+  EXPECT_EQ(watch.Seen(), (std::vector<std::string>{"ra", "rb", "rd"}));
+  watch.Confirm(std::vector<std::string>{"ra", "rb"}, 2, {});  // frees nothing pending
+  EXPECT_TRUE(watch.frozen());
+  watch.Confirm(std::vector<std::string>{"rd"}, 2, {});
+  EXPECT_FALSE(watch.frozen());
+  EXPECT_EQ(watch.epoch(), 2);
+  EXPECT_FALSE(watch.OnServer("127.0.0.1:7002", "rb2"));  // a primary restarted in place
+  EXPECT_TRUE(watch.frozen());
+  watch.Confirm(std::vector<std::string>{"rb2"}, 3, {});
+  EXPECT_FALSE(watch.frozen());
+  const std::vector<RedisEvent> events = watch.Events();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_TRUE(events[0].startup);
+  EXPECT_FALSE(events[1].startup);
+  EXPECT_EQ(events[1].node, "127.0.0.1:7004");
+  EXPECT_EQ(events[1].from_run_id, "");
+  EXPECT_EQ(events[2].from_run_id, "rb");
+  EXPECT_EQ(events[2].to_run_id, "rb2");
+  EXPECT_GT(events[2].repaired_ms, 0);
+
+  // Acknowledged orders: checked once per confirmed event; the ones found nowhere are counted on
+  // the event and forgotten.
+  EXPECT_TRUE(watch.TakeLostCheckDue());
+  EXPECT_FALSE(watch.TakeLostCheckDue());
+  watch.Acknowledged("a", "o1");
+  watch.Acknowledged("a", "o2");
+  watch.Acknowledged("b", "o3");
+  EXPECT_EQ(watch.AcknowledgedOrders().at("a"), (std::vector<std::string>{"o1", "o2"}));
+  watch.CountAcknowledgedLost({"o2"});
+  EXPECT_EQ(watch.Events().back().summary.acknowledged_lost, 1);
+  EXPECT_EQ(watch.AcknowledgedOrders().at("a"), (std::vector<std::string>{"o1"}));
+  std::string metrics;
+  watch.AppendPrometheus(metrics);
+  EXPECT_NE(metrics.find("flashsale_repair_acknowledged_lost_total 1"), std::string::npos);
+}
+
 TEST_F(PipelineTest, ConsumerDeadAfterCommitLosesNothingAndDoublesNothing) {
   CreateActivity("crash", 100);
   const auto orders = Reserve("crash", 60);
