@@ -12,6 +12,7 @@
 
 #include "base/json_writer.h"
 #include "redis/lock.h"
+#include "redis/service_state.h"
 #include "service/redis_repair.h"
 #include "service/redis_watch.h"
 
@@ -30,10 +31,6 @@ constexpr std::chrono::milliseconds kExtendEvery{10'000};
 // within a tick of being noticed.
 constexpr std::chrono::milliseconds kScheduleTick{100};
 constexpr std::chrono::milliseconds kFrozenTick{100};
-
-std::string JobKey(std::string_view key_namespace, Job job, std::string_view name) {
-  return fmt::format("{}:jobs:{{{}}}:{}", key_namespace, ToString(job), name);
-}
 
 // Shared by a run and its watchdog (which may outlive the run by one tick).
 struct Watch {
@@ -161,10 +158,6 @@ std::optional<Job> JobFrom(std::string_view name) {
   return std::nullopt;
 }
 
-std::string ReconcileReportKey(std::string_view key_namespace, std::string_view activity_id) {
-  return fmt::format("{}:seckill:{{{}}}:reconcile", key_namespace, activity_id);
-}
-
 void JobMetrics::SetDrift(const std::string& activity_id, int64_t drift) {
   std::lock_guard lock(mutex_);
   drift_[activity_id] = drift;
@@ -197,10 +190,11 @@ void JobMetrics::AppendPrometheus(std::string& out) const {
 
 asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRequest& request,
                                             JobMetrics* metrics) {
-  const std::string& ns = context.settings().key_namespace;
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  const std::string_view job = ToString(request.job);
   // Shared with the watchdog, which may still be extending when the run ends.
-  auto lock = std::make_shared<redis::DistributedLock>(
-      context.runner(), JobKey(ns, request.job, "lock"), JobKey(ns, request.job, "fence"));
+  auto lock = std::make_shared<redis::DistributedLock>(context.runner(), state.keys().JobLock(job),
+                                                       state.keys().JobFence(job));
   auto taken = co_await lock->TryAcquire(context.random(), kLease);
   if (!taken.ok()) co_return std::move(taken).error();
   if (!taken->has_value()) {
@@ -243,8 +237,7 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
     const std::string json = report->Json();
     w.Raw(json);
     if (metrics != nullptr) metrics->SetDrift(record.activity.id, report->drift);
-    const redis::Command keep({"SET", ReconcileReportKey(ns, record.activity.id), json});
-    co_await context.redis().AsyncSend(keep, asio::use_awaitable);
+    co_await state.KeepReconcileReport(record.activity.id, json);
     if (report->drift != 0) {
       spdlog::warn("reconcile '{}': drift {}", record.activity.id, report->drift);
     }
@@ -275,6 +268,7 @@ asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedu
       {Job::kReconcile, schedule.reconcile_every},
       {Job::kExpire, schedule.expire_every}};
   RedisWatch* watch = context.settings().redis_watch;
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
   while (!*stop) {
     if (watch != nullptr && watch->frozen()) {
       // Redis restarted or failed over: the lost-write repair first (or wait for the instance
@@ -289,11 +283,8 @@ asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedu
       if (every.count() <= 0 || *stop || Clock::now() < next[job]) continue;
       next[job] = Clock::now() + std::min(every, std::chrono::milliseconds(5'000));
       // This period's run: claimed by one instance.
-      const redis::IntArg period(every.count());
-      const redis::Command claim(
-          {"SET", JobKey(context.settings().key_namespace, job, "next"), "1", "NX", "PX", period});
-      auto claimed = co_await context.redis().AsyncSend(claim, asio::use_awaitable);
-      if (!claimed.ok() || claimed->is_nil()) continue;
+      auto claimed = co_await state.ClaimJobPeriod(ToString(job), every);
+      if (!claimed.ok() || !*claimed) continue;
       const JobRequest request{.job = job};
       auto ran = co_await RunJob(context, request, metrics);
       if (!ran.ok()) spdlog::warn("scheduled {} job: {}", ToString(job), ran.error().message);

@@ -3,12 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/use_awaitable.hpp>
-#include <charconv>
 #include <map>
 #include <set>
 
 #include "base/json_writer.h"
 #include "redis/inspect.h"
+#include "redis/service_state.h"
 #include "service/admin.h"
 
 namespace flashsale::service {
@@ -19,6 +19,9 @@ using base::MakeError;
 using base::Result;
 
 namespace {
+
+// How long the first sighting of an activity missing from Redis is remembered.
+constexpr std::chrono::milliseconds kMissingMarkTtl{86'400'000};
 
 bool Live(const store::OrderRecord& order) { return order.state != store::OrderState::kCancelled; }
 
@@ -160,18 +163,10 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
       co_return report;
     }
     // Missing since when (by the first run that saw it, on any instance)?
-    const redis::SeckillKeys keys(context.settings().key_namespace, id);
-    const std::string missing_key = keys.meta() + ":missing_since";
-    const std::string now_text = std::to_string(context.clock().NowMs());
-    const redis::Command mark({"SET", missing_key, now_text, "NX", "GET", "PX", "86400000"});
-    auto marked = co_await context.redis().AsyncSend(mark, asio::use_awaitable);
-    if (!marked.ok()) co_return std::move(marked).error();
-    int64_t since = context.clock().NowMs();
-    if (marked->is_string()) {
-      const std::string_view text = marked->str();
-      std::from_chars(text.data(), text.data() + text.size(), since);
-    }
-    const int64_t waited = context.clock().NowMs() - since;
+    redis::ServiceState kept(context.redis(), context.settings().key_namespace);
+    auto since = co_await kept.MarkMissing(id, context.clock().NowMs(), kMissingMarkTtl);
+    if (!since.ok()) co_return std::move(since).error();
+    const int64_t waited = context.clock().NowMs() - *since;
     if (!after_event && waited < context.settings().rebuild_grace.count()) {
       report.notes.push_back(fmt::format(
           "not in Redis for {} ms: the sale is stopped; rebuilt once {} ms have passed (consumers "
@@ -181,8 +176,7 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
     }
     auto rebuilt = co_await Rebuild(context, *record, *orders, report);
     if (!rebuilt.ok()) co_return std::move(rebuilt).error();
-    const redis::Command unmark({"DEL", missing_key});
-    co_await context.redis().AsyncSend(unmark, asio::use_awaitable);
+    co_await kept.ClearMissing(id);
     status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) co_return std::move(status).error();
   }

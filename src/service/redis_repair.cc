@@ -3,12 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/use_awaitable.hpp>
-#include <charconv>
-#include <map>
 
-#include "base/strings.h"
 #include "redis/lock.h"
-#include "redis/scripts.h"
+#include "redis/service_state.h"
 #include "service/admin.h"
 #include "service/jobs.h"
 #include "service/reconcile.h"
@@ -23,175 +20,139 @@ using base::Result;
 namespace {
 
 constexpr std::chrono::milliseconds kRepairLease{300'000};
+constexpr std::string_view kRepairJob = "repair";  // its lock: the job lock of "repair"
 
-int64_t ToInt(std::string_view text) {
-  int64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
-}
-
-asio::awaitable<Result<std::string>> ServerRunId(ServiceContext& context) {
-  const redis::Command info({"INFO", "server"});
-  auto reply = co_await redis::Await(context.redis(), info);
-  if (!reply.ok()) co_return std::move(reply).error();
-  std::string run_id = redis::InfoField(reply->str(), "run_id");
-  if (run_id.empty()) co_return MakeError(ErrorCode::kProtocol, "INFO server without a run_id");
-  co_return run_id;
-}
-
-// The marker's fields, empty when there is none.
-asio::awaitable<Result<std::map<std::string, std::string>>> ReadMarker(ServiceContext& context,
-                                                                       const std::string& key) {
-  const redis::Command read({"HGETALL", key});
-  auto reply = co_await redis::Await(context.redis(), read);
-  if (!reply.ok()) co_return std::move(reply).error();
-  std::map<std::string, std::string> fields;
-  for (size_t i = 0; i + 1 < reply->size(); i += 2) {
-    fields[std::string((*reply)[i].str())] = std::string((*reply)[i + 1].str());
-  }
-  co_return fields;
-}
-
-RepairSummary FromMarker(const std::map<std::string, std::string>& fields) {
+RepairSummary FromMarker(const redis::RepairMarker& marker) {
   RepairSummary summary;
-  const auto get = [&](const char* name) {
-    auto it = fields.find(name);
-    return it == fields.end() ? std::string() : it->second;
-  };
-  summary.activities = base::SplitWords(get("activities"));
-  summary.orders_applied = ToInt(get("orders_applied"));
-  summary.units_applied = ToInt(get("units_applied"));
-  summary.rebuilt = ToInt(get("rebuilt"));
-  summary.oversold_units = ToInt(get("oversold_units"));
-  summary.flagged_orders = ToInt(get("flagged_orders"));
-  summary.acknowledged_lost = ToInt(get("acknowledged_lost"));
-  summary.epoch = ToInt(get("epoch"));
+  summary.activities = marker.activities;
+  summary.orders_applied = marker.orders_applied;
+  summary.units_applied = marker.units_applied;
+  summary.rebuilt = marker.rebuilt;
+  summary.oversold_units = marker.oversold_units;
+  summary.flagged_orders = marker.flagged_orders;
+  summary.acknowledged_lost = marker.acknowledged_lost;
+  summary.epoch = marker.epoch;
   return summary;
 }
 
-}  // namespace
-
-std::string RepairMarkerKey(std::string_view key_namespace, std::string_view run_id) {
-  return fmt::format("{}:redis:repaired:{{{}}}", key_namespace, run_id);
+redis::RepairMarker ToMarker(std::string_view run_id, const RepairSummary& summary,
+                             int64_t now_ms) {
+  return {.run_id = std::string(run_id),
+          .epoch = summary.epoch,
+          .activities = summary.activities,
+          .orders_applied = summary.orders_applied,
+          .units_applied = summary.units_applied,
+          .rebuilt = summary.rebuilt,
+          .oversold_units = summary.oversold_units,
+          .flagged_orders = summary.flagged_orders,
+          .acknowledged_lost = summary.acknowledged_lost,
+          .repaired_ms = now_ms};
 }
 
-asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWatch& watch,
-                                                bool may_repair) {
-  const std::string& ns = context.settings().key_namespace;
-  auto run_id = co_await ServerRunId(context);
-  if (!run_id.ok()) co_return std::move(run_id).error();
-  const std::string marker = RepairMarkerKey(ns, *run_id);
-  auto fields = co_await ReadMarker(context, marker);
-  if (!fields.ok()) co_return std::move(fields).error();
-  if (!fields->empty()) {
-    // A marker under an older epoch than the record's fence: another server was repaired since
-    // (the endpoint went back to this one); repaired again, so batches carry the current epoch.
-    const RepairSummary summary = FromMarker(*fields);
-    const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
-    auto fence = co_await context.OnDb(read_fence);
-    if (!fence.ok()) co_return std::move(fence).error();
-    if (summary.epoch == *fence) {
-      watch.Confirm(*run_id, summary.epoch, summary);
-      co_return !watch.frozen();
-    }
-    fields->clear();
-  }
-  if (!may_repair) co_return false;
+void Add(RepairSummary& summary, const ReconcileReport& report) {
+  summary.activities.push_back(report.activity_id);
+  summary.orders_applied += report.reapplied_orders;
+  summary.units_applied += report.reapplied_units;
+  summary.rebuilt += report.rebuilt ? 1 : 0;
+  summary.oversold_units += report.oversold_units;
+  summary.flagged_orders += report.flagged_orders;
+  summary.acknowledged_lost += report.acknowledged_lost;
+}
 
-  redis::DistributedLock lock(context.runner(), fmt::format("{}:jobs:{{repair}}:lock", ns),
-                              fmt::format("{}:jobs:{{repair}}:fence", ns));
-  auto taken = co_await lock.TryAcquire(context.random(), kRepairLease);
-  if (!taken.ok()) co_return std::move(taken).error();
-  if (!taken->has_value()) co_return false;  // another instance repairs; its marker frees us
-  const redis::Lease lease = **taken;
-  const auto finish = [&]() -> asio::awaitable<void> { co_await lock.Release(lease); };
-
-  // Done by another instance between our read and the lock (a marker of the current epoch)?
+// The repair marker of `run_id` if it was written under the record's current fence. A marker
+// under an older epoch means another server was repaired since (the endpoint went back to this
+// one): this one is repaired again, so that batches carry the current epoch.
+asio::awaitable<Result<std::optional<redis::RepairMarker>>> CurrentMarker(
+    ServiceContext& context, redis::ServiceState& state, std::string_view run_id) {
+  auto marker = co_await state.ReadRepairMarker(run_id);
+  if (!marker.ok()) co_return std::move(marker).error();
+  if (!marker->has_value()) co_return std::nullopt;
   const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
-  fields = co_await ReadMarker(context, marker);
   auto fence = co_await context.OnDb(read_fence);
-  if (!fields.ok() || !fence.ok()) {
-    co_await finish();
-    if (!fields.ok()) co_return std::move(fields).error();
-    co_return std::move(fence).error();
-  }
-  if (!fields->empty() && FromMarker(*fields).epoch == *fence) {
-    co_await finish();
-    const RepairSummary summary = FromMarker(*fields);
-    watch.Confirm(*run_id, summary.epoch, summary);
-    co_return !watch.frozen();
-  }
+  if (!fence.ok()) co_return std::move(fence).error();
+  if ((*marker)->epoch != *fence) co_return std::nullopt;
+  co_return std::move(*marker);
+}
 
-  spdlog::warn("redis {}: lost-write repair starts", *run_id);
+// The repair itself: the record's fence advanced, then every activity of the record reconciled
+// with repairs after the event, each report kept.
+asio::awaitable<Result<RepairSummary>> RepairAll(ServiceContext& context,
+                                                 redis::ServiceState& state,
+                                                 std::string_view run_id) {
   const auto advance = [](store::Store& store) { return store.AdvanceFence(); };
   auto epoch = co_await context.OnDb(advance);
-  if (!epoch.ok()) {
-    co_await finish();
-    co_return std::move(epoch).error();
-  }
+  if (!epoch.ok()) co_return std::move(epoch).error();
   const auto list = [](store::Store& store) { return store.ListActivities(); };
   auto activities = co_await context.OnDb(list);
-  if (!activities.ok()) {
-    co_await finish();
-    co_return std::move(activities).error();
-  }
+  if (!activities.ok()) co_return std::move(activities).error();
   RepairSummary summary;
   summary.epoch = *epoch;
   for (const auto& record : *activities) {
     auto report = co_await Reconcile(context, record, /*repair=*/true, /*after_event=*/true);
     if (!report.ok()) {
-      spdlog::warn("redis {}: repair of '{}' failed: {}", *run_id, record.activity.id,
+      spdlog::warn("redis {}: repair of '{}' failed: {}", run_id, record.activity.id,
                    report.error().message);
-      co_await finish();
       co_return std::move(report).error();
     }
-    summary.activities.push_back(record.activity.id);
-    summary.orders_applied += report->reapplied_orders;
-    summary.units_applied += report->reapplied_units;
-    summary.rebuilt += report->rebuilt ? 1 : 0;
-    summary.oversold_units += report->oversold_units;
-    summary.flagged_orders += report->flagged_orders;
-    summary.acknowledged_lost += report->acknowledged_lost;
-    const redis::Command keep({"SET", ReconcileReportKey(ns, record.activity.id), report->Json()});
-    co_await redis::Await(context.redis(), keep);
+    Add(summary, *report);
+    co_await state.KeepReconcileReport(record.activity.id, report->Json());
   }
-  // Still the server we repaired? (Restarted again meanwhile: its marker would free nothing.)
-  auto now_run_id = co_await ServerRunId(context);
-  if (!now_run_id.ok() || *now_run_id != *run_id) {
-    co_await finish();
-    co_return false;
-  }
-  const redis::IntArg epoch_arg(summary.epoch), applied(summary.orders_applied),
-      units(summary.units_applied), rebuilt(summary.rebuilt), oversold(summary.oversold_units),
-      flagged(summary.flagged_orders), lost(summary.acknowledged_lost), at(context.clock().NowMs());
-  const std::string names = base::JoinWords(summary.activities);
-  const redis::Command mark({"HSET",
-                             marker,
-                             "run_id",
-                             *run_id,
-                             "epoch",
-                             epoch_arg,
-                             "activities",
-                             names,
-                             "orders_applied",
-                             applied,
-                             "units_applied",
-                             units,
-                             "rebuilt",
-                             rebuilt,
-                             "oversold_units",
-                             oversold,
-                             "flagged_orders",
-                             flagged,
-                             "acknowledged_lost",
-                             lost,
-                             "repaired_ms",
-                             at});
-  auto marked = co_await redis::Await(context.redis(), mark);
-  co_await finish();
+  co_return summary;
+}
+
+struct Repaired {
+  RepairSummary summary;
+  bool here = false;  // repaired by this call (else: found done by another instance)
+};
+
+// Under the repair lock: done by another instance between our first look and the lock (its
+// marker), or repaired here and the marker written. Nothing when the server restarted again
+// meanwhile (its marker would free nothing).
+asio::awaitable<Result<std::optional<Repaired>>> RepairOnce(ServiceContext& context,
+                                                            redis::ServiceState& state,
+                                                            std::string_view run_id) {
+  auto done = co_await CurrentMarker(context, state, run_id);
+  if (!done.ok()) co_return std::move(done).error();
+  if (done->has_value()) co_return Repaired{FromMarker(**done), false};
+  spdlog::warn("redis {}: lost-write repair starts", run_id);
+  auto summary = co_await RepairAll(context, state, run_id);
+  if (!summary.ok()) co_return std::move(summary).error();
+  auto now_run_id = co_await state.ServerRunId();
+  if (!now_run_id.ok() || *now_run_id != run_id) co_return std::nullopt;
+  const redis::RepairMarker marker = ToMarker(run_id, *summary, context.clock().NowMs());
+  auto marked = co_await state.WriteRepairMarker(marker);
   if (!marked.ok()) co_return std::move(marked).error();
-  watch.Confirm(*run_id, summary.epoch, summary);
-  co_await Announce(context);
+  co_return Repaired{std::move(*summary), true};
+}
+
+}  // namespace
+
+asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWatch& watch,
+                                                bool may_repair) {
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  auto run_id = co_await state.ServerRunId();
+  if (!run_id.ok()) co_return std::move(run_id).error();
+  auto done = co_await CurrentMarker(context, state, *run_id);
+  if (!done.ok()) co_return std::move(done).error();
+  if (done->has_value()) {
+    const RepairSummary summary = FromMarker(**done);
+    watch.Confirm(*run_id, summary.epoch, summary);
+    co_return !watch.frozen();
+  }
+  if (!may_repair) co_return false;
+
+  redis::DistributedLock lock(context.runner(), state.keys().JobLock(kRepairJob),
+                              state.keys().JobFence(kRepairJob));
+  auto taken = co_await lock.TryAcquire(context.random(), kRepairLease);
+  if (!taken.ok()) co_return std::move(taken).error();
+  if (!taken->has_value()) co_return false;  // another instance repairs; its marker frees us
+  auto repaired = co_await RepairOnce(context, state, *run_id);
+  co_await lock.Release(**taken);
+  if (!repaired.ok()) co_return std::move(repaired).error();
+  if (!repaired->has_value()) co_return false;
+  const Repaired& outcome = **repaired;
+  watch.Confirm(*run_id, outcome.summary.epoch, outcome.summary);
+  if (outcome.here) co_await Announce(context);
   co_return !watch.frozen();
 }
 

@@ -5,7 +5,8 @@
 //
 // ResolveRedisEvent, called while this process is frozen:
 //   1. asks the server behind its own connection for its run_id (INFO server);
-//   2. if the marker <namespace>:redis:repaired:{<run_id>} exists, the repair for this server is
+//   2. if the marker <namespace>:redis:repaired:{<run_id>} exists (redis::ServiceState, read and
+//      written only through it), the repair for this server is
 //      done (here or on another instance): the watch is confirmed with the marker's epoch and
 //      summary, and the sale reopens;
 //   3. otherwise, when allowed (the instance runs jobs), takes the repair lock (one repair at a
@@ -27,9 +28,6 @@
 #include "service/redis_watch.h"
 
 namespace flashsale::service {
-
-// The marker key of the repair for `run_id`.
-std::string RepairMarkerKey(std::string_view key_namespace, std::string_view run_id);
 
 // True when the watch is (now) confirmed for the server behind `context`'s connection.
 boost::asio::awaitable<base::Result<bool>> ResolveRedisEvent(ServiceContext& context,
