@@ -137,6 +137,38 @@ asio::awaitable<Result<std::string>> Expire(ServiceContext& context,
   co_return std::move(w).Take();
 }
 
+// Reconciliation of one activity: the JSON of its report, which is also kept in Redis for the
+// admin API.
+asio::awaitable<Result<std::string>> ReconcileOne(ServiceContext& context,
+                                                  const store::ActivityRecord& record, bool repair,
+                                                  JobMetrics* metrics) {
+  auto report = co_await Reconcile(context, record, repair);
+  if (!report.ok()) co_return std::move(report).error();
+  std::string json = report->Json();
+  if (metrics != nullptr) metrics->SetDrift(record.activity.id, report->drift);
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  co_await state.KeepReconcileReport(record.activity.id, json);
+  if (report->drift != 0) {
+    spdlog::warn("reconcile '{}': drift {}", record.activity.id, report->drift);
+  }
+  co_return json;
+}
+
+// The requested job on one activity: the JSON line of what it did.
+asio::awaitable<Result<std::string>> RunOn(ServiceContext& context, const JobRequest& request,
+                                           const store::ActivityRecord& record,
+                                           JobMetrics* metrics) {
+  switch (request.job) {
+    case Job::kPrewarm:
+      co_return co_await Prewarm(context, record);
+    case Job::kExpire:
+      co_return co_await Expire(context, record);
+    case Job::kReconcile:
+      break;
+  }
+  co_return co_await ReconcileOne(context, record, request.repair, metrics);
+}
+
 }  // namespace
 
 std::string_view ToString(Job job) {
@@ -190,11 +222,11 @@ void JobMetrics::AppendPrometheus(std::string& out) const {
 
 asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRequest& request,
                                             JobMetrics* metrics) {
-  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  const redis::NamespaceKeys keys(context.settings().key_namespace);
   const std::string_view job = ToString(request.job);
   // Shared with the watchdog, which may still be extending when the run ends.
-  auto lock = std::make_shared<redis::DistributedLock>(context.runner(), state.keys().JobLock(job),
-                                                       state.keys().JobFence(job));
+  auto lock = std::make_shared<redis::DistributedLock>(context.runner(), keys.JobLock(job),
+                                                       keys.JobFence(job));
   auto taken = co_await lock->TryAcquire(context.random(), kLease);
   if (!taken.ok()) co_return std::move(taken).error();
   if (!taken->has_value()) {
@@ -216,31 +248,12 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
     if (!request.activity_id.empty() && record.activity.id != request.activity_id) continue;
     found = true;
     if (watch->lost) break;
-    if (request.job == Job::kPrewarm) {
-      w.Raw(co_await Prewarm(context, record));
-      continue;
-    }
-    if (request.job == Job::kExpire) {
-      auto expired = co_await Expire(context, record);
-      if (!expired.ok()) {
-        failed = std::move(expired).error();
-        break;
-      }
-      w.Raw(*expired);
-      continue;
-    }
-    auto report = co_await Reconcile(context, record, request.repair);
-    if (!report.ok()) {
-      failed = std::move(report).error();
+    auto line = co_await RunOn(context, request, record, metrics);
+    if (!line.ok()) {
+      failed = std::move(line).error();
       break;
     }
-    const std::string json = report->Json();
-    w.Raw(json);
-    if (metrics != nullptr) metrics->SetDrift(record.activity.id, report->drift);
-    co_await state.KeepReconcileReport(record.activity.id, json);
-    if (report->drift != 0) {
-      spdlog::warn("reconcile '{}': drift {}", record.activity.id, report->drift);
-    }
+    w.Raw(*line);
   }
   w.EndArray();
   const bool lost = watch->lost;
