@@ -45,8 +45,10 @@ struct LoadFlags {
   int64_t request_timeout_ms = 10000;
 };
 
-LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<LoadFlags>()) {
-  LoadFlags& f = *flags_;
+namespace {
+
+// What to load: the instances, the activity, the action.
+void AddTargetFlags(CLI::App& command, LoadFlags& f) {
   command
       .add_option("--url", f.urls,
                   "The flashsale to load, http://host:port; several instances of one sale: "
@@ -57,6 +59,10 @@ LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<LoadFlags>
   command.add_option("--action", f.action, "purchase or draw")
       ->check(CLI::IsMember({"purchase", "draw"}))
       ->capture_default_str();
+}
+
+// The load's shape: loop, concurrency, amount, arrivals, users.
+void AddShapeFlags(CLI::App& command, LoadFlags& f) {
   command
       .add_option("--mode", f.mode,
                   "closed: fixed concurrency, each connection sends when answered; open: a fixed "
@@ -96,6 +102,10 @@ LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<LoadFlags>
   command.add_option("--user-prefix", f.user_prefix, "Prefix of the user ids")
       ->capture_default_str();
   command.add_option("--seed", f.seed, "Seed of the random user ids")->capture_default_str();
+}
+
+// Who the users are, and where the sale is verified afterwards.
+void AddIdentityAndVerifyFlags(CLI::App& command, LoadFlags& f) {
   command
       .add_option("--identity", f.identity,
                   "token: bearer tokens signed with --secret or the secret in --data-dir; "
@@ -117,18 +127,31 @@ LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<LoadFlags>
       .add_flag("--verify,!--no-verify", f.verify,
                 "Verify the sale against Redis and the database at the end (default: on when "
                 "--data-dir, --redis-url, --db-url or --key-namespace is given)")
-      ->each([&f](const std::string&) { f.verify_given = true; });
+      ->each([flags = &f](const std::string&) { flags->verify_given = true; });
   command
       .add_option("--drain-timeout-ms", f.drain_timeout_ms,
                   "Verify: how long to wait for the order pipeline to drain")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+// Deadlines of the load's connections and requests.
+void AddTimeoutFlags(CLI::App& command, LoadFlags& f) {
   command.add_option("--connect-timeout-ms", f.connect_timeout_ms, "Connect deadline")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command.add_option("--request-timeout-ms", f.request_timeout_ms, "Deadline of each request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+}  // namespace
+
+LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<LoadFlags>()) {
+  AddTargetFlags(command, *flags_);
+  AddShapeFlags(command, *flags_);
+  AddIdentityAndVerifyFlags(command, *flags_);
+  AddTimeoutFlags(command, *flags_);
 }
 
 LoadCommand::~LoadCommand() = default;
