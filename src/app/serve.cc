@@ -317,19 +317,20 @@ server::IdentityConfig IdentityFor(const ServeConfig& config, const Secrets& sec
   return identity;
 }
 
-server::ServerDeps ServerDepsFor(const ServeConfig& config, const Secrets& secrets,
-                                 const redis::ConnectionOptions& redis_options, store::Store& store,
+// What the HTTP server runs on (serve adds the identity its routes check).
+server::ServerDeps ServerDepsFor(const redis::ConnectionOptions& redis_options, store::Store& store,
                                  asio::thread_pool& db_pool, service::ActivityRegistry& registry,
                                  const service::ServiceSettings& settings,
                                  server::Metrics& metrics) {
-  return {.redis = redis_options,
-          .store = &store,
-          .db_executor = db_pool.get_executor(),
-          .registry = &registry,
-          .service_settings = &settings,
-          .identity = IdentityFor(config, secrets),
-          .clock = &base::SystemClock::Instance(),
-          .metrics = &metrics};
+  server::ServerDeps deps;
+  deps.redis = redis_options;
+  deps.store = &store;
+  deps.db_executor = db_pool.get_executor();
+  deps.registry = &registry;
+  deps.service_settings = &settings;
+  deps.clock = &base::SystemClock::Instance();
+  deps.metrics = &metrics;
+  return deps;
 }
 
 // /metrics beyond the server's own: the order pipeline, the Redis watch, the private
@@ -366,11 +367,15 @@ void WaitForStartupRepair(const ServeConfig& config, const service::ServiceSetti
   }
 }
 
-void PrintBanner(const ServeConfig& config, const HostPort& listen, uint16_t port, int threads,
-                 const redis::ConnectionOptions& redis_options, const store::Store& store) {
-  const std::string base_url = fmt::format(
+std::string BaseUrl(const HostPort& listen, uint16_t port) {
+  return fmt::format(
       "http://{}:{}",
       listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host, port);
+}
+
+void PrintBanner(const ServeConfig& config, const HostPort& listen, uint16_t port, int threads,
+                 const redis::ConnectionOptions& redis_options, const store::Store& store) {
+  const std::string base_url = BaseUrl(listen, port);
   std::cout << fmt::format("flashsale serving on {}  ({} threads; redis {}; db {}; {} identity)\n",
                            base_url, threads, redis_options.endpoint.Describe(), store.Describe(),
                            GatewayIdentity(config) ? "gateway (X-User-Id)" : "token (Bearer)");
@@ -400,14 +405,42 @@ void HookRedisWatch(service::RedisWatch& watch, redis::ConnectionOptions& option
   settings.redis_watch = &watch;
 }
 
-// Until SIGINT or SIGTERM.
-void WaitForSignal() {
+// Until SIGINT or SIGTERM; logs the signal and what happens next.
+void WaitForSignal(std::string_view what_next) {
   asio::io_context signals_io;
   asio::signal_set signals(signals_io, SIGINT, SIGTERM);
-  signals.async_wait([](const boost::system::error_code&, int signal) {
-    spdlog::info("signal {}: draining and stopping", signal);
+  signals.async_wait([what_next](const boost::system::error_code&, int signal) {
+    spdlog::info("signal {}: {}", signal, what_next);
   });
   signals_io.run();
+}
+
+// A worker never starts Redis: the one given, or the one `serve` runs in the data directory.
+Result<redis::ConnectionOptions> WorkerRedis(const ServeConfig& config) {
+  const std::string redis_url =
+      config.redis_url.empty()
+          ? "unix://" + std::filesystem::absolute(config.data_dir).string() + "/redis.sock"
+          : config.redis_url;
+  auto options = RedisOptionsFor(config, redis_url);
+  if (!options) return std::move(options).error();
+  if (auto policy = CheckEvictionPolicy(*options, config.allow_evicting_redis); !policy) {
+    return policy.error();
+  }
+  return options;
+}
+
+// A worker's /healthz, /readyz and /metrics: one I/O thread, a port of its own (two workers, or a
+// worker and a serve, never share one by accident).
+server::ServerOptions OpsServerOptionsFor(const ServeConfig& config, const HostPort& listen) {
+  server::ServerOptions options;
+  options.host = listen.host;
+  options.port = listen.port;
+  options.threads = 1;
+  options.routes = server::OpsRoutes();
+  options.reuse_port = false;
+  options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+  options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
+  return options;
 }
 
 }  // namespace
@@ -439,8 +472,9 @@ int RunServe(const ServeConfig& config) {
   asio::thread_pool db_pool(1);
   service::ActivityRegistry registry;
   server::Metrics metrics;
-  const server::ServerDeps deps =
-      ServerDepsFor(config, *secrets, redis_options, **store, db_pool, registry, settings, metrics);
+  server::ServerDeps deps =
+      ServerDepsFor(redis_options, **store, db_pool, registry, settings, metrics);
+  deps.identity = IdentityFor(config, *secrets);
   service::PipelineMetrics pipeline_metrics;
   AddServeMetrics(metrics, pipeline_metrics, redis_watch, served->embedded.get());
 
@@ -462,7 +496,7 @@ int RunServe(const ServeConfig& config) {
     return fail(started.error());
   }
   PrintBanner(config, listen, server.port(), options.threads, redis_options, **store);
-  WaitForSignal();
+  WaitForSignal("draining and stopping");
 
   server.Stop();
   pipeline.Stop();
@@ -481,25 +515,14 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   if (config.consumers < 1) {
     return fail(MakeError(ErrorCode::kInvalidArgument, "setting 'consumers': a worker needs >= 1"));
   }
-  // A worker never starts Redis: the one given, or the one `serve` runs in the data directory.
-  const std::string redis_url =
-      config.redis_url.empty()
-          ? "unix://" + std::filesystem::absolute(config.data_dir).string() + "/redis.sock"
-          : config.redis_url;
-  auto redis_options = RedisOptionsFor(config, redis_url);
+  auto redis_options = WorkerRedis(config);
   if (!redis_options) return fail(redis_options.error());
-  if (auto policy = CheckEvictionPolicy(*redis_options, config.allow_evicting_redis); !policy) {
-    return fail(policy.error());
-  }
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
 
   service::ServiceSettings settings = SettingsFor(config);
   service::RedisWatch redis_watch(base::SystemClock::Instance());
-  if (!redis_options->endpoint.cluster) {  // as in serve
-    redis_watch.Hook(*redis_options);
-    settings.redis_watch = &redis_watch;
-  }
+  HookRedisWatch(redis_watch, *redis_options, settings);  // as in serve
   asio::thread_pool db_pool(1);
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;
@@ -512,8 +535,7 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
     db_pool.join();
     return fail(started.error());
   }
-  // /healthz, /readyz and /metrics on the listen address, when one was given: one I/O thread, a
-  // port of its own (two workers, or a worker and a serve, never share one by accident).
+  // /healthz, /readyz and /metrics on the listen address, when one was given.
   server::Metrics metrics;
   metrics.AddSource(
       [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
@@ -522,43 +544,20 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   std::string serving;
   if (serve_http) {
     const HostPort listen = ParseListen(config.listen);
-    server::ServerOptions options;
-    options.host = listen.host;
-    options.port = listen.port;
-    options.threads = 1;
-    options.routes = server::OpsRoutes();
-    options.reuse_port = false;
-    options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
-    options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
-    server::ServerDeps deps;
-    deps.redis = *redis_options;
-    deps.store = store->get();
-    deps.db_executor = db_pool.get_executor();
-    deps.registry = &http_registry;
-    deps.service_settings = &settings;
-    deps.clock = &base::SystemClock::Instance();
-    deps.metrics = &metrics;
-    http.emplace(options, deps);
+    http.emplace(OpsServerOptionsFor(config, listen),
+                 ServerDepsFor(*redis_options, **store, db_pool, http_registry, settings, metrics));
     if (auto started = http->Start(); !started) {
       pipeline.Stop();
       db_pool.join();
       return fail(started.error());
     }
-    serving = fmt::format(
-        "; /metrics, /healthz, /readyz on http://{}:{}",
-        listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host,
-        http->port());
+    serving = "; /metrics, /healthz, /readyz on " + BaseUrl(listen, http->port());
   }
   std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}{}\n",
                            config.consumers, redis_options->endpoint.Describe(),
                            (*store)->Describe(), serving);
   std::cout.flush();
-  asio::io_context signals_io;
-  asio::signal_set signals(signals_io, SIGINT, SIGTERM);
-  signals.async_wait([](const boost::system::error_code&, int signal) {
-    spdlog::info("signal {}: stopping the consumers", signal);
-  });
-  signals_io.run();
+  WaitForSignal("stopping the consumers");
   if (http) http->Stop();
   pipeline.Stop();
   db_pool.join();
