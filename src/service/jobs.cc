@@ -147,7 +147,7 @@ asio::awaitable<Result<std::string>> ReconcileOne(ServiceContext& context,
   std::string json = report->Json();
   if (metrics != nullptr) metrics->SetDrift(record.activity.id, report->drift);
   redis::ServiceState state(context.redis(), context.settings().key_namespace);
-  co_await state.KeepReconcileReport(record.activity.id, json);
+  (void)co_await state.KeepReconcileReport(record.activity.id, json);  // best effort
   if (report->drift != 0) {
     spdlog::warn("reconcile '{}': drift {}", record.activity.id, report->drift);
   }

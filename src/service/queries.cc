@@ -92,7 +92,8 @@ asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
     info.definition_json = RenderActivityDefinition(*record);
     if (cached.ok()) {
       // Versioned key: a change of the activity moves readers to a new key; old ones expire.
-      co_await cache.CachePut(key, info.definition_json, context.settings().cache_ttl_s);
+      // Best effort: a write that fails costs the next reader a miss.
+      (void)co_await cache.CachePut(key, info.definition_json, context.settings().cache_ttl_s);
     }
   }
   auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);

@@ -15,7 +15,6 @@ namespace flashsale::service {
 
 namespace asio = boost::asio;
 using base::ErrorCode;
-using base::MakeError;
 using base::Result;
 
 namespace {
@@ -165,7 +164,8 @@ asio::awaitable<Result<bool>> RebuildIfMissing(ServiceContext& context, const Re
   }
   auto rebuilt = co_await Rebuild(context, view.record, view.orders, report);
   if (!rebuilt.ok()) co_return std::move(rebuilt).error();
-  co_await kept.ClearMissing(id);
+  // Best effort: the mark expires by itself.
+  (void)co_await kept.ClearMissing(id);
   co_return true;
 }
 

@@ -13,8 +13,6 @@
 namespace flashsale::service {
 
 namespace asio = boost::asio;
-using base::ErrorCode;
-using base::MakeError;
 using base::Result;
 
 namespace {
@@ -95,7 +93,8 @@ asio::awaitable<Result<RepairSummary>> RepairAll(ServiceContext& context,
       co_return std::move(report).error();
     }
     Add(summary, *report);
-    co_await state.KeepReconcileReport(record.activity.id, report->Json());
+    // Best effort, as for the job's runs: the summary goes into the marker.
+    (void)co_await state.KeepReconcileReport(record.activity.id, report->Json());
   }
   co_return summary;
 }
