@@ -18,101 +18,197 @@
 #include "app/serve.h"
 #include "base/version.h"
 
-int main(int argc, char** argv) {
-  using namespace flashsale;
-  CLI::App app{"flashsale: flash sales and lotteries that never oversell, lose or double an order"};
-  app.require_subcommand(1);
-  const std::string version_text =
-      fmt::format("flashsale {} (commit {})", base::Version(), base::Commit());
-  app.set_version_flag("--version", version_text, "Print the version and the commit, and exit");
+namespace {
 
-  auto* serve = app.add_subcommand("serve", "Run the HTTP service");
-  app::ServeSettings settings(*serve);
+namespace fs_app = flashsale::app;
 
-  auto* worker = app.add_subcommand(
-      "worker", "Run order consumers only: persist order intents from Redis to the database");
-  app::ServeSettings worker_settings(*worker, app::ServeSettings::Role::kWorker);
+// serve and worker: the service's settings (flags, environment, config file), resolved after
+// parsing.
+struct ServiceCommand {
+  ServiceCommand(CLI::App& app, const std::string& name, const std::string& description,
+                 fs_app::ServeSettings::Role role)
+      : command(app.add_subcommand(name, description)),
+        settings(*command, role),
+        name(name),
+        role(role) {}
 
-  auto* token = app.add_subcommand("token", "Print a bearer token for a user (token mode)");
+  int Run() const {
+    auto config = settings.Resolve(fs_app::EnvFromProcess);
+    if (!config.ok()) {
+      std::cerr << "flashsale " << name << ": " << config.error().message << "\n";
+      return 2;
+    }
+    if (role == fs_app::ServeSettings::Role::kWorker) {
+      return fs_app::RunWorker(*config, settings.Given("listen", fs_app::EnvFromProcess));
+    }
+    return fs_app::RunServe(*config);
+  }
+
+  CLI::App* command;
+  fs_app::ServeSettings settings;
+  std::string name;
+  fs_app::ServeSettings::Role role;
+};
+
+struct TokenCommand {
+  explicit TokenCommand(CLI::App& app)
+      : command(app.add_subcommand("token", "Print a bearer token for a user (token mode)")) {
+    command->add_option("--user", user_id, "The user id")->required();
+    command->add_option("--ttl-s", ttl_s, "Seconds the token is valid, 1 to 31622400 (366 days)")
+        ->check(CLI::Range(int64_t{1}, int64_t{366} * 86400))
+        ->capture_default_str();
+    command->add_option("--secret", secret, "The server secret (default: the one in --data-dir)")
+        ->envname("FLASHSALE_SECRET");
+    command->add_option("--data-dir", data_dir, "Where `flashsale serve` keeps its secret")
+        ->envname("FLASHSALE_DATA_DIR")
+        ->capture_default_str();
+  }
+  int Run() const { return fs_app::RunToken(user_id, ttl_s, secret, data_dir); }
+
+  CLI::App* command;
   std::string user_id;
   int64_t ttl_s = 3600;
   std::string secret;
   std::string data_dir = "./flashsale-data";
-  token->add_option("--user", user_id, "The user id")->required();
-  token->add_option("--ttl-s", ttl_s, "Seconds the token is valid, 1 to 31622400 (366 days)")
-      ->check(CLI::Range(int64_t{1}, int64_t{366} * 86400))
+};
+
+// The admin subcommands call the admin API of a running serve.
+void AddAdminOptions(CLI::App* command, fs_app::AdminTarget& target) {
+  command->add_option("--url", target.base_url, "The running flashsale serve")
       ->capture_default_str();
-  token->add_option("--secret", secret, "The server secret (default: the one in --data-dir)")
-      ->envname("FLASHSALE_SECRET");
-  token->add_option("--data-dir", data_dir, "Where `flashsale serve` keeps its secret")
+  command
+      ->add_option("--admin-token", target.admin_token,
+                   "Admin token (default: <data-dir>/admin-token)")
+      ->envname("FLASHSALE_ADMIN_TOKEN");
+  command->add_option("--data-dir", target.data_dir, "Where `flashsale serve` keeps its token")
       ->envname("FLASHSALE_DATA_DIR")
       ->capture_default_str();
+}
 
-  // The admin subcommands call the admin API of a running serve.
-  app::AdminTarget target;
-  const auto admin_options = [&target](CLI::App* command) {
-    command->add_option("--url", target.base_url, "The running flashsale serve")
-        ->capture_default_str();
-    command
-        ->add_option("--admin-token", target.admin_token,
-                     "Admin token (default: <data-dir>/admin-token)")
-        ->envname("FLASHSALE_ADMIN_TOKEN");
-    command->add_option("--data-dir", target.data_dir, "Where `flashsale serve` keeps its token")
-        ->envname("FLASHSALE_DATA_DIR")
-        ->capture_default_str();
-  };
+struct DeadLettersCommand {
+  DeadLettersCommand(CLI::App& app, fs_app::AdminTarget& target)
+      : command(app.add_subcommand(
+            "dead-letters", "List an activity's dead-lettered order intents, or put one back")),
+        target(target) {
+    command->add_option("--activity", activity_id, "The activity")->required();
+    command->add_option("--retry", retry_id,
+                        "Put this dead letter (its id) back on the order stream");
+    AddAdminOptions(command, target);
+  }
+  int Run() const { return fs_app::RunDeadLetters(activity_id, retry_id, target); }
 
-  auto* dead = app.add_subcommand(
-      "dead-letters", "List an activity's dead-lettered order intents, or put one back");
+  CLI::App* command;
+  const fs_app::AdminTarget& target;
   std::string activity_id;
   std::string retry_id;
-  dead->add_option("--activity", activity_id, "The activity")->required();
-  dead->add_option("--retry", retry_id, "Put this dead letter (its id) back on the order stream");
-  admin_options(dead);
+};
 
-  auto* activity = app.add_subcommand(
-      "activity",
-      "Sales and lotteries: list [--json], show ID, create FILE (JSON; - for stdin), update ID "
-      "FILE, stock ID N | stock ID --items A,B, open ID, close ID, delete ID");
-  app::ActivityCommand activity_command;
-  activity
-      ->add_option("action", activity_command.action,
-                   "list | show | create | update | stock | open | close | delete")
-      ->required();
-  activity->add_option("argument", activity_command.argument,
-                       "The activity id, or the JSON file for create");
-  activity->add_option("rest", activity_command.rest,
-                       "update: the JSON file of the fields to change; stock: the units to add");
-  activity
-      ->add_option("--items", activity_command.items, "stock: the item ids to add (itemised stock)")
-      ->delimiter(',');
-  activity->add_flag("--json", activity_command.json, "list: the admin API's JSON, not a table");
-  admin_options(activity);
+struct ActivitySubcommand {
+  ActivitySubcommand(CLI::App& app, fs_app::AdminTarget& target)
+      : command(app.add_subcommand(
+            "activity",
+            "Sales and lotteries: list [--json], show ID, create FILE (JSON; - for stdin), update "
+            "ID FILE, stock ID N | stock ID --items A,B, open ID, close ID, delete ID")),
+        target(target) {
+    command
+        ->add_option("action", values.action,
+                     "list | show | create | update | stock | open | close | delete")
+        ->required();
+    command->add_option("argument", values.argument,
+                        "The activity id, or the JSON file for create");
+    command->add_option("rest", values.rest,
+                        "update: the JSON file of the fields to change; stock: the units to add");
+    command->add_option("--items", values.items, "stock: the item ids to add (itemised stock)")
+        ->delimiter(',');
+    command->add_flag("--json", values.json, "list: the admin API's JSON, not a table");
+    AddAdminOptions(command, target);
+  }
+  int Run() const { return fs_app::RunActivityCommand(values, target); }
 
-  auto* job = app.add_subcommand(
-      "job",
-      "Run a job now, once across all instances: prewarm, reconcile or expire; prints its "
-      "report");
-  std::string job_name;
-  std::string job_activity;
+  CLI::App* command;
+  const fs_app::AdminTarget& target;
+  fs_app::ActivityCommand values;
+};
+
+struct JobCommand {
+  JobCommand(CLI::App& app, fs_app::AdminTarget& target)
+      : command(app.add_subcommand(
+            "job",
+            "Run a job now, once across all instances: prewarm, reconcile or expire; prints its "
+            "report")),
+        target(target) {
+    command->add_option("job", job, "prewarm | reconcile | expire")
+        ->required()
+        ->check(CLI::IsMember({"prewarm", "reconcile", "expire"}));
+    command->add_option("--activity", activity_id, "Only this activity (default: all)");
+    command->add_flag("--no-repair", no_repair, "reconcile: report only, repair nothing");
+    AddAdminOptions(command, target);
+  }
+  int Run() const { return fs_app::RunJobNow(job, activity_id, !no_repair, target); }
+
+  CLI::App* command;
+  const fs_app::AdminTarget& target;
+  std::string job;
+  std::string activity_id;
   bool no_repair = false;
-  job->add_option("job", job_name, "prewarm | reconcile | expire")
-      ->required()
-      ->check(CLI::IsMember({"prewarm", "reconcile", "expire"}));
-  job->add_option("--activity", job_activity, "Only this activity (default: all)");
-  job->add_flag("--no-repair", no_repair, "reconcile: report only, repair nothing");
-  admin_options(job);
+};
 
+struct HelpCommand {
+  explicit HelpCommand(CLI::App& app)
+      : command(app.add_subcommand("help", "Print the commands, or a command's options")) {
+    command->add_option("command", topic, "The command to explain");
+  }
+
+  int Run(CLI::App& app) const {
+    // app.help() would describe the parsed subcommand (help itself): format the whole app.
+    const std::string overview =
+        app.get_formatter()->make_help(&app, "flashsale", CLI::AppFormatMode::Normal);
+    if (topic.empty()) {
+      std::cout << overview;
+      return 0;
+    }
+    const CLI::App* found = nullptr;
+    for (const CLI::App* subcommand : app.get_subcommands({})) {
+      if (subcommand->get_name() == topic) found = subcommand;
+    }
+    if (found == nullptr || found == command) {
+      std::cerr << "flashsale help: no command '" << topic << "'\n" << overview;
+      return 2;
+    }
+    std::cout << found->help("flashsale");
+    return 0;
+  }
+
+  CLI::App* command;
+  std::string topic;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"flashsale: flash sales and lotteries that never oversell, lose or double an order"};
+  app.require_subcommand(1);
+  const std::string version_text = fmt::format(
+      "flashsale {} (commit {})", flashsale::base::Version(), flashsale::base::Commit());
+  app.set_version_flag("--version", version_text, "Print the version and the commit, and exit");
+
+  const ServiceCommand serve(app, "serve", "Run the HTTP service",
+                             fs_app::ServeSettings::Role::kServe);
+  const ServiceCommand worker(
+      app, "worker", "Run order consumers only: persist order intents from Redis to the database",
+      fs_app::ServeSettings::Role::kWorker);
+  const TokenCommand token(app);
+  fs_app::AdminTarget target;
+  const DeadLettersCommand dead(app, target);
+  const ActivitySubcommand activity(app, target);
+  const JobCommand job(app, target);
   auto* load = app.add_subcommand(
       "load",
       "Drive a sale at a running flashsale; report throughput, latency and outcomes; "
       "verify the sale against Redis and the database");
-  app::LoadCommand load_command(*load);
-
+  const fs_app::LoadCommand load_command(*load);
   app.add_subcommand("version", "Print the version and the commit");
-  auto* help = app.add_subcommand("help", "Print the commands, or a command's options");
-  std::string help_topic;
-  help->add_option("command", help_topic, "The command to explain");
+  const HelpCommand help(app);
 
   try {
     app.parse(argc, argv);
@@ -120,47 +216,14 @@ int main(int argc, char** argv) {
     // Prints the help or the problem; help is success, a usage error exits 2 like a bad setting.
     return app.exit(error) == 0 ? 0 : 2;
   }
-
-  if (serve->parsed()) {
-    auto config = settings.Resolve(app::EnvFromProcess);
-    if (!config.ok()) {
-      std::cerr << "flashsale serve: " << config.error().message << "\n";
-      return 2;
-    }
-    return app::RunServe(*config);
-  }
-  if (worker->parsed()) {
-    auto config = worker_settings.Resolve(app::EnvFromProcess);
-    if (!config.ok()) {
-      std::cerr << "flashsale worker: " << config.error().message << "\n";
-      return 2;
-    }
-    return app::RunWorker(*config, worker_settings.Given("listen", app::EnvFromProcess));
-  }
-  if (token->parsed()) return app::RunToken(user_id, ttl_s, secret, data_dir);
-  if (dead->parsed()) return app::RunDeadLetters(activity_id, retry_id, target);
-  if (activity->parsed()) return app::RunActivityCommand(activity_command, target);
-  if (job->parsed()) return app::RunJobNow(job_name, job_activity, !no_repair, target);
+  if (serve.command->parsed()) return serve.Run();
+  if (worker.command->parsed()) return worker.Run();
+  if (token.command->parsed()) return token.Run();
+  if (dead.command->parsed()) return dead.Run();
+  if (activity.command->parsed()) return activity.Run();
+  if (job.command->parsed()) return job.Run();
   if (load->parsed()) return load_command.Run();
-  if (help->parsed()) {
-    // app.help() would describe the parsed subcommand (help itself): format the whole app.
-    const std::string overview =
-        app.get_formatter()->make_help(&app, "flashsale", CLI::AppFormatMode::Normal);
-    if (help_topic.empty()) {
-      std::cout << overview;
-      return 0;
-    }
-    const CLI::App* topic = nullptr;
-    for (const CLI::App* command : app.get_subcommands({})) {
-      if (command->get_name() == help_topic) topic = command;
-    }
-    if (topic == nullptr || topic == help) {
-      std::cerr << "flashsale help: no command '" << help_topic << "'\n" << overview;
-      return 2;
-    }
-    std::cout << topic->help("flashsale");
-    return 0;
-  }
+  if (help.command->parsed()) return help.Run(app);
   std::cout << version_text << "\n";
   return 0;
 }

@@ -16,7 +16,7 @@
 
 namespace flashsale::app {
 
-struct LoadCommand::Flags {
+struct LoadFlags {
   std::vector<std::string> urls = {"http://127.0.0.1:8080"};
   std::string activity = "demo";
   std::string action = "purchase";
@@ -45,8 +45,10 @@ struct LoadCommand::Flags {
   int64_t request_timeout_ms = 10000;
 };
 
-LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<Flags>()) {
-  Flags& f = *flags_;
+namespace {
+
+// What to load: the instances, the activity, the action.
+void AddTargetFlags(CLI::App& command, LoadFlags& f) {
   command
       .add_option("--url", f.urls,
                   "The flashsale to load, http://host:port; several instances of one sale: "
@@ -57,6 +59,10 @@ LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<Flags>()) 
   command.add_option("--action", f.action, "purchase or draw")
       ->check(CLI::IsMember({"purchase", "draw"}))
       ->capture_default_str();
+}
+
+// The load's shape: loop, concurrency, amount, arrivals, users.
+void AddShapeFlags(CLI::App& command, LoadFlags& f) {
   command
       .add_option("--mode", f.mode,
                   "closed: fixed concurrency, each connection sends when answered; open: a fixed "
@@ -96,6 +102,10 @@ LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<Flags>()) 
   command.add_option("--user-prefix", f.user_prefix, "Prefix of the user ids")
       ->capture_default_str();
   command.add_option("--seed", f.seed, "Seed of the random user ids")->capture_default_str();
+}
+
+// Who the users are, and where the sale is verified afterwards.
+void AddIdentityAndVerifyFlags(CLI::App& command, LoadFlags& f) {
   command
       .add_option("--identity", f.identity,
                   "token: bearer tokens signed with --secret or the secret in --data-dir; "
@@ -117,18 +127,31 @@ LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<Flags>()) 
       .add_flag("--verify,!--no-verify", f.verify,
                 "Verify the sale against Redis and the database at the end (default: on when "
                 "--data-dir, --redis-url, --db-url or --key-namespace is given)")
-      ->each([&f](const std::string&) { f.verify_given = true; });
+      ->each([flags = &f](const std::string&) { flags->verify_given = true; });
   command
       .add_option("--drain-timeout-ms", f.drain_timeout_ms,
                   "Verify: how long to wait for the order pipeline to drain")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+// Deadlines of the load's connections and requests.
+void AddTimeoutFlags(CLI::App& command, LoadFlags& f) {
   command.add_option("--connect-timeout-ms", f.connect_timeout_ms, "Connect deadline")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command.add_option("--request-timeout-ms", f.request_timeout_ms, "Deadline of each request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+}  // namespace
+
+LoadCommand::LoadCommand(CLI::App& command) : flags_(std::make_unique<LoadFlags>()) {
+  AddTargetFlags(command, *flags_);
+  AddShapeFlags(command, *flags_);
+  AddIdentityAndVerifyFlags(command, *flags_);
+  AddTimeoutFlags(command, *flags_);
 }
 
 LoadCommand::~LoadCommand() = default;
@@ -151,20 +174,18 @@ void RaiseFileLimit() {
   }
 }
 
-}  // namespace
+base::Error Usage(std::string message) {
+  return base::Error{base::ErrorCode::kInvalidArgument, std::move(message)};
+}
 
-int LoadCommand::Run() const {
-  const Flags& f = *flags_;
-  auto usage = [](const std::string& message) {
-    std::cerr << "flashsale load: " << message << "\n";
-    return 2;
-  };
+// The load's settings: its targets (the first --url, then the others) and its shape.
+base::Result<load::LoadOptions> LoadOptionsFrom(const LoadFlags& f) {
   load::LoadOptions options;
-  if (f.urls.empty()) return usage("--url: at least one http://host:port");
+  if (f.urls.empty()) return Usage("--url: at least one http://host:port");
   for (const std::string& text : f.urls) {
     auto url = boost::urls::parse_uri(text);
     if (!url || url->scheme() != "http" || url->host().empty()) {
-      return usage("--url '" + text + "' must be http://host:port");
+      return Usage("--url '" + text + "' must be http://host:port");
     }
     const uint16_t port = url->has_port() ? url->port_number() : 80;
     if (&text == &f.urls.front()) {
@@ -174,7 +195,6 @@ int LoadCommand::Run() const {
       options.more_targets.emplace_back(url->host_address(), port);
     }
   }
-
   options.activity = f.activity;
   options.action = f.action;
   options.mode = f.mode == "open" ? load::LoadMode::kOpen : load::LoadMode::kClosed;
@@ -195,7 +215,12 @@ int LoadCommand::Run() const {
   options.seed = f.seed;
   options.connect_timeout_ms = f.connect_timeout_ms;
   options.request_timeout_ms = f.request_timeout_ms;
-  // Verification: where the sale's Redis and database are.
+  return options;
+}
+
+// Where the sale's Redis and database are, when the run verifies the sale afterwards (by
+// default whenever they can be found); nothing when it does not.
+base::Result<std::optional<load::VerifyOptions>> VerifyOptionsFrom(const LoadFlags& f) {
   load::VerifyOptions verify;
   verify.activity = f.activity;
   verify.key_namespace = f.key_namespace.empty() ? "fs" : f.key_namespace;
@@ -210,18 +235,23 @@ int LoadCommand::Run() const {
   const bool can_verify =
       !f.data_dir.empty() || !f.redis_url.empty() || !f.db_url.empty() || !f.key_namespace.empty();
   const bool verifying = f.verify_given ? f.verify : can_verify;
-  if (verifying && (verify.redis_url.empty() || verify.db_url.empty())) {
-    return usage(
+  if (!verifying) return std::optional<load::VerifyOptions>();
+  if (verify.redis_url.empty() || verify.db_url.empty()) {
+    return Usage(
         "--verify needs the sale's Redis and database: --data-dir of the server, or "
         "--redis-url and --db-url");
   }
-  options.keep_order_ids = verifying;
+  return std::optional<load::VerifyOptions>(std::move(verify));
+}
 
+// The identity the load presents: --identity, else the server's (GET /api/v1/config), else
+// tokens if there is a secret to sign with; token identity gets the secret.
+base::Status ChooseIdentity(const LoadFlags& f, load::LoadOptions& options) {
   std::string identity = f.identity;
   if (identity.empty()) {
     // Only once the settings make a run: asking a server is no way to report a bad flag.
     if (auto checked = load::CheckLoadOptions(options); !checked) {
-      return usage(checked.error().message);
+      return Usage(checked.error().message);
     }
     auto config = CallAdmin(f.urls.front(), "GET", "/api/v1/config", "", {},
                             std::chrono::milliseconds(f.connect_timeout_ms));
@@ -232,29 +262,30 @@ int LoadCommand::Run() const {
       identity = f.token_secret.empty() && f.data_dir.empty() ? "gateway" : "token";
     }
   }
-  if (identity == "token") {
-    options.token_secret = f.token_secret;
-    if (options.token_secret.empty() && !f.data_dir.empty()) {
-      options.token_secret = ReadLine(f.data_dir + "/secret");
-    }
-    if (options.token_secret.empty()) {
-      return usage("token identity needs --secret or the --data-dir of the server");
-    }
+  if (identity != "token") return base::Status();
+  options.token_secret = f.token_secret;
+  if (options.token_secret.empty() && !f.data_dir.empty()) {
+    options.token_secret = ReadLine(f.data_dir + "/secret");
   }
+  if (options.token_secret.empty()) {
+    return Usage("token identity needs --secret or the --data-dir of the server");
+  }
+  return base::Status();
+}
 
-  // Progress on stderr: rewritten in place on a terminal, else one line a second.
+// Progress on stderr: rewritten in place on a terminal (then true), else one line a second.
+bool ShowProgress(load::LoadOptions& options) {
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   options.progress_interval_ms = tty ? 250 : 1000;
   options.progress = [tty](const load::LoadProgress& progress) {
     std::cerr << (tty ? "\r" : "") << load::FormatProgress(progress) << (tty ? "\033[K" : "\n");
     std::cerr.flush();
   };
+  return tty;
+}
 
-  RaiseFileLimit();
-  auto report = load::RunLoad(options);
-  if (tty) std::cerr << "\r\033[K";
-  if (!report) return usage(report.error().message);
-
+void PrintReport(const LoadFlags& f, const load::LoadOptions& options,
+                 const load::LoadReport& report) {
   const std::string what = options.mode == load::LoadMode::kOpen
                                ? fmt::format("open loop at {:.0f}/s", options.rate)
                                : fmt::format("closed loop");
@@ -263,16 +294,14 @@ int LoadCommand::Run() const {
       "{}/{}",
       what, options.connections, options.threads, options.users, f.user_ids, fmt::join(f.urls, ","),
       options.activity, options.action);
-  std::cout << load::FormatReport(*report, title);
+  std::cout << load::FormatReport(report, title);
   std::cout.flush();
-  if (report->completed == 0) {
-    std::cerr << "flashsale load: no request was answered\n";
-    return 1;
-  }
-  if (!verifying) return 0;
+}
 
-  verify.reserved_replies = report->Count(1);
-  verify.reserved_order_ids = std::move(report->reserved_order_ids);
+// Verifies the sale against its Redis and database: the exit code.
+int VerifyAfterLoad(load::VerifyOptions verify, load::LoadReport& report) {
+  verify.reserved_replies = report.Count(1);
+  verify.reserved_order_ids = std::move(report.reserved_order_ids);
   auto verified = load::VerifySale(verify);
   if (!verified) {
     std::cerr << "flashsale load: could not verify: " << verified.error().ToString() << "\n";
@@ -282,6 +311,36 @@ int LoadCommand::Run() const {
             << load::FormatVerification(*verified);
   std::cout.flush();
   return verified->ok() ? 0 : 1;
+}
+}  // namespace
+
+int LoadCommand::Run() const {
+  const LoadFlags& f = *flags_;
+  auto usage = [](const std::string& message) {
+    std::cerr << "flashsale load: " << message << "\n";
+    return 2;
+  };
+  auto options = LoadOptionsFrom(f);
+  if (!options) return usage(options.error().message);
+  auto verify = VerifyOptionsFrom(f);
+  if (!verify) return usage(verify.error().message);
+  const bool verifying = verify->has_value();
+  options->keep_order_ids = verifying;
+  if (auto identity = ChooseIdentity(f, *options); !identity) {
+    return usage(identity.error().message);
+  }
+  const bool tty = ShowProgress(*options);
+  RaiseFileLimit();
+  auto report = load::RunLoad(*options);
+  if (tty) std::cerr << "\r\033[K";
+  if (!report) return usage(report.error().message);
+  PrintReport(f, *options, *report);
+  if (report->completed == 0) {
+    std::cerr << "flashsale load: no request was answered\n";
+    return 1;
+  }
+  if (!verifying) return 0;
+  return VerifyAfterLoad(std::move(**verify), *report);
 }
 
 }  // namespace flashsale::app

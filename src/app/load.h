@@ -11,6 +11,8 @@ class App;
 
 namespace flashsale::app {
 
+struct LoadFlags;  // load.cc
+
 // The flags of `flashsale load`, registered on `command`, which must outlive this object.
 class LoadCommand {
  public:
@@ -24,8 +26,7 @@ class LoadCommand {
   int Run() const;
 
  private:
-  struct Flags;
-  std::unique_ptr<Flags> flags_;  // CLI11 writes into it while parsing
+  std::unique_ptr<LoadFlags> flags_;  // CLI11 writes into it while parsing
 };
 
 }  // namespace flashsale::app

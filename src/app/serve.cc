@@ -226,36 +226,45 @@ Result<std::string> ReadOrCreateSecret(const std::string& path) {
   return secret;
 }
 
-int RunServe(const ServeConfig& config) {
-  ConfigureLogs(config);
+namespace {
+
+// The data directory, and the two secrets kept in it unless configured.
+struct Secrets {
+  std::string secret;       // signs tokens; key ids are derived from it
+  std::string admin_token;  // the operators' bearer token
+};
+
+Result<Secrets> PrepareDataDir(const ServeConfig& config) {
   std::error_code fs_error;
   std::filesystem::create_directories(config.data_dir, fs_error);
   if (fs_error) {
-    spdlog::error("data directory {}: {}", config.data_dir, fs_error.message());
-    return 1;
+    return MakeError(ErrorCode::kUnavailable, "data directory {}: {}", config.data_dir,
+                     fs_error.message());
   }
-  auto fail = [](const base::Error& error) {
-    spdlog::error("{}", error.message);
-    return 1;
-  };
-
-  std::string secret = config.secret;
-  if (secret.empty()) {
+  Secrets secrets{config.secret, config.admin_token};
+  if (secrets.secret.empty()) {
     auto generated = ReadOrCreateSecret(config.data_dir + "/secret");
-    if (!generated) return fail(generated.error());
-    secret = *generated;
+    if (!generated) return std::move(generated).error();
+    secrets.secret = *generated;
   }
-  std::string admin_token = config.admin_token;
-  if (admin_token.empty()) {
+  if (secrets.admin_token.empty()) {
     auto generated = ReadOrCreateSecret(config.data_dir + "/admin-token");
-    if (!generated) return fail(generated.error());
-    admin_token = *generated;
+    if (!generated) return std::move(generated).error();
+    secrets.admin_token = *generated;
   }
+  return secrets;
+}
 
-  // Redis: the URL given, or a private redis-server in the data directory, supervised
-  // (restarted from its AOF when it dies; see redis/embedded_server.h).
-  if (auto durability = CheckDurability(config); !durability) return fail(durability.error());
-  std::unique_ptr<redis::EmbeddedServer> embedded;
+// Redis: the URL given, or a private redis-server in the data directory, supervised (restarted
+// from its AOF when it dies; see redis/embedded_server.h).
+struct ServeRedis {
+  std::unique_ptr<redis::EmbeddedServer> embedded;  // null with redis-url
+  redis::ConnectionOptions options;
+};
+
+Result<ServeRedis> StartRedis(const ServeConfig& config) {
+  if (auto durability = CheckDurability(config); !durability) return durability.error();
+  ServeRedis redis;
   std::string redis_url = config.redis_url;
   if (redis_url.empty()) {
     auto started = redis::EmbeddedServer::Start(
@@ -263,34 +272,20 @@ int RunServe(const ServeConfig& config) {
          .binary = config.redis_server,
          .appendfsync = config.durability == "fsync" ? "always" : "everysec",
          .supervise = true});
-    if (!started) return fail(started.error());
-    embedded = std::move(*started);
-    redis_url = embedded->url();
+    if (!started) return std::move(started).error();
+    redis.embedded = std::move(*started);
+    redis_url = redis.embedded->url();
   }
-  auto redis_options = RedisOptionsFor(config, redis_url);
-  if (!redis_options) return fail(redis_options.error());
-  if (auto policy = CheckEvictionPolicy(*redis_options, config.allow_evicting_redis); !policy) {
-    return fail(policy.error());
+  auto options = RedisOptionsFor(config, redis_url);
+  if (!options) return std::move(options).error();
+  if (auto policy = CheckEvictionPolicy(*options, config.allow_evicting_redis); !policy) {
+    return policy.error();
   }
-  auto store = OpenStore(config);
-  if (!store) return fail(store.error());
+  redis.options = std::move(*options);
+  return redis;
+}
 
-  service::ServiceSettings settings = SettingsFor(config);
-  settings.secret = secret;
-  // Redis restarting or failing over is noticed on every connection (on a Redis Cluster, per
-  // node); purchases and draws are frozen until the lost-write repair ran
-  // (service/redis_watch.h).
-  service::RedisWatch redis_watch(base::SystemClock::Instance());
-  redis_watch.Hook(*redis_options);
-  settings.redis_watch = &redis_watch;
-
-  if (config.demo) {
-    if (auto demo = CreateDemo(config, *redis_options, **store, settings); !demo) {
-      return fail(demo.error());
-    }
-  }
-
-  const HostPort listen = ParseListen(config.listen);
+server::ServerOptions ServerOptionsFor(const ServeConfig& config, const HostPort& listen) {
   server::ServerOptions options;
   options.host = listen.host;
   options.port = listen.port;
@@ -305,52 +300,64 @@ int RunServe(const ServeConfig& config) {
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
   options.trust_forwarded_for = config.trust_forwarded_for;
   options.access_log_every = AccessLogEvery(config.access_log_sample);
+  return options;
+}
 
-  const bool gateway = config.identity == "gateway" || config.demo;
-  asio::thread_pool db_pool(1);
-  service::ActivityRegistry registry;
-  server::Metrics metrics;
+// Gateway identity (X-User-Id) when configured, and always for --demo; else tokens.
+bool GatewayIdentity(const ServeConfig& config) {
+  return config.identity == "gateway" || config.demo;
+}
+
+server::IdentityConfig IdentityFor(const ServeConfig& config, const Secrets& secrets) {
+  server::IdentityConfig identity;
+  identity.mode =
+      GatewayIdentity(config) ? server::IdentityMode::kGateway : server::IdentityMode::kToken;
+  identity.signer = core::TokenSigner(secrets.secret);
+  identity.admin_token = secrets.admin_token;
+  identity.gateway_secret = config.gateway_secret;
+  return identity;
+}
+
+// What the HTTP server runs on (serve adds the identity its routes check).
+server::ServerDeps ServerDepsFor(const redis::ConnectionOptions& redis_options, store::Store& store,
+                                 asio::thread_pool& db_pool, service::ActivityRegistry& registry,
+                                 const service::ServiceSettings& settings,
+                                 server::Metrics& metrics) {
   server::ServerDeps deps;
-  deps.redis = *redis_options;
-  deps.store = store->get();
+  deps.redis = redis_options;
+  deps.store = &store;
   deps.db_executor = db_pool.get_executor();
   deps.registry = &registry;
   deps.service_settings = &settings;
-  deps.identity.mode = gateway ? server::IdentityMode::kGateway : server::IdentityMode::kToken;
-  deps.identity.signer = core::TokenSigner(secret);
-  deps.identity.admin_token = admin_token;
-  deps.identity.gateway_secret = config.gateway_secret;
   deps.clock = &base::SystemClock::Instance();
   deps.metrics = &metrics;
+  return deps;
+}
 
-  service::PipelineMetrics pipeline_metrics;
+// /metrics beyond the server's own: the order pipeline, the Redis watch, the private
+// redis-server's restarts.
+void AddServeMetrics(server::Metrics& metrics, service::PipelineMetrics& pipeline_metrics,
+                     service::RedisWatch& redis_watch, const redis::EmbeddedServer* embedded) {
   metrics.AddSource(
       [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
   metrics.AddSource([&redis_watch](std::string& out) { redis_watch.AppendPrometheus(out); });
-  if (embedded) {
-    metrics.AddSource([&embedded](std::string& out) {
-      out += fmt::format(
-          "# HELP flashsale_embedded_redis_restarts_total Times the private redis-server was "
-          "restarted after it exited.\n# TYPE flashsale_embedded_redis_restarts_total counter\n"
-          "flashsale_embedded_redis_restarts_total {}\n"
-          "# HELP flashsale_embedded_redis_up 1 while the private redis-server runs.\n"
-          "# TYPE flashsale_embedded_redis_up gauge\nflashsale_embedded_redis_up {}\n",
-          embedded->restarts(), embedded->up() ? 1 : 0);
-    });
-  }
+  if (embedded == nullptr) return;
+  metrics.AddSource([embedded](std::string& out) {
+    out += fmt::format(
+        "# HELP flashsale_embedded_redis_restarts_total Times the private redis-server was "
+        "restarted after it exited.\n# TYPE flashsale_embedded_redis_restarts_total counter\n"
+        "flashsale_embedded_redis_restarts_total {}\n"
+        "# HELP flashsale_embedded_redis_up 1 while the private redis-server runs.\n"
+        "# TYPE flashsale_embedded_redis_up gauge\nflashsale_embedded_redis_up {}\n",
+        embedded->restarts(), embedded->up() ? 1 : 0);
+  });
+}
 
-  // The order consumers share the server's registry (its first I/O thread keeps it fresh). They
-  // start first: their job schedule runs the lost-write repair for the Redis found at startup,
-  // so the sale opens unfrozen (bounded wait, 10 s: a Redis that cannot be reached must not keep
-  // /healthz and /readyz from answering; without consumers a worker must run it).
-  service::OrderPipeline pipeline(PipelineDepsFor(config, *redis_options, **store, db_pool,
-                                                  registry, settings, pipeline_metrics),
-                                  ConsumerOptionsFor(config), static_cast<int>(config.consumers),
-                                  /*poll_registry=*/false, options.registry_poll);
-  if (auto started = pipeline.Start(); !started) {
-    db_pool.join();
-    return fail(started.error());
-  }
+// The consumers' job schedule runs the lost-write repair for the Redis found at startup, so the
+// sale opens unfrozen: a bounded wait (10 s: a Redis that cannot be reached must not keep
+// /healthz and /readyz from answering; without consumers a worker must run it).
+void WaitForStartupRepair(const ServeConfig& config, const service::ServiceSettings& settings,
+                          const service::RedisWatch& redis_watch) {
   for (int waited = 0; config.consumers > 0 && settings.redis_watch != nullptr &&
                        redis_watch.frozen() && waited < 100;
        ++waited) {
@@ -359,20 +366,20 @@ int RunServe(const ServeConfig& config) {
   if (settings.redis_watch != nullptr && redis_watch.frozen()) {
     spdlog::warn("the lost-write repair has not run yet: purchases and draws wait for it");
   }
-  server::HttpServer server(options, deps);
-  if (auto started = server.Start(); !started) {
-    pipeline.Stop();
-    db_pool.join();
-    return fail(started.error());
-  }
-  const std::string base_url = fmt::format(
+}
+
+std::string BaseUrl(const HostPort& listen, uint16_t port) {
+  return fmt::format(
       "http://{}:{}",
-      listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host,
-      server.port());
+      listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host, port);
+}
+
+void PrintBanner(const ServeConfig& config, const HostPort& listen, uint16_t port, int threads,
+                 const redis::ConnectionOptions& redis_options, const store::Store& store) {
+  const std::string base_url = BaseUrl(listen, port);
   std::cout << fmt::format("flashsale serving on {}  ({} threads; redis {}; db {}; {} identity)\n",
-                           base_url, options.threads, redis_options->endpoint.Describe(),
-                           (*store)->Describe(),
-                           gateway ? "gateway (X-User-Id)" : "token (Bearer)");
+                           base_url, threads, redis_options.endpoint.Describe(), store.Describe(),
+                           GatewayIdentity(config) ? "gateway (X-User-Id)" : "token (Bearer)");
   if (config.demo) {
     std::cout << fmt::format(
         "demo: activity 'demo' is open with {} units, one per user; lottery 'demo-lottery' "
@@ -386,18 +393,114 @@ int RunServe(const ServeConfig& config) {
                                                     ? "in " + config.data_dir + "/admin-token"
                                                     : std::string("as configured"));
   std::cout.flush();
+}
 
+// Redis restarting or failing over is noticed on every connection (on a Redis Cluster, per
+// node); purchases and draws are frozen until the lost-write repair ran
+// (service/redis_watch.h).
+void HookRedisWatch(service::RedisWatch& watch, redis::ConnectionOptions& options,
+                    service::ServiceSettings& settings) {
+  watch.Hook(options);
+  settings.redis_watch = &watch;
+}
+
+// Until SIGINT or SIGTERM; logs the signal and what happens next.
+void WaitForSignal(std::string_view what_next) {
   asio::io_context signals_io;
   asio::signal_set signals(signals_io, SIGINT, SIGTERM);
-  signals.async_wait([](const boost::system::error_code&, int signal) {
-    spdlog::info("signal {}: draining and stopping", signal);
+  signals.async_wait([what_next](const boost::system::error_code&, int signal) {
+    spdlog::info("signal {}: {}", signal, what_next);
   });
   signals_io.run();
+}
+
+// A worker never starts Redis: the one given, or the one `serve` runs in the data directory.
+Result<redis::ConnectionOptions> WorkerRedis(const ServeConfig& config) {
+  const std::string redis_url =
+      config.redis_url.empty()
+          ? "unix://" + std::filesystem::absolute(config.data_dir).string() + "/redis.sock"
+          : config.redis_url;
+  auto options = RedisOptionsFor(config, redis_url);
+  if (!options) return std::move(options).error();
+  if (auto policy = CheckEvictionPolicy(*options, config.allow_evicting_redis); !policy) {
+    return policy.error();
+  }
+  return options;
+}
+
+// A worker's /healthz, /readyz and /metrics: one I/O thread, a port of its own (two workers, or a
+// worker and a serve, never share one by accident).
+server::ServerOptions OpsServerOptionsFor(const ServeConfig& config, const HostPort& listen) {
+  server::ServerOptions options;
+  options.host = listen.host;
+  options.port = listen.port;
+  options.threads = 1;
+  options.routes = server::OpsRoutes();
+  options.reuse_port = false;
+  options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+  options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
+  return options;
+}
+
+}  // namespace
+
+int RunServe(const ServeConfig& config) {
+  ConfigureLogs(config);
+  auto fail = [](const base::Error& error) {
+    spdlog::error("{}", error.message);
+    return 1;
+  };
+  auto secrets = PrepareDataDir(config);
+  if (!secrets) return fail(secrets.error());
+  auto served = StartRedis(config);
+  if (!served) return fail(served.error());
+  const redis::ConnectionOptions& redis_options = served->options;
+  auto store = OpenStore(config);
+  if (!store) return fail(store.error());
+
+  service::ServiceSettings settings = SettingsFor(config);
+  settings.secret = secrets->secret;
+  service::RedisWatch redis_watch(base::SystemClock::Instance());
+  HookRedisWatch(redis_watch, served->options, settings);
+  const base::Status demo =
+      config.demo ? CreateDemo(config, redis_options, **store, settings) : base::Status();
+  if (!demo) return fail(demo.error());
+
+  const HostPort listen = ParseListen(config.listen);
+  const server::ServerOptions options = ServerOptionsFor(config, listen);
+  asio::thread_pool db_pool(1);
+  service::ActivityRegistry registry;
+  server::Metrics metrics;
+  server::ServerDeps deps =
+      ServerDepsFor(redis_options, **store, db_pool, registry, settings, metrics);
+  deps.identity = IdentityFor(config, *secrets);
+  service::PipelineMetrics pipeline_metrics;
+  AddServeMetrics(metrics, pipeline_metrics, redis_watch, served->embedded.get());
+
+  // The order consumers share the server's registry (its first I/O thread keeps it fresh). They
+  // start first, so that the repair for the Redis found at startup can run before the sale opens.
+  service::OrderPipeline pipeline(PipelineDepsFor(config, redis_options, **store, db_pool, registry,
+                                                  settings, pipeline_metrics),
+                                  ConsumerOptionsFor(config), static_cast<int>(config.consumers),
+                                  /*poll_registry=*/false, options.registry_poll);
+  if (auto started = pipeline.Start(); !started) {
+    db_pool.join();
+    return fail(started.error());
+  }
+  WaitForStartupRepair(config, settings, redis_watch);
+  server::HttpServer server(options, deps);
+  if (auto started = server.Start(); !started) {
+    pipeline.Stop();
+    db_pool.join();
+    return fail(started.error());
+  }
+  PrintBanner(config, listen, server.port(), options.threads, redis_options, **store);
+  WaitForSignal("draining and stopping");
 
   server.Stop();
   pipeline.Stop();
   db_pool.join();
-  if (embedded) embedded->Stop();
+  if (served->embedded) served->embedded->Stop();
   spdlog::info("stopped");
   return 0;
 }
@@ -411,23 +514,14 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   if (config.consumers < 1) {
     return fail(MakeError(ErrorCode::kInvalidArgument, "setting 'consumers': a worker needs >= 1"));
   }
-  // A worker never starts Redis: the one given, or the one `serve` runs in the data directory.
-  const std::string redis_url =
-      config.redis_url.empty()
-          ? "unix://" + std::filesystem::absolute(config.data_dir).string() + "/redis.sock"
-          : config.redis_url;
-  auto redis_options = RedisOptionsFor(config, redis_url);
+  auto redis_options = WorkerRedis(config);
   if (!redis_options) return fail(redis_options.error());
-  if (auto policy = CheckEvictionPolicy(*redis_options, config.allow_evicting_redis); !policy) {
-    return fail(policy.error());
-  }
   auto store = OpenStore(config);
   if (!store) return fail(store.error());
 
   service::ServiceSettings settings = SettingsFor(config);
-  service::RedisWatch redis_watch(base::SystemClock::Instance());  // as in serve
-  redis_watch.Hook(*redis_options);
-  settings.redis_watch = &redis_watch;
+  service::RedisWatch redis_watch(base::SystemClock::Instance());
+  HookRedisWatch(redis_watch, *redis_options, settings);  // as in serve
   asio::thread_pool db_pool(1);
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;
@@ -440,8 +534,7 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
     db_pool.join();
     return fail(started.error());
   }
-  // /healthz, /readyz and /metrics on the listen address, when one was given: one I/O thread, a
-  // port of its own (two workers, or a worker and a serve, never share one by accident).
+  // /healthz, /readyz and /metrics on the listen address, when one was given.
   server::Metrics metrics;
   metrics.AddSource(
       [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
@@ -450,43 +543,20 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   std::string serving;
   if (serve_http) {
     const HostPort listen = ParseListen(config.listen);
-    server::ServerOptions options;
-    options.host = listen.host;
-    options.port = listen.port;
-    options.threads = 1;
-    options.routes = server::OpsRoutes();
-    options.reuse_port = false;
-    options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
-    options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
-    server::ServerDeps deps;
-    deps.redis = *redis_options;
-    deps.store = store->get();
-    deps.db_executor = db_pool.get_executor();
-    deps.registry = &http_registry;
-    deps.service_settings = &settings;
-    deps.clock = &base::SystemClock::Instance();
-    deps.metrics = &metrics;
-    http.emplace(options, deps);
+    http.emplace(OpsServerOptionsFor(config, listen),
+                 ServerDepsFor(*redis_options, **store, db_pool, http_registry, settings, metrics));
     if (auto started = http->Start(); !started) {
       pipeline.Stop();
       db_pool.join();
       return fail(started.error());
     }
-    serving = fmt::format(
-        "; /metrics, /healthz, /readyz on http://{}:{}",
-        listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host,
-        http->port());
+    serving = "; /metrics, /healthz, /readyz on " + BaseUrl(listen, http->port());
   }
   std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}{}\n",
                            config.consumers, redis_options->endpoint.Describe(),
                            (*store)->Describe(), serving);
   std::cout.flush();
-  asio::io_context signals_io;
-  asio::signal_set signals(signals_io, SIGINT, SIGTERM);
-  signals.async_wait([](const boost::system::error_code&, int signal) {
-    spdlog::info("signal {}: stopping the consumers", signal);
-  });
-  signals_io.run();
+  WaitForSignal("stopping the consumers");
   if (http) http->Stop();
   pipeline.Stop();
   db_pool.join();

@@ -86,6 +86,69 @@ VerifyCheck Check(std::string name, bool passed, std::string detail) {
   return VerifyCheck{std::move(name), passed, std::move(detail)};
 }
 
+// The activity's status, retrying what did not run (the connection may still be opening) until
+// the call's deadline.
+Result<redis::ActivityStatus> StatusOf(RedisSide& redis, std::string_view activity,
+                                       std::chrono::milliseconds call_timeout) {
+  const SteadyTime deadline = std::chrono::steady_clock::now() + call_timeout;
+  for (;;) {
+    auto status = redis.Await(redis.Status(activity), deadline);
+    if (status || status.error().code != ErrorCode::kUnavailable ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Waits for the order pipeline: every intent delivered and acknowledged, or, where Redis cannot
+// say the lag (entries trimmed), nothing pending and the database level with Redis. Sets
+// facts.pipeline (the last reading) and facts.drained.
+base::Status WaitForDrain(RedisSide& redis, store::Store& store, const VerifyOptions& options,
+                          std::chrono::milliseconds call_timeout, SaleFacts& facts) {
+  const std::string& activity = options.activity;
+  const SteadyTime drain_deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.drain_timeout_ms);
+  for (;;) {
+    auto latest = redis.Await(redis.Info(activity), drain_deadline + call_timeout);
+    if (!latest) return std::move(latest).error();
+    facts.pipeline = *latest;
+    const redis::GroupInfo& info = facts.pipeline;
+    if (info.pending == 0 && info.lag == 0) facts.drained = true;
+    if (!facts.drained && info.pending == 0 && info.lag < 0) {
+      auto counts = store.CountOrders(activity);
+      if (!counts) return std::move(counts).error();
+      auto now_status = StatusOf(redis, activity, call_timeout);
+      if (!now_status) return std::move(now_status).error();
+      facts.drained = counts->orders == now_status->orders;
+    }
+    if (facts.drained || std::chrono::steady_clock::now() >= drain_deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return base::Status();
+}
+
+// The facts, read after the drain so that Redis and the database describe the same moment.
+base::Status ReadFacts(RedisSide& redis, store::Store& store, const VerifyOptions& options,
+                       std::chrono::milliseconds call_timeout, SaleFacts& facts) {
+  auto status = StatusOf(redis, options.activity, call_timeout);
+  if (!status) return std::move(status).error();
+  facts.status = *status;
+  auto counts = store.CountOrders(options.activity);
+  if (!counts) return std::move(counts).error();
+  facts.counts = *counts;
+  auto audit = store.AuditOrders(options.activity, status->per_user_limit);
+  if (!audit) return std::move(audit).error();
+  facts.audit = std::move(*audit);
+  for (const std::string& order_id : options.reserved_order_ids) {
+    auto order = store.GetOrder(order_id);
+    if (order) continue;
+    if (order.error().code != ErrorCode::kNotFound) return std::move(order).error();
+    if (facts.missing++ == 0) facts.missing_example = order_id;
+  }
+  return base::Status();
+}
+
 }  // namespace
 
 bool Verification::ok() const {
@@ -105,6 +168,62 @@ std::string Verification::Failed() const {
   return failed;
 }
 
+Verification CheckSale(const VerifyOptions& options, const SaleFacts& facts) {
+  const redis::ActivityStatus& status = facts.status;
+  const redis::GroupInfo& info = facts.pipeline;
+  const store::OrderCounts& counts = facts.counts;
+  Verification result;
+  const int64_t sold = status.reserved - status.released;
+  result.checks.push_back(
+      Check("redis stock", sold == status.total - status.remaining,
+            fmt::format("{} units loaded, {} remaining, {} sold ({} reserved - {} released)",
+                        status.total, status.remaining, sold, status.reserved, status.released)));
+
+  std::unordered_set<std::string_view> distinct(options.reserved_order_ids.begin(),
+                                                options.reserved_order_ids.end());
+  const bool replies_ok = options.reserved_replies <= status.reserved &&
+                          distinct.size() == options.reserved_order_ids.size();
+  result.checks.push_back(Check(
+      "reserved replies", replies_ok,
+      fmt::format("{} replies said reserved, Redis reserved {} units; {} distinct order ids of {}",
+                  options.reserved_replies, status.reserved, distinct.size(),
+                  options.reserved_order_ids.size())));
+
+  result.checks.push_back(Check("pipeline drained", facts.drained,
+                                fmt::format("stream lag {}, pending {} (waited at most {} ms)",
+                                            info.lag, info.pending, options.drain_timeout_ms)));
+  result.checks.push_back(Check("dead letters", info.dead_letters == 0,
+                                fmt::format("{} in the dead-letter stream", info.dead_letters)));
+
+  const bool db_ok = counts.units == sold && counts.cancelled_units == status.released &&
+                     counts.orders == status.orders;
+  result.checks.push_back(
+      Check("db units", db_ok,
+            fmt::format("database: {} rows, {} live units, {} cancelled; Redis: {} order records, "
+                        "{} units sold, {} released",
+                        counts.orders, counts.units, counts.cancelled_units, status.orders, sold,
+                        status.released)));
+
+  std::string over;
+  for (const auto& [user, units] : facts.audit.users_over_limit) {
+    over += fmt::format(" {} holds {};", user, units);
+  }
+  result.checks.push_back(Check(
+      "per-user limit", facts.audit.users_over_limit.empty(),
+      fmt::format("limit {}:{}", status.per_user_limit, over.empty() ? " nobody above" : over)));
+  result.checks.push_back(Check(
+      "duplicate orders", facts.audit.duplicate_intents == 0,
+      fmt::format("{} rows repeat another row's order intent", facts.audit.duplicate_intents)));
+
+  const std::string example =
+      facts.missing == 0 ? "" : fmt::format(" (e.g. {})", facts.missing_example);
+  result.checks.push_back(
+      Check("lost intents", facts.missing == 0,
+            fmt::format("{} of {} reserved order ids not in the database{}", facts.missing,
+                        options.reserved_order_ids.size(), example)));
+  return result;
+}
+
 Result<Verification> VerifySale(const VerifyOptions& options) {
   auto endpoint = redis::ParseUrl(options.redis_url);
   if (!endpoint) return std::move(endpoint).error();
@@ -115,112 +234,20 @@ Result<Verification> VerifySale(const VerifyOptions& options) {
   auto store = store::OpenStore(options.db_url);
   if (!store) return std::move(store).error();
   RedisSide redis(redis_options, options.key_namespace);
-  const std::string& activity = options.activity;
   const auto call_timeout = std::chrono::milliseconds(options.redis_timeout_ms * 3);
 
-  // Retries what did not run (the connection may still be opening) until the call's deadline.
-  auto status_of = [&]() -> Result<redis::ActivityStatus> {
-    const SteadyTime deadline = std::chrono::steady_clock::now() + call_timeout;
-    for (;;) {
-      auto status = redis.Await(redis.Status(activity), deadline);
-      if (status || status.error().code != ErrorCode::kUnavailable ||
-          std::chrono::steady_clock::now() >= deadline) {
-        return status;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  };
-  auto status = status_of();
+  auto status = StatusOf(redis, options.activity, call_timeout);
   if (!status) return std::move(status).error();
   if (!status->found) {
     return MakeError(ErrorCode::kNotFound, "activity '{}' is not in Redis (namespace '{}')",
-                     activity, options.key_namespace);
+                     options.activity, options.key_namespace);
   }
-
-  // Wait for the order pipeline: every intent delivered and acknowledged, or, where Redis cannot
-  // say the lag (entries trimmed), nothing pending and the database level with Redis.
-  const SteadyTime drain_deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.drain_timeout_ms);
-  std::optional<redis::GroupInfo> info;
-  bool drained = false;
-  for (;;) {
-    auto latest = redis.Await(redis.Info(activity), drain_deadline + call_timeout);
-    if (!latest) return std::move(latest).error();
-    info = *latest;
-    if (info->pending == 0 && info->lag == 0) drained = true;
-    if (!drained && info->pending == 0 && info->lag < 0) {
-      auto counts = (*store)->CountOrders(activity);
-      if (!counts) return std::move(counts).error();
-      auto now_status = status_of();
-      if (!now_status) return std::move(now_status).error();
-      drained = counts->orders == now_status->orders;
-    }
-    if (drained || std::chrono::steady_clock::now() >= drain_deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  // The facts, read after the drain so that Redis and the database describe the same moment.
-  status = status_of();
-  if (!status) return std::move(status).error();
-  auto counts = (*store)->CountOrders(activity);
-  if (!counts) return std::move(counts).error();
-  auto audit = (*store)->AuditOrders(activity, status->per_user_limit);
-  if (!audit) return std::move(audit).error();
-
-  Verification result;
-  const int64_t sold = status->reserved - status->released;
-  result.checks.push_back(Check(
-      "redis stock", sold == status->total - status->remaining,
-      fmt::format("{} units loaded, {} remaining, {} sold ({} reserved - {} released)",
-                  status->total, status->remaining, sold, status->reserved, status->released)));
-
-  std::unordered_set<std::string_view> distinct(options.reserved_order_ids.begin(),
-                                                options.reserved_order_ids.end());
-  const bool replies_ok = options.reserved_replies <= status->reserved &&
-                          distinct.size() == options.reserved_order_ids.size();
-  result.checks.push_back(Check(
-      "reserved replies", replies_ok,
-      fmt::format("{} replies said reserved, Redis reserved {} units; {} distinct order ids of {}",
-                  options.reserved_replies, status->reserved, distinct.size(),
-                  options.reserved_order_ids.size())));
-
-  result.checks.push_back(Check("pipeline drained", drained,
-                                fmt::format("stream lag {}, pending {} (waited at most {} ms)",
-                                            info->lag, info->pending, options.drain_timeout_ms)));
-  result.checks.push_back(Check("dead letters", info->dead_letters == 0,
-                                fmt::format("{} in the dead-letter stream", info->dead_letters)));
-
-  const bool db_ok = counts->units == sold && counts->cancelled_units == status->released &&
-                     counts->orders == status->orders;
-  result.checks.push_back(
-      Check("db units", db_ok,
-            fmt::format("database: {} rows, {} live units, {} cancelled; Redis: {} order records, "
-                        "{} units sold, {} released",
-                        counts->orders, counts->units, counts->cancelled_units, status->orders,
-                        sold, status->released)));
-
-  std::string over;
-  for (const auto& [user, units] : audit->users_over_limit) {
-    over += fmt::format(" {} holds {};", user, units);
-  }
-  result.checks.push_back(Check(
-      "per-user limit", audit->users_over_limit.empty(),
-      fmt::format("limit {}:{}", status->per_user_limit, over.empty() ? " nobody above" : over)));
-  result.checks.push_back(
-      Check("duplicate orders", audit->duplicate_intents == 0,
-            fmt::format("{} rows repeat another row's order intent", audit->duplicate_intents)));
-
-  int64_t missing = 0;
-  std::string example;
-  for (const std::string& order_id : options.reserved_order_ids) {
-    auto order = (*store)->GetOrder(order_id);
-    if (order) continue;
-    if (order.error().code != ErrorCode::kNotFound) return std::move(order).error();
-    if (missing++ == 0) example = fmt::format(" (e.g. {})", order_id);
-  }
-  result.checks.push_back(Check("lost intents", missing == 0,
-                                fmt::format("{} of {} reserved order ids not in the database{}",
-                                            missing, options.reserved_order_ids.size(), example)));
-  return result;
+  SaleFacts facts;
+  auto drained = WaitForDrain(redis, **store, options, call_timeout, facts);
+  if (!drained) return std::move(drained).error();
+  auto read = ReadFacts(redis, **store, options, call_timeout, facts);
+  if (!read) return std::move(read).error();
+  return CheckSale(options, facts);
 }
 
 std::string FormatVerification(const Verification& verification) {

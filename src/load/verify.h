@@ -22,6 +22,9 @@
 #include <vector>
 
 #include "base/result.h"
+#include "redis/order_stream.h"
+#include "redis/seckill.h"
+#include "store/store.h"
 
 namespace flashsale::load {
 
@@ -50,6 +53,20 @@ struct Verification {
 };
 
 base::Result<Verification> VerifySale(const VerifyOptions& options);
+
+// What the checks are made of: Redis and the database read after the drain.
+struct SaleFacts {
+  redis::ActivityStatus status;
+  redis::GroupInfo pipeline;  // the last reading while waiting for the drain
+  bool drained = false;
+  store::OrderCounts counts;
+  store::OrderAudit audit;
+  int64_t missing = 0;          // order ids the load was told "reserved" not in the database
+  std::string missing_example;  // the first of them
+};
+
+// The checks above from the facts (no I/O): every check, passed or not, with what it saw.
+Verification CheckSale(const VerifyOptions& options, const SaleFacts& facts);
 
 // One line per check, PASS or FAIL, then a verdict line.
 std::string FormatVerification(const Verification& verification);

@@ -6,8 +6,7 @@
 namespace flashsale::redis {
 
 boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
-    ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id,
-    std::string_view report_key) {
+    ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id) {
   const SeckillKeys keys(key_namespace, activity_id);
   const Script& script = runner.scripts().Get("activity_delete");
   const IntField outcome(script, "outcome");
@@ -25,7 +24,7 @@ boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
       .Key("queue", keys.queue())
       .Key("queue_lock", keys.queue_lock())
       .Key("queue_fence", keys.queue_fence())
-      .Key("report", report_key);
+      .Key("report", keys.reconcile_report());
   auto reply = co_await Await(runner, call);
   auto read = ScriptReply::Read(script, reply);
   if (!read) co_return std::move(read).error();

@@ -16,9 +16,8 @@ enum class DeleteOutcome {
   kSold,     // it has a buyer, an order or an intent: nothing was deleted
 };
 
-// `report_key`: the activity's reconciliation report, deleted with the rest.
+// Its reconciliation report (SeckillKeys::reconcile_report) is deleted with the rest.
 boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
-    ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id,
-    std::string_view report_key);
+    ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id);
 
 }  // namespace flashsale::redis

@@ -79,6 +79,8 @@ SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activi
   queue_ = prefix_ + "queue";
   queue_lock_ = prefix_ + "queue_lock";
   queue_fence_ = prefix_ + "queue_fence";
+  reconcile_report_ = prefix_ + "reconcile";
+  missing_since_ = meta_ + ":missing_since";
 }
 
 std::string SeckillKeys::Idempotency(std::string_view token) const {

@@ -30,6 +30,10 @@
 //   queue_lock, queue_fence  the lock of a strict (fifo) queue's one consumer, its fencing counter
 //   rl:<kind>:<token> string  a GCRA limiter's theoretical arrival time (token = HMAC of the
 //                   user or client address)
+//   reconcile       string  the last reconciliation's report (JSON; service/reconcile.h)
+//   meta:missing_since string  when reconciliation first found the activity missing from Redis
+//                   (Unix ms; expires after a day)
+// Keys that belong to no activity are in NamespaceKeys (redis/service_state.h).
 // Tokens are computed by the caller with the server secret: no user id appears in a key name.
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -65,6 +69,8 @@ class SeckillKeys {
   const std::string& queue() const { return queue_; }
   const std::string& queue_lock() const { return queue_lock_; }
   const std::string& queue_fence() const { return queue_fence_; }
+  const std::string& reconcile_report() const { return reconcile_report_; }
+  const std::string& missing_since() const { return missing_since_; }
   std::string Ticket(std::string_view ticket_id) const { return Idempotency(ticket_id); }
   std::string PendingTickets(std::string_view user_token) const;
   std::string Idempotency(std::string_view token) const;
@@ -75,6 +81,7 @@ class SeckillKeys {
   std::string meta_, stock_, prizes_, items_, buyers_, orders_, stream_, user_orders_, dead_,
       failures_;
   std::string queue_, queue_lock_, queue_fence_;
+  std::string reconcile_report_, missing_since_;
 };
 
 struct SetupResult {

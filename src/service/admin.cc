@@ -4,9 +4,9 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <charconv>
 
 #include "redis/activity_delete.h"
+#include "redis/service_state.h"
 #include "service/jobs.h"
 #include "service/redis_repair.h"
 #include "service/redis_watch.h"
@@ -20,10 +20,8 @@ using base::Result;
 
 // After a change: tell every instance, and reload here before answering.
 asio::awaitable<void> Announce(ServiceContext& context) {
-  // (Commands and lambdas are built before co_await: GCC 12 mishandles temporaries with
-  // destructors inside a co_await expression.)
-  const redis::Command incr{"INCR", ActivityRegistry::VersionKey(context.settings().key_namespace)};
-  auto bumped = co_await context.redis().AsyncSend(incr, asio::use_awaitable);
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  auto bumped = co_await state.BumpRegistryVersion();
   if (!bumped.ok()) {
     spdlog::warn(
         "registry version not bumped ({}); other instances see the change when Redis is back",
@@ -47,17 +45,11 @@ asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
     state.redis = std::move(*status);
     auto pipeline = co_await context.order_stream().Info(record.activity.id);
     if (pipeline.ok()) state.pipeline = std::move(*pipeline);
-    const redis::Command last(
-        {"GET", ReconcileReportKey(context.settings().key_namespace, record.activity.id)});
-    auto report = co_await context.redis().AsyncSend(last, asio::use_awaitable);
-    if (report.ok() && report->is_string()) state.reconciliation = report->str();
-    const redis::SeckillKeys keys(context.settings().key_namespace, record.activity.id);
-    const redis::Command oversold({"HGET", keys.meta(), "oversold"});
-    auto units = co_await context.redis().AsyncSend(oversold, asio::use_awaitable);
-    if (units.ok() && units->is_string()) {
-      const std::string_view text = units->str();
-      std::from_chars(text.data(), text.data() + text.size(), state.oversold_units);
-    }
+    redis::ServiceState kept(context.redis(), context.settings().key_namespace);
+    auto report = co_await kept.ReconcileReport(record.activity.id);
+    if (report.ok() && report->has_value()) state.reconciliation = std::move(**report);
+    auto units = co_await kept.OversoldUnits(record.activity.id);
+    if (units.ok()) state.oversold_units = *units;
   } else {
     state.redis_error = status.error().ToString();
   }
@@ -198,8 +190,7 @@ asio::awaitable<base::Status> DeleteActivity(ServiceContext& context,
   auto record = co_await context.OnDb(find);
   if (!record.ok()) co_return std::move(record).error();
   const std::string& ns = context.settings().key_namespace;
-  const std::string report = ReconcileReportKey(ns, id);
-  auto keys = co_await redis::DeleteActivityKeys(context.runner(), ns, id, report);
+  auto keys = co_await redis::DeleteActivityKeys(context.runner(), ns, id);
   if (!keys.ok()) co_return std::move(keys).error();
   if (*keys == redis::DeleteOutcome::kSold) {
     co_return MakeError(ErrorCode::kInvalidArgument,
@@ -259,7 +250,7 @@ asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context) {
 
 asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
                                    asio::steady_timer& timer, const bool* stop) {
-  const redis::Command get{"GET", ActivityRegistry::VersionKey(context.settings().key_namespace)};
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
   std::string seen;
   bool first = true;
   RedisWatch* watch = context.settings().redis_watch;
@@ -270,12 +261,11 @@ asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::millise
       auto resolved = co_await ResolveRedisEvent(context, *watch, /*may_repair=*/false);
       if (!resolved.ok()) spdlog::debug("redis event: {}", resolved.error().message);
     }
-    auto version = co_await context.redis().AsyncSend(get, asio::use_awaitable);
+    auto version = co_await state.RegistryVersion();
     if (version.ok()) {
-      const std::string now = version->is_nil() ? "" : std::string(version->str());
-      if (first || now != seen) {
+      if (first || *version != seen) {
         if (auto reloaded = co_await ReloadRegistry(context); reloaded.ok()) {
-          seen = now;
+          seen = *version;
           first = false;
         } else {
           spdlog::warn("registry reload failed: {}", reloaded.error().message);

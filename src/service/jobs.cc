@@ -12,6 +12,7 @@
 
 #include "base/json_writer.h"
 #include "redis/lock.h"
+#include "redis/service_state.h"
 #include "service/redis_repair.h"
 #include "service/redis_watch.h"
 
@@ -30,10 +31,6 @@ constexpr std::chrono::milliseconds kExtendEvery{10'000};
 // within a tick of being noticed.
 constexpr std::chrono::milliseconds kScheduleTick{100};
 constexpr std::chrono::milliseconds kFrozenTick{100};
-
-std::string JobKey(std::string_view key_namespace, Job job, std::string_view name) {
-  return fmt::format("{}:jobs:{{{}}}:{}", key_namespace, ToString(job), name);
-}
 
 // Shared by a run and its watchdog (which may outlive the run by one tick).
 struct Watch {
@@ -140,6 +137,38 @@ asio::awaitable<Result<std::string>> Expire(ServiceContext& context,
   co_return std::move(w).Take();
 }
 
+// Reconciliation of one activity: the JSON of its report, which is also kept in Redis for the
+// admin API.
+asio::awaitable<Result<std::string>> ReconcileOne(ServiceContext& context,
+                                                  const store::ActivityRecord& record, bool repair,
+                                                  JobMetrics* metrics) {
+  auto report = co_await Reconcile(context, record, repair);
+  if (!report.ok()) co_return std::move(report).error();
+  std::string json = report->Json();
+  if (metrics != nullptr) metrics->SetDrift(record.activity.id, report->drift);
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  (void)co_await state.KeepReconcileReport(record.activity.id, json);  // best effort
+  if (report->drift != 0) {
+    spdlog::warn("reconcile '{}': drift {}", record.activity.id, report->drift);
+  }
+  co_return json;
+}
+
+// The requested job on one activity: the JSON line of what it did.
+asio::awaitable<Result<std::string>> RunOn(ServiceContext& context, const JobRequest& request,
+                                           const store::ActivityRecord& record,
+                                           JobMetrics* metrics) {
+  switch (request.job) {
+    case Job::kPrewarm:
+      co_return co_await Prewarm(context, record);
+    case Job::kExpire:
+      co_return co_await Expire(context, record);
+    case Job::kReconcile:
+      break;
+  }
+  co_return co_await ReconcileOne(context, record, request.repair, metrics);
+}
+
 }  // namespace
 
 std::string_view ToString(Job job) {
@@ -159,10 +188,6 @@ std::optional<Job> JobFrom(std::string_view name) {
   if (name == "reconcile") return Job::kReconcile;
   if (name == "expire") return Job::kExpire;
   return std::nullopt;
-}
-
-std::string ReconcileReportKey(std::string_view key_namespace, std::string_view activity_id) {
-  return fmt::format("{}:seckill:{{{}}}:reconcile", key_namespace, activity_id);
 }
 
 void JobMetrics::SetDrift(const std::string& activity_id, int64_t drift) {
@@ -197,10 +222,11 @@ void JobMetrics::AppendPrometheus(std::string& out) const {
 
 asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRequest& request,
                                             JobMetrics* metrics) {
-  const std::string& ns = context.settings().key_namespace;
+  const redis::NamespaceKeys keys(context.settings().key_namespace);
+  const std::string_view job = ToString(request.job);
   // Shared with the watchdog, which may still be extending when the run ends.
-  auto lock = std::make_shared<redis::DistributedLock>(
-      context.runner(), JobKey(ns, request.job, "lock"), JobKey(ns, request.job, "fence"));
+  auto lock = std::make_shared<redis::DistributedLock>(context.runner(), keys.JobLock(job),
+                                                       keys.JobFence(job));
   auto taken = co_await lock->TryAcquire(context.random(), kLease);
   if (!taken.ok()) co_return std::move(taken).error();
   if (!taken->has_value()) {
@@ -222,32 +248,12 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
     if (!request.activity_id.empty() && record.activity.id != request.activity_id) continue;
     found = true;
     if (watch->lost) break;
-    if (request.job == Job::kPrewarm) {
-      w.Raw(co_await Prewarm(context, record));
-      continue;
-    }
-    if (request.job == Job::kExpire) {
-      auto expired = co_await Expire(context, record);
-      if (!expired.ok()) {
-        failed = std::move(expired).error();
-        break;
-      }
-      w.Raw(*expired);
-      continue;
-    }
-    auto report = co_await Reconcile(context, record, request.repair);
-    if (!report.ok()) {
-      failed = std::move(report).error();
+    auto line = co_await RunOn(context, request, record, metrics);
+    if (!line.ok()) {
+      failed = std::move(line).error();
       break;
     }
-    const std::string json = report->Json();
-    w.Raw(json);
-    if (metrics != nullptr) metrics->SetDrift(record.activity.id, report->drift);
-    const redis::Command keep({"SET", ReconcileReportKey(ns, record.activity.id), json});
-    co_await context.redis().AsyncSend(keep, asio::use_awaitable);
-    if (report->drift != 0) {
-      spdlog::warn("reconcile '{}': drift {}", record.activity.id, report->drift);
-    }
+    w.Raw(*line);
   }
   w.EndArray();
   const bool lost = watch->lost;
@@ -275,6 +281,7 @@ asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedu
       {Job::kReconcile, schedule.reconcile_every},
       {Job::kExpire, schedule.expire_every}};
   RedisWatch* watch = context.settings().redis_watch;
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
   while (!*stop) {
     if (watch != nullptr && watch->frozen()) {
       // Redis restarted or failed over: the lost-write repair first (or wait for the instance
@@ -289,11 +296,8 @@ asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedu
       if (every.count() <= 0 || *stop || Clock::now() < next[job]) continue;
       next[job] = Clock::now() + std::min(every, std::chrono::milliseconds(5'000));
       // This period's run: claimed by one instance.
-      const redis::IntArg period(every.count());
-      const redis::Command claim(
-          {"SET", JobKey(context.settings().key_namespace, job, "next"), "1", "NX", "PX", period});
-      auto claimed = co_await context.redis().AsyncSend(claim, asio::use_awaitable);
-      if (!claimed.ok() || claimed->is_nil()) continue;
+      auto claimed = co_await state.ClaimJobPeriod(ToString(job), every);
+      if (!claimed.ok() || !*claimed) continue;
       const JobRequest request{.job = job};
       auto ran = co_await RunJob(context, request, metrics);
       if (!ran.ok()) spdlog::warn("scheduled {} job: {}", ToString(job), ran.error().message);

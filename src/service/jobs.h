@@ -73,8 +73,4 @@ struct JobSchedule {
 boost::asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedule,
                                             const bool* stop, JobMetrics* metrics);
 
-// The key under which the last reconciliation report of an activity is kept (JSON), shown by
-// admin status.
-std::string ReconcileReportKey(std::string_view key_namespace, std::string_view activity_id);
-
 }  // namespace flashsale::service

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "base/json_writer.h"
+#include "redis/service_state.h"
 
 namespace flashsale::service {
 
@@ -78,11 +79,10 @@ asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
       context.cache_keys().Key("seckill:activity", {{"activity_id", id}}, known->version);
 
   ActivityInfo info;
-  // (Commands are built before co_await: GCC 12 miscompiles initializer lists inside it.)
-  const redis::Command get{"GET", key};
-  auto cached = co_await context.redis().AsyncSend(get, asio::use_awaitable);
-  if (cached.ok() && cached->is_string()) {
-    info.definition_json = cached->str();
+  redis::ServiceState cache(context.redis(), context.settings().key_namespace);
+  auto cached = co_await cache.CacheGet(key);
+  if (cached.ok() && cached->has_value()) {
+    info.definition_json = std::move(**cached);
     info.cache_hit = true;
   } else {
     // A miss (or Redis down): the record is the source.
@@ -92,9 +92,8 @@ asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
     info.definition_json = RenderActivityDefinition(*record);
     if (cached.ok()) {
       // Versioned key: a change of the activity moves readers to a new key; old ones expire.
-      const redis::IntArg ttl(context.settings().cache_ttl_s);
-      const redis::Command set{"SET", key, info.definition_json, "EX", ttl};
-      co_await context.redis().AsyncSend(set, asio::use_awaitable);
+      // Best effort: a write that fails costs the next reader a miss.
+      (void)co_await cache.CachePut(key, info.definition_json, context.settings().cache_ttl_s);
     }
   }
   auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);

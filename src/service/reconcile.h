@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "redis/inspect.h"
 #include "service/context.h"
 
 namespace flashsale::service {
@@ -68,6 +69,19 @@ struct ReconcileReport {
   // The report as one JSON object.
   std::string Json() const;
 };
+
+// The invariant's terms from Redis's counters (`status`) and order records against the record's
+// orders, with report.initial and report.db_live filled: sets remaining, not_in_db,
+// cancelled_not_returned and drift, and notes what cannot be repaired. What a repair may act on:
+struct Accounting {
+  // Reserved in Redis, cancelled in the record: the units go back (seckill_release.lua).
+  std::vector<const redis::OrderRecordEntry*> to_release;
+  // Reserved in Redis, not in the record: lost intents, unless on their way.
+  std::vector<const redis::OrderRecordEntry*> lost_candidates;
+};
+Accounting Account(const redis::ActivityStatus& status,
+                   const std::vector<redis::OrderRecordEntry>& records,
+                   const std::vector<store::OrderRecord>& orders, ReconcileReport& report);
 
 // One activity; repairs only when `repair`. `after_event`: Redis restarted or failed over
 // (service/redis_repair.h) and the record's fence was advanced, so no batch read before can

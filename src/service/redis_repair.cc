@@ -4,15 +4,14 @@
 
 #include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
-#include <charconv>
-#include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "base/strings.h"
 #include "redis/inspect.h"
 #include "redis/lock.h"
-#include "redis/scripts.h"
+#include "redis/service_state.h"
 #include "service/admin.h"
 #include "service/jobs.h"
 #include "service/reconcile.h"
@@ -20,87 +19,146 @@
 namespace flashsale::service {
 
 namespace asio = boost::asio;
-using base::ErrorCode;
-using base::MakeError;
 using base::Result;
 
 namespace {
 
 constexpr std::chrono::milliseconds kRepairLease{300'000};
+constexpr std::string_view kRepairJob = "repair";  // its lock: the job lock of "repair"
 
-int64_t ToInt(std::string_view text) {
-  int64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
-}
-
-// The marker's fields, empty when there is none.
-asio::awaitable<Result<std::map<std::string, std::string>>> ReadMarker(ServiceContext& context,
-                                                                       const std::string& key) {
-  const redis::Command read({"HGETALL", key});
-  auto reply = co_await redis::Await(context.redis(), read);
-  if (!reply.ok()) co_return std::move(reply).error();
-  std::map<std::string, std::string> fields;
-  for (size_t i = 0; i + 1 < reply->size(); i += 2) {
-    fields[std::string((*reply)[i].str())] = std::string((*reply)[i + 1].str());
-  }
-  co_return fields;
-}
-
-RepairSummary FromMarker(const std::map<std::string, std::string>& fields) {
+RepairSummary FromMarker(const redis::RepairMarker& marker) {
   RepairSummary summary;
-  const auto get = [&](const char* name) {
-    auto it = fields.find(name);
-    return it == fields.end() ? std::string() : it->second;
-  };
-  summary.activities = base::SplitWords(get("activities"));
-  summary.orders_applied = ToInt(get("orders_applied"));
-  summary.units_applied = ToInt(get("units_applied"));
-  summary.rebuilt = ToInt(get("rebuilt"));
-  summary.oversold_units = ToInt(get("oversold_units"));
-  summary.flagged_orders = ToInt(get("flagged_orders"));
-  summary.acknowledged_lost = ToInt(get("acknowledged_lost"));
-  summary.epoch = ToInt(get("epoch"));
+  summary.activities = marker.activities;
+  summary.orders_applied = marker.orders_applied;
+  summary.units_applied = marker.units_applied;
+  summary.rebuilt = marker.rebuilt;
+  summary.oversold_units = marker.oversold_units;
+  summary.flagged_orders = marker.flagged_orders;
+  summary.acknowledged_lost = marker.acknowledged_lost;
+  summary.epoch = marker.epoch;
   return summary;
 }
 
+redis::RepairMarker ToMarker(std::string_view run_id, const RepairSummary& summary,
+                             int64_t now_ms) {
+  return {.run_id = std::string(run_id),
+          .epoch = summary.epoch,
+          .activities = summary.activities,
+          .orders_applied = summary.orders_applied,
+          .units_applied = summary.units_applied,
+          .rebuilt = summary.rebuilt,
+          .oversold_units = summary.oversold_units,
+          .flagged_orders = summary.flagged_orders,
+          .acknowledged_lost = summary.acknowledged_lost,
+          .repaired_ms = now_ms};
+}
+
+void Add(RepairSummary& summary, const ReconcileReport& report) {
+  summary.activities.push_back(report.activity_id);
+  summary.orders_applied += report.reapplied_orders;
+  summary.units_applied += report.reapplied_units;
+  summary.rebuilt += report.rebuilt ? 1 : 0;
+  summary.oversold_units += report.oversold_units;
+  summary.flagged_orders += report.flagged_orders;
+  summary.acknowledged_lost += report.acknowledged_lost;
+}
+
 // Whether every run_id of `run_ids` has a marker of the record's current fence; the summary of
-// the last one read.
+// the last one read. A marker under an older epoch than the fence means another server was
+// repaired since (the endpoint, or this node, went back to this one): it is repaired again, so
+// that batches carry the current epoch.
 struct Marked {
   bool all = false;
   int64_t fence = 0;
   RepairSummary summary;
 };
 
-asio::awaitable<Result<Marked>> ReadMarkers(ServiceContext& context,
+asio::awaitable<Result<Marked>> ReadMarkers(ServiceContext& context, redis::ServiceState& state,
                                             const std::vector<std::string>& run_ids) {
   const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
   auto fence = co_await context.OnDb(read_fence);
   if (!fence.ok()) co_return std::move(fence).error();
-  Marked marked;
-  marked.fence = *fence;
-  marked.all = true;
+  Marked marked{.all = true, .fence = *fence, .summary = {}};
   for (const std::string& run_id : run_ids) {
-    auto fields =
-        co_await ReadMarker(context, RepairMarkerKey(context.settings().key_namespace, run_id));
-    if (!fields.ok()) co_return std::move(fields).error();
-    // A marker under an older epoch than the record's fence: another server was repaired since
-    // (the endpoint, or this node, went back to this one): repaired again, so batches carry the
-    // current epoch.
-    if (fields->empty() || FromMarker(*fields).epoch != *fence) {
+    auto marker = co_await state.ReadRepairMarker(run_id);
+    if (!marker.ok()) co_return std::move(marker).error();
+    if (!marker->has_value() || (*marker)->epoch != *fence) {
       marked.all = false;
       break;
     }
-    marked.summary = FromMarker(*fields);
+    marked.summary = FromMarker(**marker);
   }
   co_return marked;
 }
 
-}  // namespace
-
-std::string RepairMarkerKey(std::string_view key_namespace, std::string_view run_id) {
-  return fmt::format("{}:redis:repaired:{{{}}}", key_namespace, run_id);
+// The repair itself: the record's fence advanced, then every activity of the record reconciled
+// with repairs after the event, each report kept.
+asio::awaitable<Result<RepairSummary>> RepairAll(ServiceContext& context,
+                                                 redis::ServiceState& state,
+                                                 std::string_view servers) {
+  const auto advance = [](store::Store& store) { return store.AdvanceFence(); };
+  auto epoch = co_await context.OnDb(advance);
+  if (!epoch.ok()) co_return std::move(epoch).error();
+  const auto list = [](store::Store& store) { return store.ListActivities(); };
+  auto activities = co_await context.OnDb(list);
+  if (!activities.ok()) co_return std::move(activities).error();
+  RepairSummary summary;
+  summary.epoch = *epoch;
+  for (const auto& record : *activities) {
+    auto report = co_await Reconcile(context, record, /*repair=*/true, /*after_event=*/true);
+    if (!report.ok()) {
+      spdlog::warn("redis {}: repair of '{}' failed: {}", servers, record.activity.id,
+                   report.error().message);
+      co_return std::move(report).error();
+    }
+    Add(summary, *report);
+    // Best effort, as for the job's runs: the summary goes into the marker.
+    (void)co_await state.KeepReconcileReport(record.activity.id, report->Json());
+  }
+  co_return summary;
 }
+
+// The servers the markers are written for: every server this process uses, repaired or not
+// before, and the pending ones. The repair reconciled every activity on all of them under this
+// epoch, so an instance that meets them later is confirmed, not made to repair again. Each marker
+// is keyed by its run_id: one written into a server that restarted again meanwhile names a run_id
+// that is gone and frees nothing (the new server is another event).
+std::vector<std::string> Covered(const RedisWatch& watch, const std::vector<std::string>& pending) {
+  std::vector<std::string> covered = watch.Seen();
+  for (const std::string& run_id : pending) {
+    if (std::find(covered.begin(), covered.end(), run_id) == covered.end()) {
+      covered.push_back(run_id);
+    }
+  }
+  return covered;
+}
+
+struct Repaired {
+  RepairSummary summary;
+  bool here = false;  // repaired by this call (else: found done by another instance)
+};
+
+// Under the repair lock: done by another instance between our first look and the lock (markers
+// of the current epoch), or repaired here and the markers written.
+asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::ServiceState& state,
+                                             const RedisWatch& watch,
+                                             const std::vector<std::string>& pending) {
+  auto marked = co_await ReadMarkers(context, state, pending);
+  if (!marked.ok()) co_return std::move(marked).error();
+  if (marked->all) co_return Repaired{std::move(marked->summary), false};
+  const std::string servers = base::JoinWords(pending);
+  spdlog::warn("redis {}: lost-write repair starts", servers);
+  auto summary = co_await RepairAll(context, state, servers);
+  if (!summary.ok()) co_return std::move(summary).error();
+  const int64_t now_ms = context.clock().NowMs();
+  for (const std::string& run_id : Covered(watch, pending)) {
+    auto written = co_await state.WriteRepairMarker(ToMarker(run_id, *summary, now_ms));
+    if (!written.ok()) co_return std::move(written).error();
+  }
+  co_return Repaired{std::move(*summary), true};
+}
+
+}  // namespace
 
 asio::awaitable<void> CountAcknowledgedLost(ServiceContext& context, RedisWatch& watch) {
   if (!watch.TakeLostCheckDue()) co_return;
@@ -128,12 +186,12 @@ asio::awaitable<void> CountAcknowledgedLost(ServiceContext& context, RedisWatch&
 
 asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWatch& watch,
                                                 bool may_repair) {
-  const std::string& ns = context.settings().key_namespace;
   // The servers this process met and has not confirmed (one on a single server; on a cluster,
   // one per node that restarted or took over slots).
   const std::vector<std::string> pending = watch.Pending();
   if (pending.empty()) co_return !watch.frozen();
-  auto marked = co_await ReadMarkers(context, pending);
+  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  auto marked = co_await ReadMarkers(context, state, pending);
   if (!marked.ok()) co_return std::move(marked).error();
   if (marked->all) {
     watch.Confirm(pending, marked->fence, marked->summary);
@@ -142,109 +200,17 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   }
   if (!may_repair) co_return false;
 
-  redis::DistributedLock lock(context.runner(), fmt::format("{}:jobs:{{repair}}:lock", ns),
-                              fmt::format("{}:jobs:{{repair}}:fence", ns));
+  redis::DistributedLock lock(context.runner(), state.keys().JobLock(kRepairJob),
+                              state.keys().JobFence(kRepairJob));
   auto taken = co_await lock.TryAcquire(context.random(), kRepairLease);
   if (!taken.ok()) co_return std::move(taken).error();
-  if (!taken->has_value()) co_return false;  // another instance repairs; its marker frees us
-  const redis::Lease lease = **taken;
-  const auto finish = [&]() -> asio::awaitable<void> { co_await lock.Release(lease); };
-
-  // Done by another instance between our read and the lock (markers of the current epoch)?
-  marked = co_await ReadMarkers(context, pending);
-  if (!marked.ok()) {
-    co_await finish();
-    co_return std::move(marked).error();
-  }
-  if (marked->all) {
-    co_await finish();
-    watch.Confirm(pending, marked->fence, marked->summary);
-    co_await CountAcknowledgedLost(context, watch);
-    co_return !watch.frozen();
-  }
-
-  const std::string names_of_pending = base::JoinWords(pending);
-  spdlog::warn("redis {}: lost-write repair starts", names_of_pending);
-  const auto advance = [](store::Store& store) { return store.AdvanceFence(); };
-  auto epoch = co_await context.OnDb(advance);
-  if (!epoch.ok()) {
-    co_await finish();
-    co_return std::move(epoch).error();
-  }
-  const auto list = [](store::Store& store) { return store.ListActivities(); };
-  auto activities = co_await context.OnDb(list);
-  if (!activities.ok()) {
-    co_await finish();
-    co_return std::move(activities).error();
-  }
-  RepairSummary summary;
-  summary.epoch = *epoch;
-  for (const auto& record : *activities) {
-    auto report = co_await Reconcile(context, record, /*repair=*/true, /*after_event=*/true);
-    if (!report.ok()) {
-      spdlog::warn("redis {}: repair of '{}' failed: {}", names_of_pending, record.activity.id,
-                   report.error().message);
-      co_await finish();
-      co_return std::move(report).error();
-    }
-    summary.activities.push_back(record.activity.id);
-    summary.orders_applied += report->reapplied_orders;
-    summary.units_applied += report->reapplied_units;
-    summary.rebuilt += report->rebuilt ? 1 : 0;
-    summary.oversold_units += report->oversold_units;
-    summary.flagged_orders += report->flagged_orders;
-    summary.acknowledged_lost += report->acknowledged_lost;
-    const redis::Command keep({"SET", ReconcileReportKey(ns, record.activity.id), report->Json()});
-    co_await redis::Await(context.redis(), keep);
-  }
-  // A marker for every server this process uses, repaired or not before: the repair reconciled
-  // every activity on all of them under this epoch, so an instance that meets them later is
-  // confirmed, not made to repair again. Each marker is keyed by its run_id: one written into a
-  // server that restarted again meanwhile names a run_id that is gone and frees nothing (the new
-  // server is another event).
-  const redis::IntArg epoch_arg(summary.epoch), applied(summary.orders_applied),
-      units(summary.units_applied), rebuilt(summary.rebuilt), oversold(summary.oversold_units),
-      flagged(summary.flagged_orders), lost(summary.acknowledged_lost), at(context.clock().NowMs());
-  const std::string names = base::JoinWords(summary.activities);
-  std::vector<std::string> covered = watch.Seen();
-  for (const std::string& run_id : pending) {
-    if (std::find(covered.begin(), covered.end(), run_id) == covered.end()) {
-      covered.push_back(run_id);
-    }
-  }
-  for (const std::string& run_id : covered) {
-    const redis::Command mark({"HSET",
-                               RepairMarkerKey(ns, run_id),
-                               "run_id",
-                               run_id,
-                               "epoch",
-                               epoch_arg,
-                               "activities",
-                               names,
-                               "orders_applied",
-                               applied,
-                               "units_applied",
-                               units,
-                               "rebuilt",
-                               rebuilt,
-                               "oversold_units",
-                               oversold,
-                               "flagged_orders",
-                               flagged,
-                               "acknowledged_lost",
-                               lost,
-                               "repaired_ms",
-                               at});
-    auto written = co_await redis::Await(context.redis(), mark);
-    if (!written.ok()) {
-      co_await finish();
-      co_return std::move(written).error();
-    }
-  }
-  co_await finish();
-  watch.Confirm(pending, summary.epoch, summary);
+  if (!taken->has_value()) co_return false;  // another instance repairs; its markers free us
+  auto repaired = co_await RepairOnce(context, state, watch, pending);
+  co_await lock.Release(**taken);
+  if (!repaired.ok()) co_return std::move(repaired).error();
+  watch.Confirm(pending, repaired->summary.epoch, repaired->summary);
   co_await CountAcknowledgedLost(context, watch);
-  co_await Announce(context);
+  if (repaired->here) co_await Announce(context);
   co_return !watch.frozen();
 }
 

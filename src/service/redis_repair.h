@@ -6,7 +6,8 @@
 // ResolveRedisEvent, called while this process is frozen:
 //   1. takes the run_ids the watch has seen and not confirmed (one on a single server; on a
 //      cluster, one per node that restarted or took over slots);
-//   2. if the marker <namespace>:redis:repaired:{<run_id>} of each exists under the record's
+//   2. if the marker <namespace>:redis:repaired:{<run_id>} of each (redis::ServiceState, read and
+//      written only through it) exists under the record's
 //      current fence, the repair for these servers is done (here or on another instance): the
 //      watch is confirmed with that epoch and summary, and the sale reopens;
 //   3. otherwise, when allowed (the instance runs jobs), takes the repair lock (one repair at a
@@ -28,9 +29,6 @@
 #include "service/redis_watch.h"
 
 namespace flashsale::service {
-
-// The marker key of the repair for `run_id`.
-std::string RepairMarkerKey(std::string_view key_namespace, std::string_view run_id);
 
 // Once after each confirmed event (RedisWatch::TakeLostCheckDue): the orders this instance
 // acknowledged (RedisWatch::Acknowledged) that exist neither in Redis's order records nor in the

@@ -34,8 +34,4 @@ SnapshotPtr ActivityRegistry::Current() const {
   return current_;
 }
 
-std::string ActivityRegistry::VersionKey(std::string_view key_namespace) {
-  return fmt::format("{}:registry:version", key_namespace);
-}
-
 }  // namespace flashsale::service

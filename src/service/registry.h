@@ -4,9 +4,10 @@
 // windows that are not open and (with LocalGate) sold-out ones from it, without a Redis round
 // trip.
 //
-// Freshness across instances: every admin change INCRs the Redis key <namespace>:registry:version;
-// each instance polls it (registry-poll-ms) and reloads from the database when it moves. On the
-// instance that made the change, the reload happens before the admin call answers.
+// Freshness across instances: every admin change bumps the Redis key <namespace>:registry:version
+// (redis::ServiceState::BumpRegistryVersion); each instance polls it (registry-poll-ms) and reloads
+// from the database when it moves. On the instance that made the change, the reload happens before
+// the admin call answers.
 
 #include <atomic>
 #include <cstdint>
@@ -46,9 +47,6 @@ class ActivityRegistry {
   // The current snapshot. Cheap when `current` is still current (one atomic load).
   void Refresh(SnapshotPtr& current) const;
   SnapshotPtr Current() const;
-
-  // The Redis key instances poll; INCR it after any change of an activity.
-  static std::string VersionKey(std::string_view key_namespace);
 
  private:
   std::atomic<uint64_t> generation_{0};

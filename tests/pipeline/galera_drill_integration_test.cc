@@ -31,7 +31,7 @@
 #include "redis/order_stream.h"
 #include "redis/scripts.h"
 #include "redis/seckill.h"
-#include "service/registry.h"
+#include "redis/service_state.h"
 #include "store/mysql/store.h"
 #include "support/flashsale_process.h"
 #include "support/galera_cluster.h"
@@ -121,7 +121,7 @@ class GaleraDrillTest : public ::testing::Test {
     auto setup = io_.Run(Setup(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
     ASSERT_TRUE(setup->loaded);
-    redis_->Command({"INCR", service::ActivityRegistry::VersionKey(namespace_)});
+    redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
   }
   asio::awaitable<base::Result<redis::SetupResult>> Setup(core::SeckillActivity activity) {
     co_return co_await scripts_->AsyncSetup(activity, redis::SetupMode::kLoadIfMissing,

@@ -51,9 +51,9 @@
 #include "redis/order_stream.h"
 #include "redis/scripts.h"
 #include "redis/seckill.h"
+#include "redis/service_state.h"
 #include "service/jobs.h"
 #include "service/order_consumer.h"
-#include "service/registry.h"
 #include "store/mysql/store.h"
 #include "support/flashsale_process.h"
 #include "support/io_thread.h"
@@ -453,7 +453,7 @@ class PipelineFaultTest : public ::testing::Test {
     auto setup = io_.Run(Setup(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
     ASSERT_TRUE(setup->loaded);
-    redis_->Command({"INCR", service::ActivityRegistry::VersionKey(namespace_)});
+    redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
   }
   asio::awaitable<base::Result<redis::SetupResult>> Setup(core::SeckillActivity activity) {
     co_return co_await scripts_->AsyncSetup(activity, redis::SetupMode::kLoadIfMissing,
@@ -995,7 +995,7 @@ class QueueFaultTest : public PipelineFaultTest {
     ASSERT_TRUE(created.ok()) << created.error().ToString();
     auto setup = io_.Run(Setup(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
-    redis_->Command({"INCR", service::ActivityRegistry::VersionKey(namespace_)});
+    redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
   }
 
   // Tickets t<i> for users u<i>, i in [0, count), straight into the queue.
@@ -1240,7 +1240,7 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   EXPECT_EQ(Remaining("wipe"), 0);
   EXPECT_EQ(UsersTwiceInDb("wipe"), 0);
   const std::string report =
-      redis_->String({"GET", service::ReconcileReportKey(namespace_, "wipe")});
+      redis_->String({"GET", redis::SeckillKeys(namespace_, "wipe").reconcile_report()});
   EXPECT_NE(report.find("\"drift\":0"), std::string::npos) << report;
   EXPECT_NE(worker->Log().find("rebuilt"), std::string::npos) << worker->Describe();
 }
@@ -1265,12 +1265,12 @@ TEST_F(DrillTest, DatabaseWritesFailingForAWhileLoseNothingAndTheInvariantHolds)
   ASSERT_TRUE(WaitUntil(
       [&] {
         const std::string report =
-            redis_->String({"GET", service::ReconcileReportKey(namespace_, "dbdown")});
+            redis_->String({"GET", redis::SeckillKeys(namespace_, "dbdown").reconcile_report()});
         return report.find("\"db_live\":1200") != std::string::npos &&
                report.find("\"drift\":0") != std::string::npos;
       },
       kProgressTimeout))
-      << redis_->String({"GET", service::ReconcileReportKey(namespace_, "dbdown")});
+      << redis_->String({"GET", redis::SeckillKeys(namespace_, "dbdown").reconcile_report()});
 }
 
 }  // namespace
