@@ -1217,9 +1217,11 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   // The sale has stopped: the scripts no longer know the activity (until it is rebuilt).
   // Reconciliation rebuilds it from the record: the sale resumes with what the record says is
   // left, the record's buyers still refused.
+  // The rebuild loads the activity closed, applies the record's orders in chunks, then opens it:
+  // open means rebuilt (EXISTS alone could see it between two chunks).
   ASSERT_TRUE(WaitUntil(
       [&] {
-        return redis_->Integer({"EXISTS", Keys("wipe").meta()}) == 1;
+        return redis_->String({"HGET", Keys("wipe").meta(), "state"}) == "open";
       },
       kProgressTimeout))
       << worker->Describe();
