@@ -11,7 +11,7 @@
 // percent-encoded there, so the store's URL decoding and password handling are exercised.
 //
 // Linking: Query() uses MariaDB Connector/C, so a test binary that uses this class links
-// libmariadb (store_test does, through flashsale_store).
+// libmariadb (store_integration_test does, through flashsale_store).
 
 #include <sys/types.h>
 
