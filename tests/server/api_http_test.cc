@@ -1,7 +1,8 @@
 // The OpenAPI description (api/openapi.json) against the server: it is served byte for byte at
 // /api/v1/openapi.json, it documents exactly the routes of the route table, and the routes other
 // tests here reach rarely are called once so that their replies are validated too
-// (scripts/api-test.sh validates every reply server_integration_test receives against the description).
+// (scripts/api-test.sh validates every reply server_integration_test receives against the
+// description).
 
 #include <gtest/gtest.h>
 
