@@ -29,6 +29,7 @@
 #include "support/http_client.h"
 #include "support/redis_cluster.h"
 #include "support/sale_drill.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
@@ -48,19 +49,8 @@ constexpr int64_t kStock = 300;
 constexpr int64_t kUsers = 450;
 constexpr std::string_view kAdminToken = "cluster-failover-admin-token";
 
-template <typename Predicate>
-bool Eventually(Predicate done, milliseconds timeout, milliseconds step = milliseconds(50)) {
-  const auto until = SteadyClock::now() + timeout;
-  while (!done()) {
-    if (SteadyClock::now() >= until) return false;
-    std::this_thread::sleep_for(step);
-  }
-  return true;
-}
-
-int64_t MsSince(SteadyClock::time_point start) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - start).count();
-}
+using testing::Eventually;
+using testing::MsSince;
 
 // The port of the primary serving `slot`, asked to the node on `ask` (CLUSTER SLOTS); 0 when
 // none serves it or the node does not answer.

@@ -45,6 +45,7 @@
 #include "support/redis_server.h"
 #include "support/sale_drill.h"
 #include "support/tcp_proxy.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
@@ -65,19 +66,8 @@ constexpr auto kStartupTimeout = seconds(60);
 constexpr int64_t kStock = 300;
 constexpr int64_t kUsers = 450;
 
-template <typename Predicate>
-bool Eventually(Predicate done, milliseconds timeout, milliseconds step = milliseconds(20)) {
-  const auto until = SteadyClock::now() + timeout;
-  while (!done()) {
-    if (SteadyClock::now() >= until) return false;
-    std::this_thread::sleep_for(step);
-  }
-  return true;
-}
-
-int64_t MsSince(SteadyClock::time_point start) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - start).count();
-}
+using testing::Eventually;
+using testing::MsSince;
 
 // A server that replicates from 127.0.0.1:<primary_port> (0: a primary).
 RedisServerOptions ReplicaOf(uint16_t primary_port) {

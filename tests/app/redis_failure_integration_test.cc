@@ -26,6 +26,7 @@
 #include "support/http_client.h"
 #include "support/redis_server.h"
 #include "support/sale_drill.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
@@ -83,19 +84,8 @@ HttpResult Buy(HttpClient& client, const std::string& user) {
                      {{"X-User-Id", user}, {"Idempotency-Key", "k-" + user}});
 }
 
-template <typename Predicate>
-bool Eventually(Predicate done, milliseconds timeout, milliseconds step = milliseconds(20)) {
-  const auto until = SteadyClock::now() + timeout;
-  while (!done()) {
-    if (SteadyClock::now() >= until) return false;
-    std::this_thread::sleep_for(step);
-  }
-  return true;
-}
-
-int64_t MsSince(SteadyClock::time_point start) {
-  return std::chrono::duration_cast<milliseconds>(SteadyClock::now() - start).count();
-}
+using testing::Eventually;
+using testing::MsSince;
 
 bool Alive(pid_t pid) {
   // A zombie (exited, not reaped by its new parent yet) counts as gone.
