@@ -153,13 +153,29 @@ void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
 }
 
 void RedisWatch::Acknowledged(std::string_view activity_id, std::string_view order_id) {
+  if (order_id.empty() || order_id.size() > kIdBytes) return;
   const int64_t now = clock_.NowMs();
   std::lock_guard lock(mutex_);
-  acknowledged_.push_back({now, std::string(activity_id), std::string(order_id)});
-  while (acknowledged_.size() > kAcknowledgedKept ||
-         (!acknowledged_.empty() && acknowledged_.front().at_ms < now - kAcknowledgedMaxAgeMs)) {
-    acknowledged_.pop_front();
+  if (!acks_) acks_ = std::make_unique_for_overwrite<Ack[]>(kAcknowledgedKept);
+  auto known = ack_activity_index_.find(activity_id);
+  if (known == ack_activity_index_.end()) {
+    const auto index = static_cast<uint32_t>(ack_activities_.size());
+    ack_activities_.emplace_back(activity_id);
+    known = ack_activity_index_.emplace(std::string(activity_id), index).first;
   }
+  while (ack_size_ > 0 && AckAt(0).at_ms < now - kAcknowledgedMaxAgeMs) {
+    ack_head_ = (ack_head_ + 1) % kAcknowledgedKept;
+    --ack_size_;
+  }
+  if (ack_size_ == kAcknowledgedKept) {  // full: the oldest goes
+    ack_head_ = (ack_head_ + 1) % kAcknowledgedKept;
+    --ack_size_;
+  }
+  Ack& ack = AckAt(ack_size_++);
+  ack.at_ms = now;
+  ack.activity = known->second;
+  ack.order_size = static_cast<uint8_t>(order_id.size());
+  std::copy(order_id.begin(), order_id.end(), ack.order_id);
 }
 
 bool RedisWatch::TakeLostCheckDue() {
@@ -170,7 +186,10 @@ bool RedisWatch::TakeLostCheckDue() {
 std::map<std::string, std::vector<std::string>> RedisWatch::AcknowledgedOrders() const {
   std::lock_guard lock(mutex_);
   std::map<std::string, std::vector<std::string>> out;
-  for (const Ack& ack : acknowledged_) out[ack.activity_id].push_back(ack.order_id);
+  for (size_t i = 0; i < ack_size_; ++i) {
+    const Ack& ack = AckAt(i);
+    if (ack.order_size > 0) out[ack_activities_[ack.activity]].emplace_back(ack.order());
+  }
   return out;
 }
 
@@ -178,7 +197,10 @@ void RedisWatch::CountAcknowledgedLost(const std::vector<std::string>& order_ids
   if (order_ids.empty()) return;
   std::lock_guard lock(mutex_);
   const std::set<std::string_view> lost(order_ids.begin(), order_ids.end());
-  std::erase_if(acknowledged_, [&](const Ack& ack) { return lost.contains(ack.order_id); });
+  for (size_t i = 0; i < ack_size_; ++i) {
+    Ack& ack = AckAt(i);
+    if (ack.order_size > 0 && lost.contains(ack.order())) ack.order_size = 0;
+  }
   const int64_t count = static_cast<int64_t>(lost.size());
   totals_.acknowledged_lost += count;
   if (!events_.empty()) events_.back().summary.acknowledged_lost += count;

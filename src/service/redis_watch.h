@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -103,6 +104,8 @@ class RedisWatch {
   // (bounded: the last kAcknowledgedKept, none older than kAcknowledgedMaxAgeMs), so that after
   // an event the orders this instance acknowledged that exist neither in Redis nor in the record
   // can be counted (CountAcknowledgedLost in service/redis_repair.h) where no trace survived.
+  // On every reservation's path: a fixed ring allocated once, activity ids interned, so a call
+  // allocates nothing in steady state (an id over kIdBytes is not kept).
   void Acknowledged(std::string_view activity_id, std::string_view order_id);
   // True once after each event's repair was confirmed (the check is due).
   bool TakeLostCheckDue();
@@ -118,6 +121,7 @@ class RedisWatch {
   static constexpr size_t kKeep = 20;
   static constexpr size_t kAcknowledgedKept = 100'000;
   static constexpr int64_t kAcknowledgedMaxAgeMs = 600'000;
+  static constexpr size_t kIdBytes = 64;  // base::IsValidId's longest id
 
  private:
   const base::Clock& clock_;
@@ -139,10 +143,18 @@ class RedisWatch {
   RepairSummary totals_;
   struct Ack {
     int64_t at_ms;
-    std::string activity_id;
-    std::string order_id;
+    uint32_t activity;   // index into ack_activities_
+    uint8_t order_size;  // 0: forgotten (counted lost)
+    char order_id[kIdBytes];
+    std::string_view order() const { return {order_id, order_size}; }
   };
-  std::deque<Ack> acknowledged_;
+  // The ring: ack_size_ entries from ack_head_, allocated on the first acknowledgement.
+  std::unique_ptr<Ack[]> acks_;
+  size_t ack_head_ = 0;
+  size_t ack_size_ = 0;
+  Ack& AckAt(size_t i) const { return acks_[(ack_head_ + i) % kAcknowledgedKept]; }
+  std::vector<std::string> ack_activities_;
+  std::map<std::string, uint32_t, std::less<>> ack_activity_index_;
   bool lost_check_due_ = false;
 };
 
