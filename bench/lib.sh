@@ -68,6 +68,7 @@ bench_load_summary() {  # log
 # `children`, also its reaped children's, e.g. redis-server's AOF rewrites). 0 if it is gone.
 bench_cpu_ticks() {  # pid [children]
   local stat
+  [[ "$1" =~ ^[0-9]+$ ]] || { echo 0; return; }  # ("" would read /proc//stat, the system's)
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
   # Fields after the ")" that closes the command name: utime is the 12th, stime the 13th.
   stat=${stat##*) }
