@@ -12,7 +12,8 @@
 # /proc/<pid>/stat over the load's run (the process's threads; redis-server's reaped children
 # too), divided by the requests answered. Every hot run on the default is verified
 # (`flashsale load --verify`, each on a fresh activity); the script exits 1 if one does not.
-# Rounds alternate the systems; each figure is the median of the rounds.
+# Rounds alternate the systems; each figure is the median of the rounds, each ratio the median of
+# the rounds' ratios (the two systems measured seconds apart); the medians are shown beside it.
 #
 #   bench/hot_path.sh [rounds] [seconds per run]      (defaults: 3, 5; about 1 minute a round)
 set -euo pipefail
@@ -194,6 +195,17 @@ col() {  # key column -> the median over the rounds ("n/a" if the key never ran)
   # shellcheck disable=SC2046
   median $(awk -v c="$2" 'NF { print $c }' <<<"${runs[$1]}")
 }
+# The median over the rounds of a's requests/s over b's in the same round: the two ran seconds
+# apart, so a load that drifts over the run moves both.
+pair_ratio() {  # key_a key_b
+  if [ -z "${runs[$1]:-}" ] || [ -z "${runs[$2]:-}" ]; then
+    echo n/a
+    return
+  fi
+  # shellcheck disable=SC2046
+  printf '%.2f' "$(median $(paste -d' ' <(awk 'NF { print $1 }' <<<"${runs[$1]}") \
+    <(awk 'NF { print $1 }' <<<"${runs[$2]}") | awk '{ print ($2 > 0 ? $1 / $2 : 0) }'))"
+}
 errors_sum() { awk '{ s += $3 } END { print s + 0 }' <<<"${runs[$1]:-}"; }
 
 echo
@@ -206,13 +218,14 @@ echo "      the servers, Redis and the load tool share these cores; loopback onl
 echo
 printf '%-44s %11s %8s %6s %14s %14s\n' "system, phase, connections" requests/s "p99 ms" errors \
   "us CPU/server" "us CPU/Redis"
+one_decimal() { if [ "$1" = - ]; then echo -; else printf '%.1f' "$1"; fi; }
 detail() {  # label key
   if [ -z "${runs[$2]:-}" ]; then
     printf '%-44s %11s\n' "$1" n/a
     return
   fi
   printf '%-44s %11.0f %8.2f %6s %14s %14s\n' "$1" "$(col "$2" 1)" "$(col "$2" 2)" "$(errors_sum "$2")" \
-    "$(col "$2" 4)" "$(col "$2" 5)"
+    "$(one_decimal "$(col "$2" 4)")" "$(one_decimal "$(col "$2" 5)")"
 }
 detail "default, hot, 128" default_hot
 detail "default, hot, 1024" default_hot1k
@@ -238,27 +251,27 @@ aim() {  # label value suffix [op target]: met / missed (by how much) / reported
   printf '%-46s %30s %9s %s\n' "$1" "$2$3" "${4:-} ${5:-}" "$verdict"
 }
 hot=$(col default_hot 1)
-hot_ratio=$(ratio "$hot" "$(col nginx_hot 1)")
+hot_ratio=$(pair_ratio default_hot nginx_hot)
 aim "hot: default / nginx, 128 connections" "$hot_ratio" " ($(printf %.0f "$hot") / $(printf %.0f "$(col nginx_hot 1)"))" ">=" 0.6
-aim "CPU per request: flashsale (default)" "$(col default_hot 4)" " us" "<=" 10
-aim "CPU per request: flashsale (bare)" "$(col bare_hot 4)" " us" "<=" 10
-aim "CPU per reservation: redis-server (default)" "$(col default_hot 5)" " us" "<=" 5
-aim "CPU per reservation: redis-server (bare)" "$(col bare_hot 5)" " us" "<=" 5
-aim "CPU per request: nginx" "$(col nginx_hot 4)" " us" "" ""
+aim "CPU per request: flashsale (default)" "$(one_decimal "$(col default_hot 4)")" " us" "<=" 10
+aim "CPU per request: flashsale (bare)" "$(one_decimal "$(col bare_hot 4)")" " us" "<=" 10
+aim "CPU per reservation: redis-server (default)" "$(one_decimal "$(col default_hot 5)")" " us" "<=" 5
+aim "CPU per reservation: redis-server (bare)" "$(one_decimal "$(col bare_hot 5)")" " us" "<=" 5
+aim "CPU per request: nginx" "$(one_decimal "$(col nginx_hot 4)")" " us" "" ""
 aim "p99 at 128 connections (default)" "$(printf %.2f "$(col default_hot 2)")" " ms" "<=" 5
 aim "p99 at 1024 connections (default)" "$(printf %.2f "$(col default_hot1k 2)")" " ms" "" ""
-aim "Redis limit: default / reserve script" "$(ratio "$hot" "$(col redis_reserve 1)")" \
+aim "Redis limit: default / reserve script" "$(pair_ratio default_hot redis_reserve)" \
   " ($(printf %.0f "$(col redis_reserve 1)")/s)" "" ""
 if [ -n "${runs[redis_batch]:-}" ]; then
-  aim "Redis limit: default / batch script ($batch_size)" "$(ratio "$hot" "$(col redis_batch 1)")" \
+  aim "Redis limit: default / batch script ($batch_size)" "$(pair_ratio default_hot redis_batch)" \
     " ($(printf %.0f "$(col redis_batch 1)")/s)" "" ""
 else
   aim "Redis limit: default / batch script" n/a " (no --setup-batch)" "" ""
 fi
-out_ratio=$(ratio "$(col default_out 1)" "$(col nginx_out 1)")
+out_ratio=$(pair_ratio default_out nginx_out)
 aim "sold out: default / nginx" "$out_ratio" \
   " ($(printf %.0f "$(col default_out 1)") / $(printf %.0f "$(col nginx_out 1)"))" ">=" 0.95
-aim "default / bare, hot, 128 connections" "$(ratio "$hot" "$(col bare_hot 1)")" \
+aim "default / bare, hot, 128 connections" "$(pair_ratio default_hot bare_hot)" \
   " ($(printf %.0f "$hot") / $(printf %.0f "$(col bare_hot 1)"))" ">=" 0.9
 echo
 verified=$(grep -l '^verified:' "$dir"/default_hot*-*.log 2>/dev/null | wc -l)
