@@ -3,6 +3,8 @@
 #   default   `flashsale serve` as it runs with no Redis URL: its private redis-server on a unix
 #             socket with AOF fsynced every second, one order consumer persisting to SQLite
 #   bare      `flashsale serve` on a redis-server of ours (unix socket, no AOF), no order consumer
+#   consumer  bare plus one order consumer to SQLite (its own redis-server): between default and
+#             bare, it splits what the default costs into the AOF's share and the consumer's
 #   nginx     answering flashsale's own replies as constants, from memory (the HTTP limit)
 #   Redis     redis-benchmark running the reserve script on the bare redis-server (the Redis
 #             limit), and the batch script when redis_client_bench can print its call
@@ -73,6 +75,14 @@ wait_for sh -c "curl -s -X POST -H 'X-User-Id: probe' \
 kill "$worker_pid"
 wait "$worker_pid" || true
 
+# bare plus one order consumer (the default's, to SQLite in its data directory), no AOF.
+consumer_socket=$dir/consumer-redis.sock
+bench_start_redis "$consumer_socket"
+consumer_redis_pid=${pids[-1]}
+consumer_port=$(free_port)
+serve consumer "$consumer_port" --redis-url "unix://$consumer_socket"
+consumer_pid=${pids[-1]}
+
 # The default: no Redis URL (its private redis-server, AOF everysec), one order consumer, SQLite.
 default_port=$(free_port)
 serve default "$default_port"
@@ -104,7 +114,7 @@ fi
 ticks() {  # pid... -> the sum of their CPU ticks (redis-servers with their reaped children)
   local sum=0 pid
   for pid in "$@"; do
-    if [ "$pid" = "$bare_redis_pid" ] || [ "$pid" = "$default_redis_pid" ]; then
+    if [[ " $bare_redis_pid $consumer_redis_pid $default_redis_pid " == *" $pid "* ]]; then
       sum=$((sum + $(bench_cpu_ticks "$pid" children)))
     else
       sum=$((sum + $(bench_cpu_ticks "$pid")))
@@ -153,7 +163,7 @@ run() {  # key port activity connections "server pids" "redis pids" [load flags]
     verify_failed=1
     echo "$key round $round: not every request reserved: $(grep '^  outcomes' "$log")" >&2
   fi
-  if [[ " $* " == *" --data-dir "* ]] && ! grep -q '^verified:' "$log"; then
+  if [[ " $* " == *" --drain-timeout-ms "* ]] && ! grep -q '^verified:' "$log"; then
     verify_failed=1
     echo "$key round $round NOT verified:" >&2
     sed -n '/^verify/,$p' "$log" >&2
@@ -180,6 +190,10 @@ for round in $(seq 1 "$rounds"); do
   run default_hot "$default_port" "hot-$round" 128 "$default_pid" "$default_redis_pid" \
     --data-dir "$dir/default" --drain-timeout-ms 120000
   run bare_hot "$bare_port" hot 128 "$bare_pid" "$bare_redis_pid"
+  create_hot "$consumer_port" "hot-$round"
+  run consumer_hot "$consumer_port" "hot-$round" 128 "$consumer_pid" "$consumer_redis_pid" \
+    --redis-url "unix://$consumer_socket" --db-url "sqlite:$dir/consumer/flashsale.db" \
+    --drain-timeout-ms 120000
   run nginx_hot "$nginx_port" hot 128 "$nginx_workers" ""
   run default_hot1k "$default_port" "hot1k-$round" 1024 "$default_pid" "$default_redis_pid" \
     --data-dir "$dir/default" --drain-timeout-ms 120000
@@ -231,6 +245,7 @@ detail "default, hot, 128" default_hot
 detail "default, hot, 1024" default_hot1k
 detail "default, sold out, 128" default_out
 detail "bare, hot, 128" bare_hot
+detail "bare + order consumer, hot, 128" consumer_hot
 detail "nginx, hot reply, 128" nginx_hot
 detail "nginx, hot reply, 1024" nginx_hot1k
 detail "nginx, sold-out reply, 128" nginx_out
@@ -273,7 +288,13 @@ aim "sold out: default / nginx" "$out_ratio" \
   " ($(printf %.0f "$(col default_out 1)") / $(printf %.0f "$(col nginx_out 1)"))" ">=" 0.95
 aim "default / bare, hot, 128 connections" "$(pair_ratio default_hot bare_hot)" \
   " ($(printf %.0f "$hot") / $(printf %.0f "$(col bare_hot 1)"))" ">=" 0.9
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", a - b }'; }
+aim "  of which the order consumer: (bare + c.) / bare" "$(pair_ratio consumer_hot bare_hot)" \
+  ", $(minus "$(col consumer_hot 4)" "$(col bare_hot 4)") us flashsale" "" ""
+aim "  and the AOF: default / (bare + consumer)" "$(pair_ratio default_hot consumer_hot)" \
+  ", $(minus "$(col default_hot 5)" "$(col consumer_hot 5)") us Redis" "" ""
 echo
-verified=$(grep -l '^verified:' "$dir"/default_hot*-*.log 2>/dev/null | wc -l)
-echo "default hot runs verified: $verified of $((2 * rounds)); took $(($(date +%s) - started)) s"
-[ "$verify_failed" -eq 0 ] && [ "$verified" -eq $((2 * rounds)) ]
+verified=$(grep -l '^verified:' "$dir"/{default,consumer}_hot*-*.log 2>/dev/null | wc -l)
+echo "hot runs verified (default, bare + consumer): $verified of $((3 * rounds)); took" \
+  "$(($(date +%s) - started)) s"
+[ "$verify_failed" -eq 0 ] && [ "$verified" -eq $((3 * rounds)) ]
