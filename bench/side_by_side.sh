@@ -19,39 +19,24 @@
 #                                                            (defaults: 3, 5, 64, 200000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 rounds=${1:-3}
 seconds=${2:-5}
 connections=${3:-64}
 rb_requests=${4:-200000}
 threads=2  # flashsale's I/O threads, nginx's workers, the load tools' threads
 
-cmake --preset release >/dev/null
-cmake --build --preset release --target flashsale redis_client_bench >/dev/null
+bench_build_release flashsale redis_client_bench
 bin=build/release/src/flashsale
 bench_bin=build/release/bench/redis_client_bench
 
 dir=$(mktemp -d /tmp/flashsale-side-XXXXXX)
 pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-wait_for() {  # command...: until it succeeds, at most 10 s
-  for _ in $(seq 1 200); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
-  echo "side_by_side: gave up waiting for: $*" >&2
-  return 1
-}
+trap bench_cleanup EXIT
 
 # The private redis-server: flashsale and redis-benchmark use the same one (no persistence).
 socket=$dir/redis.sock
-redis-server --port 0 --unixsocket "$socket" --unixsocketperm 700 --dir "$dir" --save "" \
-  --appendonly no --daemonize no --logfile "$dir/redis.log" &
-pids+=($!)
-wait_for redis-cli -s "$socket" ping
+bench_start_redis "$socket"
 
 # flashsale: 'hot' (stock and limit so large that every request reserves) and 'gone' (sold out).
 fs_port=$(free_port)
@@ -73,25 +58,7 @@ hot_reply=$(curl -s -X POST -H 'X-User-Id: probe' "http://127.0.0.1:$fs_port/api
 
 # nginx: the same replies, constant, from memory.
 nginx_port=$(free_port)
-mkdir -p "$dir/nginx"
-cat >"$dir/nginx/nginx.conf" <<CONF
-worker_processes $threads;
-pid $dir/nginx/nginx.pid;
-error_log $dir/nginx/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$nginx_port reuseport;
-    location /api/v1/activities/hot/purchase { default_type application/json; return 200 '$hot_reply'; }
-    location /api/v1/activities/gone/purchase { default_type application/json; return 200 '$sold_out_reply'; }
-  }
-}
-CONF
-nginx -c "$dir/nginx/nginx.conf" -p "$dir/nginx" -g 'daemon off;' &
-pids+=($!)
-wait_for curl -sf -X POST "http://127.0.0.1:$nginx_port/api/v1/activities/gone/purchase"
+bench_start_nginx "$nginx_port" "$threads" "$hot_reply" "$sold_out_reply"
 
 # flashsale load -> "rps p99_ms errors"; the report (and verification) in $dir/<log>.
 load() {  # port activity log [more flags]
@@ -100,9 +67,7 @@ load() {  # port activity log [more flags]
   "$bin" load --url "http://127.0.0.1:$port" --activity "$activity" --connections "$connections" \
     --threads "$threads" --duration "$seconds" --user-ids random --users 1000000000 "$@" \
     >"$dir/$log" 2>/dev/null || true
-  awk '/^  requests/ { for (i = 1; i <= NF; i++) if ($i == "requests/s;") rps = $(i - 1); errors = $(NF - 1) }
-       /^  latency/  { for (i = 1; i <= NF; i++) if ($i == "p99") p99 = $(i + 1) }
-       END { print rps, p99, errors }' "$dir/$log"
+  bench_load_summary "$dir/$log" | cut -d' ' -f1-3
 }
 
 # wrk: the same POST with a fresh X-User-Id per request -> "rps p99_ms errors".
@@ -131,16 +96,11 @@ wrk_run() {  # port activity
 redis_benchmark() {  # --setup | --setup-sold-out
   local -a call
   read -r -a call < <(FLASHSALE_BENCH_REDIS_URL="unix://$socket" "$bench_bin" "$1")
-  redis-benchmark -s "$socket" -c 50 -P 16 -n "$rb_requests" -r 1000000000 --csv "${call[@]}" |
-    awk -F'"' 'NR == 2 { print $4, $14, 0 }'
+  bench_redis_benchmark "$socket" "$rb_requests" 50 16 "${call[@]}"
 }
 
-cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-rev=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src 2>/dev/null || echo "+changes")
-echo "machine: $(nproc) cores, ${cpu:-unknown CPU}, Linux $(uname -r) $(uname -m)"
-echo "versions: flashsale $rev (release), redis $(redis-server --version | awk '{print $3}' | cut -d= -f2)," \
-  "$(nginx -v 2>&1 | sed 's/^nginx version: //'), $(wrk -v 2>&1 | awk 'NR == 1 { print $1, $2 }')," \
-  "g++ $(g++ -dumpfullversion)"
+bench_machine_line
+bench_versions_line
 echo "runs: $rounds rounds, ${seconds}s each, closed loop, $connections connections, $threads load threads;" \
   "flashsale $threads I/O threads, nginx $threads workers; redis-benchmark -n $rb_requests"
 echo "      the servers, Redis and the load tools share these cores; loopback only"
@@ -178,7 +138,6 @@ for round in $(seq 1 "$rounds"); do
   measure rb_out redis_benchmark --setup-sold-out
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 row() {  # phase system key [ratio]
   printf '%-9s %-52s %11.0f %9.2f %7s %10s\n' "$1" "$2" "${rps[$3]}" "${p99[$3]}" "${errors[$3]}" "${4:-}"
 }

@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# The hot path against its aims (issue 14), in one run on this machine, loopback only:
+#   default   `flashsale serve` as it runs with no Redis URL: its private redis-server on a unix
+#             socket with AOF fsynced every second, one order consumer persisting to SQLite
+#   bare      `flashsale serve` on a redis-server of ours (unix socket, no AOF), no order consumer
+#   consumer  bare plus one order consumer to SQLite (its own redis-server): between default and
+#             bare, it splits what the default costs into the AOF's share and the consumer's
+#   nginx     answering flashsale's own replies as constants, from memory (the HTTP limit)
+#   Redis     redis-benchmark running the reserve script on the bare redis-server (the Redis
+#             limit), and the batch script when redis_client_bench can print its call
+# Phases: hot (every request reserves: huge stock and limit, random users among a billion) at 128
+# and 1,024 connections, and sold out (the activity's one unit is gone). Every load is
+# `flashsale load`, closed loop, 2 threads. CPU per request is user + system time from
+# /proc/<pid>/stat over the load's run (the process's threads; redis-server's reaped children
+# too), divided by the requests answered. Every hot run on the default is verified
+# (`flashsale load --verify`, each on a fresh activity); the script exits 1 if one does not.
+# Rounds alternate the systems; each figure is the median of the rounds, each ratio the median of
+# the rounds' ratios (the two systems measured seconds apart); the medians are shown beside it.
+#
+#   bench/hot_path.sh [rounds] [seconds per run]      (defaults: 3, 5; about 1 minute a round)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+rounds=${1:-3}
+seconds=${2:-5}
+threads=2            # flashsale's I/O threads, nginx's workers, the load tool's threads
+rb_requests=200000   # redis-benchmark requests per run
+batch_size=16        # reservations per batch call, when the batch script exists
+tick_us=$((1000000 / $(getconf CLK_TCK)))
+
+bench_build_release flashsale redis_client_bench
+bin=build/release/src/flashsale
+bench_bin=build/release/bench/redis_client_bench
+
+dir=$(mktemp -d /tmp/flashsale-hot-XXXXXX)
+pids=()
+trap bench_cleanup EXIT
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date +%s)
+
+token=bench-admin-token
+serve() {  # name port flags...: appends its pid
+  local name=$1 port=$2
+  shift 2
+  "$bin" serve --listen "127.0.0.1:$port" --data-dir "$dir/$name" --identity gateway \
+    --threads "$threads" --log-level warn --admin-token "$token" \
+    --reconcile-every-ms 0 --prewarm-every-ms 0 --expire-every-ms 0 "$@" >"$dir/$name.log" 2>&1 &
+  pids+=($!)
+  wait_for curl -sf "http://127.0.0.1:$port/healthz"
+}
+create() {  # port json
+  curl -sf -H "Authorization: Bearer $token" -d "$2" \
+    "http://127.0.0.1:$1/api/v1/admin/activities" >/dev/null
+}
+create_hot() {  # port id
+  create "$1" "{\"id\":\"$2\",\"stock\":1000000000000,\"per_user_limit\":1000000000,\"start_ms\":0,\"end_ms\":4000000000000}"
+}
+
+# The bare configuration: our redis-server, no AOF, no order consumer.
+bare_socket=$dir/bare-redis.sock
+bench_start_redis "$bare_socket"
+bare_redis_pid=${pids[-1]}
+bare_port=$(free_port)
+serve bare "$bare_port" --redis-url "unix://$bare_socket" --consumers 0
+bare_pid=${pids[-1]}
+create_hot "$bare_port" hot
+# Purchases wait for the lost-write repair, which order consumers run: a `flashsale worker` runs
+# it, and is stopped once a purchase reserves.
+"$bin" worker --redis-url "unix://$bare_socket" --data-dir "$dir/bare" --log-level warn \
+  >"$dir/bare-worker.log" 2>&1 &
+worker_pid=$!
+pids+=("$worker_pid")
+wait_for sh -c "curl -s -X POST -H 'X-User-Id: probe' \
+  http://127.0.0.1:$bare_port/api/v1/activities/hot/purchase | grep -q '\"reserved\"'"
+kill "$worker_pid"
+wait "$worker_pid" || true
+
+# bare plus one order consumer (the default's, to SQLite in its data directory), no AOF.
+consumer_socket=$dir/consumer-redis.sock
+bench_start_redis "$consumer_socket"
+consumer_redis_pid=${pids[-1]}
+consumer_port=$(free_port)
+serve consumer "$consumer_port" --redis-url "unix://$consumer_socket"
+consumer_pid=${pids[-1]}
+
+# The default: no Redis URL (its private redis-server, AOF everysec), one order consumer, SQLite.
+default_port=$(free_port)
+serve default "$default_port"
+default_pid=${pids[-1]}
+default_redis_pid=$(redis-cli -s "$dir/default/redis.sock" info server |
+  awk -F: '/^process_id/ { print $2 + 0 }')
+[ "$(redis-cli -s "$dir/default/redis.sock" config get appendfsync | tail -n 1)" = everysec ]
+create "$default_port" '{"id":"gone","stock":1,"start_ms":0,"end_ms":4000000000000}'
+curl -sf -X POST -H 'X-User-Id: first' \
+  "http://127.0.0.1:$default_port/api/v1/activities/gone/purchase" >/dev/null
+create_hot "$default_port" probe
+sold_out_reply=$(curl -s -X POST -H 'X-User-Id: someone' \
+  "http://127.0.0.1:$default_port/api/v1/activities/gone/purchase")
+hot_reply=$(curl -s -X POST -H 'X-User-Id: probe' \
+  "http://127.0.0.1:$default_port/api/v1/activities/probe/purchase")
+
+nginx_port=$(free_port)
+bench_start_nginx "$nginx_port" "$threads" "$hot_reply" "$sold_out_reply"
+nginx_workers=$(ps -o pid= --ppid "${pids[-1]}" | tr -s ' \n' ' ')
+
+# The Redis limit's calls, set up on the bare redis-server (its own namespace there).
+read -r -a reserve_call < <(FLASHSALE_BENCH_REDIS_URL="unix://$bare_socket" "$bench_bin" --setup)
+batch_call=()
+if batch_line=$(FLASHSALE_BENCH_REDIS_URL="unix://$bare_socket" "$bench_bin" --setup-batch \
+  "$batch_size" 2>/dev/null) && [ -n "$batch_line" ]; then
+  read -r -a batch_call <<<"$batch_line"
+fi
+
+ticks() {  # pid... -> the sum of their CPU ticks (redis-servers with their reaped children)
+  local sum=0 pid
+  for pid in "$@"; do
+    if [[ " $bare_redis_pid $consumer_redis_pid $default_redis_pid " == *" $pid "* ]]; then
+      sum=$((sum + $(bench_cpu_ticks "$pid" children)))
+    else
+      sum=$((sum + $(bench_cpu_ticks "$pid")))
+    fi
+  done
+  echo "$sum"
+}
+
+declare -A runs  # key -> "rps p99 errors us_server us_redis" per round, newline-separated
+verify_failed=0
+# One load run: `flashsale load` on port/activity with the connections; CPU of the server's
+# processes (and of its Redis) from its start until its report is printed (before verifying).
+run() {  # key port activity connections "server pids" "redis pids" [load flags]
+  local key=$1 port=$2 activity=$3 conns=$4 server=$5 redis=$6
+  shift 6
+  local log=$dir/$key-$round.log
+  local s0 r0 s1 r1
+  # shellcheck disable=SC2086  # the pid lists split on purpose
+  s0=$(ticks $server)
+  r0=$(ticks "$redis")
+  "$bin" load --url "http://127.0.0.1:$port" --activity "$activity" --connections "$conns" \
+    --threads "$threads" --duration "$seconds" --user-ids random --users 1000000000 "$@" \
+    >"$log" 2>/dev/null &
+  local load_pid=$!
+  for _ in $(seq 1 $((seconds * 100 + 6000))); do  # the report, at most a minute late
+    grep -q '^  errors' "$log" 2>/dev/null && break
+    kill -0 "$load_pid" 2>/dev/null || break
+    sleep 0.01
+  done
+  # shellcheck disable=SC2086
+  s1=$(ticks $server)
+  r1=$(ticks "$redis")
+  wait "$load_pid" || true
+  local rps p99 errors answered
+  read -r rps p99 errors answered < <(bench_load_summary "$log")
+  answered=${answered:-0}
+  local us_server us_redis
+  us_server=$(awk -v t=$((s1 - s0)) -v n="$answered" -v u="$tick_us" 'BEGIN { printf "%.1f", (n > 0 ? t * u / n : 0) }')
+  us_redis=$(awk -v t=$((r1 - r0)) -v n="$answered" -v u="$tick_us" 'BEGIN { printf "%.1f", (n > 0 ? t * u / n : 0) }')
+  [ -n "$redis" ] || us_redis=-
+  runs[$key]+="${rps:-0} ${p99:-0} ${errors:-0} $us_server $us_redis"$'\n'
+  echo "round $round: $key ${rps:-0} requests/s, p99 ${p99:-0} ms, ${errors:-0} errors," \
+    "CPU/request $us_server us server, $us_redis us Redis" >&2
+  if [ "$port" != "$nginx_port" ] && [[ "$activity" == hot* ]] &&
+    ! grep -Eq '^  outcomes +1 reserved: [0-9]+;$' "$log"; then
+    verify_failed=1
+    echo "$key round $round: not every request reserved: $(grep '^  outcomes' "$log")" >&2
+  fi
+  if [[ " $* " == *" --drain-timeout-ms "* ]] && ! grep -q '^verified:' "$log"; then
+    verify_failed=1
+    echo "$key round $round NOT verified:" >&2
+    sed -n '/^verify/,$p' "$log" >&2
+  fi
+}
+# redis-benchmark on the bare redis-server; Redis CPU per call (the batch: per reservation).
+rb_run() {  # key per-call call...
+  local key=$1 per_call=$2
+  shift 2
+  local r0 r1 rps p99 errors
+  r0=$(ticks "$bare_redis_pid")
+  read -r rps p99 errors < <(bench_redis_benchmark "$bare_socket" "$rb_requests" 50 16 "$@")
+  r1=$(ticks "$bare_redis_pid")
+  rps=$(awk -v r="${rps:-0}" -v k="$per_call" 'BEGIN { printf "%.0f", r * k }')
+  local us
+  us=$(awk -v t=$((r1 - r0)) -v n=$((rb_requests * per_call)) -v u="$tick_us" 'BEGIN { printf "%.1f", t * u / n }')
+  runs[$key]+="$rps ${p99:-0} 0 - $us"$'\n'
+  echo "round $round: $key $rps reservations/s, $us us Redis CPU each" >&2
+}
+
+for round in $(seq 1 "$rounds"); do
+  create_hot "$default_port" "hot-$round"
+  create_hot "$default_port" "hot1k-$round"
+  run default_hot "$default_port" "hot-$round" 128 "$default_pid" "$default_redis_pid" \
+    --data-dir "$dir/default" --drain-timeout-ms 120000
+  run bare_hot "$bare_port" hot 128 "$bare_pid" "$bare_redis_pid"
+  create_hot "$consumer_port" "hot-$round"
+  run consumer_hot "$consumer_port" "hot-$round" 128 "$consumer_pid" "$consumer_redis_pid" \
+    --redis-url "unix://$consumer_socket" --db-url "sqlite:$dir/consumer/flashsale.db" \
+    --drain-timeout-ms 120000
+  run nginx_hot "$nginx_port" hot 128 "$nginx_workers" ""
+  run default_hot1k "$default_port" "hot1k-$round" 1024 "$default_pid" "$default_redis_pid" \
+    --data-dir "$dir/default" --drain-timeout-ms 120000
+  run nginx_hot1k "$nginx_port" hot 1024 "$nginx_workers" ""
+  run default_out "$default_port" gone 128 "$default_pid" "$default_redis_pid"
+  run nginx_out "$nginx_port" gone 128 "$nginx_workers" ""
+  rb_run redis_reserve 1 "${reserve_call[@]}"
+  if [ ${#batch_call[@]} -gt 0 ]; then rb_run redis_batch "$batch_size" "${batch_call[@]}"; fi
+done
+
+col() {  # key column -> the median over the rounds ("n/a" if the key never ran)
+  [ -n "${runs[$1]:-}" ] || { echo n/a; return; }
+  # shellcheck disable=SC2046
+  median $(awk -v c="$2" 'NF { print $c }' <<<"${runs[$1]}")
+}
+# The median over the rounds of a's requests/s over b's in the same round: the two ran seconds
+# apart, so a load that drifts over the run moves both.
+pair_ratio() {  # key_a key_b
+  if [ -z "${runs[$1]:-}" ] || [ -z "${runs[$2]:-}" ]; then
+    echo n/a
+    return
+  fi
+  # shellcheck disable=SC2046
+  printf '%.2f' "$(median $(paste -d' ' <(awk 'NF { print $1 }' <<<"${runs[$1]}") \
+    <(awk 'NF { print $1 }' <<<"${runs[$2]}") | awk '{ print ($2 > 0 ? $1 / $2 : 0) }'))"
+}
+errors_sum() { awk '{ s += $3 } END { print s + 0 }' <<<"${runs[$1]:-}"; }
+
+echo
+bench_machine_line
+bench_versions_line
+echo "runs: $rounds rounds, ${seconds}s each, flashsale load closed loop, $threads threads; flashsale $threads I/O" \
+  "threads, nginx $threads workers; redis-benchmark 50x16, -n $rb_requests; medians of the rounds"
+echo "      the servers, Redis and the load tool share these cores; loopback only;" \
+  "load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+printf '%-44s %11s %8s %6s %14s %14s\n' "system, phase, connections" requests/s "p99 ms" errors \
+  "us CPU/server" "us CPU/Redis"
+one_decimal() { if [ "$1" = - ]; then echo -; else printf '%.1f' "$1"; fi; }
+detail() {  # label key
+  if [ -z "${runs[$2]:-}" ]; then
+    printf '%-44s %11s\n' "$1" n/a
+    return
+  fi
+  printf '%-44s %11.0f %8.2f %6s %14s %14s\n' "$1" "$(col "$2" 1)" "$(col "$2" 2)" "$(errors_sum "$2")" \
+    "$(one_decimal "$(col "$2" 4)")" "$(one_decimal "$(col "$2" 5)")"
+}
+detail "default, hot, 128" default_hot
+detail "default, hot, 1024" default_hot1k
+detail "default, sold out, 128" default_out
+detail "bare, hot, 128" bare_hot
+detail "bare + order consumer, hot, 128" consumer_hot
+detail "nginx, hot reply, 128" nginx_hot
+detail "nginx, hot reply, 1024" nginx_hot1k
+detail "nginx, sold-out reply, 128" nginx_out
+detail "redis-benchmark, reserve script (per call)" redis_reserve
+detail "redis-benchmark, batch of $batch_size (per reservation)" redis_batch
+
+echo
+printf '%-46s %30s %9s %s\n' aim measured aim verdict
+aim() {  # label value suffix [op target]: met / missed (by how much) / reported / n/a
+  local verdict=reported
+  if [ "$2" = n/a ] || [ "$2" = - ]; then
+    verdict=n/a
+  elif [ -n "${4:-}" ]; then
+    verdict=$(awk -v v="$2" -v a="$5" -v op="$4" 'BEGIN {
+      if (op == ">=" ? v >= a : v <= a) print "met"
+      else printf "missed by %.0f %%\n", (op == ">=" ? (a - v) / a : (v - a) / a) * 100 }')
+  fi
+  printf '%-46s %30s %9s %s\n' "$1" "$2$3" "${4:-} ${5:-}" "$verdict"
+}
+hot=$(col default_hot 1)
+hot_ratio=$(pair_ratio default_hot nginx_hot)
+aim "hot: default / nginx, 128 connections" "$hot_ratio" " ($(printf %.0f "$hot") / $(printf %.0f "$(col nginx_hot 1)"))" ">=" 0.6
+aim "CPU per request: flashsale (default)" "$(one_decimal "$(col default_hot 4)")" " us" "<=" 10
+aim "CPU per request: flashsale (bare)" "$(one_decimal "$(col bare_hot 4)")" " us" "<=" 10
+aim "CPU per reservation: redis-server (default)" "$(one_decimal "$(col default_hot 5)")" " us" "<=" 5
+aim "CPU per reservation: redis-server (bare)" "$(one_decimal "$(col bare_hot 5)")" " us" "<=" 5
+aim "CPU per request: nginx" "$(one_decimal "$(col nginx_hot 4)")" " us" "" ""
+aim "p99 at 128 connections (default)" "$(printf %.2f "$(col default_hot 2)")" " ms" "<=" 5
+aim "p99 at 1024 connections (default)" "$(printf %.2f "$(col default_hot1k 2)")" " ms" "" ""
+aim "Redis limit: default / reserve script" "$(pair_ratio default_hot redis_reserve)" \
+  " ($(printf %.0f "$(col redis_reserve 1)")/s)" "" ""
+if [ -n "${runs[redis_batch]:-}" ]; then
+  aim "Redis limit: default / batch script ($batch_size)" "$(pair_ratio default_hot redis_batch)" \
+    " ($(printf %.0f "$(col redis_batch 1)")/s)" "" ""
+else
+  aim "Redis limit: default / batch script" n/a " (no --setup-batch)" "" ""
+fi
+out_ratio=$(pair_ratio default_out nginx_out)
+aim "sold out: default / nginx" "$out_ratio" \
+  " ($(printf %.0f "$(col default_out 1)") / $(printf %.0f "$(col nginx_out 1)"))" ">=" 0.95
+aim "default / bare, hot, 128 connections" "$(pair_ratio default_hot bare_hot)" \
+  " ($(printf %.0f "$hot") / $(printf %.0f "$(col bare_hot 1)"))" ">=" 0.9
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", a - b }'; }
+aim "  of which the order consumer: (bare + c.) / bare" "$(pair_ratio consumer_hot bare_hot)" \
+  ", $(minus "$(col consumer_hot 4)" "$(col bare_hot 4)") us flashsale" "" ""
+aim "  and the AOF: default / (bare + consumer)" "$(pair_ratio default_hot consumer_hot)" \
+  ", $(minus "$(col default_hot 5)" "$(col consumer_hot 5)") us Redis" "" ""
+echo
+verified=$(grep -l '^verified:' "$dir"/{default,consumer}_hot*-*.log 2>/dev/null | wc -l)
+echo "hot runs verified (default, bare + consumer): $verified of $((3 * rounds)); took" \
+  "$(($(date +%s) - started)) s"
+[ "$verify_failed" -eq 0 ] && [ "$verified" -eq $((3 * rounds)) ]
