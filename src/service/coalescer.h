@@ -33,6 +33,7 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
 #include <cstddef>
@@ -187,11 +188,10 @@ class Coalescer {
     for (size_t i = 0; i < count; ++i) {
       base::Result<Reply> reply =
           replies.ok() ? std::move((*replies)[i]) : base::Result<Reply>(replies.error());
-      // Posted: a waiter resumed here could submit again while this loop runs.
+      // Posted (then run on the waiter's own executor, if it has one): a waiter resumed here
+      // could submit again while this loop runs.
       boost::asio::post(state->executor,
-                        [waiter = std::move(batch.waiters[i]), reply = std::move(reply)]() mutable {
-                          std::move(waiter)(std::move(reply));
-                        });
+                        boost::asio::append(std::move(batch.waiters[i]), std::move(reply)));
     }
     if (state->closed) return;
     auto it = state->lanes.find(batch.key);
