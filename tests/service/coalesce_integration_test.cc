@@ -29,6 +29,7 @@
 #include "store/sqlite_store.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
+#include "support/wait.h"
 
 namespace flashsale::service {
 namespace {
@@ -423,6 +424,64 @@ TEST_F(CoalesceTest, DrawsInBatchesAreTheSequentialDraws) {
   const redis::SeckillKeys keys(settings_.key_namespace, "lottery");
   EXPECT_EQ(std::stoll(redis_->String({"HGET", keys.prizes(), "cup"})), 5 - won["cup"]);
   EXPECT_EQ(std::stoll(redis_->String({"HGET", keys.prizes(), "pen"})), 10 - won["pen"]);
+}
+
+// Redis stops answering with a batch in flight: every waiter of the batch is told that its
+// outcome is unknown, under its own order id. Once Redis answers again and runs what it was sent,
+// the orders it recorded are exactly those ids (nothing recorded that no caller was told about),
+// and purchases are decided again.
+TEST_F(CoalesceTest, ARedisThatStopsAnsweringReachesEveryWaiterOfTheBatch) {
+  core::SeckillActivity sale = Sale("paused", 1);
+  sale.stock = 100;
+  Create(sale);
+  // This test's own connection: a short command timeout, no retry.
+  context_.reset();
+  testing::Stop(io_, connection_);
+  redis::ConnectionOptions options;
+  options.command_timeout = 300ms;
+  connection_ = testing::Connect(io_, redis_->unix_url(), options);
+  runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+  settings_.redis_retries = 0;
+  context_ = std::make_unique<ServiceContext>(settings_, *runner_, *store_, db_.get_executor(),
+                                              registry_, clock_, random_);
+
+  std::vector<Ask> asks;
+  for (int i = 0; i < 8; ++i) asks.push_back({.user = "p" + std::to_string(i)});
+  redis_->Pause();
+  const std::vector<PurchaseResult> results = BuyAllAtOnce("paused", asks);
+  redis_->Resume();
+  const CoalescerStats stats = context_->reserves().stats();
+  Print("paused", stats);
+  ASSERT_EQ(results.size(), asks.size());
+  EXPECT_GE(stats.batched_calls, 1);
+  std::set<std::string> told;
+  for (const PurchaseResult& result : results) {
+    EXPECT_TRUE(result.unknown) << "no reply: the outcome is unknown, never a guess";
+    EXPECT_FALSE(result.order_id.empty());
+    told.insert(result.order_id);
+  }
+  EXPECT_EQ(told.size(), asks.size()) << "each waiter has its own order id";
+
+  // Redis runs what it was sent once it is resumed: those orders, and no other.
+  std::set<std::string> recorded;
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        recorded.clear();
+        for (const Intent& intent : Intents("paused")) recorded.insert(intent.order_id);
+        return recorded.size() >= asks.size();
+      },
+      20s));
+  EXPECT_EQ(recorded, told);
+
+  int attempt = 0;  // a fresh user each attempt: an unknown one may have reserved
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        auto again = io_.Run(Buy("paused", {.user = "after" + std::to_string(attempt++)}));
+        return again && again->ok() && (*again)->outcome == Outcome::kReserved &&
+               !(*again)->unknown;
+      },
+      20s, 200ms))
+      << "purchases are decided again once Redis answers";
 }
 
 }  // namespace
