@@ -1,5 +1,6 @@
 #include "service/context.h"
 
+#include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "base/crypto.h"
@@ -18,6 +19,20 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
     : settings_(settings),
       runner_(runner),
       seckill_(runner, settings.key_namespace),
+      reserves_(
+          runner.connection().executor(),
+          [this](std::string_view activity_id, std::span<const redis::ReserveRequest> requests,
+                 ReserveCoalescer::Done done) {
+            SendReserveBatch(seckill_, activity_id, requests, std::move(done));
+          },
+          static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
+      draws_(
+          runner.connection().executor(),
+          [this](std::string_view activity_id, std::span<const redis::DrawRequest> requests,
+                 DrawCoalescer::Done done) {
+            SendDrawBatch(seckill_, activity_id, requests, std::move(done));
+          },
+          static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
       limiter_(runner),
       order_stream_(runner, settings.key_namespace),
       draw_queue_(runner, settings.key_namespace),

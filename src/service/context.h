@@ -25,6 +25,7 @@
 #include "redis/seckill.h"
 #include "service/blocking.h"
 #include "service/registry.h"
+#include "service/script_batches.h"
 #include "store/store.h"
 
 namespace flashsale::service {
@@ -57,6 +58,9 @@ struct ServiceSettings {
   // once this many replicas acknowledged it (WAIT), within wait_timeout; 0: not waited for.
   int64_t wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{200};
+  // Reservations (and draws) of one activity that wait while a call of it is in flight are sent
+  // as one batch of at most this many (service/coalescer.h); 1: every request alone.
+  int64_t max_batch = 64;
 };
 
 class ServiceContext {
@@ -69,6 +73,10 @@ class ServiceContext {
   redis::Connection& redis() { return runner_.connection(); }
   redis::ScriptRunner& runner() { return runner_; }
   redis::SeckillScripts& seckill() { return seckill_; }
+  // The reserve and draw script calls, coalesced per activity (service/coalescer.h): what the
+  // purchase and the direct draw send through.
+  ReserveCoalescer& reserves() { return reserves_; }
+  DrawCoalescer& draws() { return draws_; }
   redis::RateLimiter& limiter() { return limiter_; }
   redis::OrderStream& order_stream() { return order_stream_; }
   redis::DrawQueue& draw_queue() { return draw_queue_; }
@@ -119,6 +127,8 @@ class ServiceContext {
   const ServiceSettings& settings_;
   redis::ScriptRunner& runner_;
   redis::SeckillScripts seckill_;
+  ReserveCoalescer reserves_;  // send through seckill_, so destroyed before it
+  DrawCoalescer draws_;
   redis::RateLimiter limiter_;
   redis::OrderStream order_stream_;
   redis::DrawQueue draw_queue_;

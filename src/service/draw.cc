@@ -92,7 +92,7 @@ asio::awaitable<Result<DrawResult>> DrawNow(ServiceContext& context,
   };
   const std::string& activity_id = admission.record->activity.id;
   auto drawn = co_await RetryWhileUnknown<redis::DrawResult>(context.settings().redis_retries, [&] {
-    return context.seckill().AsyncDraw(activity_id, draw, asio::use_awaitable);
+    return context.draws().AsyncSubmit(activity_id, draw, asio::use_awaitable);
   });
   if (!drawn.ok()) {
     co_return UndecidedResult<DrawResult>(admission.order_id, std::move(drawn).error());

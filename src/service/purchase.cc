@@ -55,7 +55,7 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
   const std::string& activity_id = admission.record->activity.id;
   auto reservation = co_await RetryWhileUnknown<redis::Reservation>(
       context.settings().redis_retries,
-      [&] { return context.seckill().AsyncReserve(activity_id, reserve, asio::use_awaitable); });
+      [&] { return context.reserves().AsyncSubmit(activity_id, reserve, asio::use_awaitable); });
   if (!reservation.ok()) {
     co_return UndecidedResult<PurchaseResult>(admission.order_id, std::move(reservation).error());
   }

@@ -1,0 +1,33 @@
+#pragma once
+// The coalescers of the reserve and draw scripts (service/coalescer.h), and the one function per
+// script that sends a batch of requests of one activity.
+//
+// A batch is decided in arrival order, each request exactly as a call of its own would decide it.
+// Today a batch goes as the requests' own script calls pipelined back to back on the connection:
+// one connection is FIFO, so Redis runs them in order and the replies come back in order. The
+// senders below are the single place that knows this; a script that decides a whole batch in one
+// call replaces their bodies and nothing else.
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "redis/seckill.h"
+#include "service/coalescer.h"
+
+namespace flashsale::service {
+
+using ReserveCoalescer = Coalescer<redis::ReserveRequest, redis::Reservation>;
+using DrawCoalescer = Coalescer<redis::DrawRequest, redis::DrawResult>;
+
+// Sends `requests` (reservations of `activity_id`) as one batch: one reply per request in its
+// slot (a request's own failure in its slot), or an error for the whole batch.
+void SendReserveBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
+                      std::span<const redis::ReserveRequest> requests, ReserveCoalescer::Done done);
+
+// The same for lottery draws.
+void SendDrawBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
+                   std::span<const redis::DrawRequest> requests, DrawCoalescer::Done done);
+
+}  // namespace flashsale::service
