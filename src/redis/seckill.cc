@@ -1,6 +1,7 @@
 #include "redis/seckill.h"
 
 #include <array>
+#include <atomic>
 #include <boost/asio/append.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -341,6 +342,46 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
                      }
                      return reservation;
                    });
+}
+
+void SeckillScripts::ReserveBatch(std::string_view activity_id,
+                                  std::span<const ReserveRequest> requests,
+                                  Handler<std::vector<Result<Reservation>>> handler) {
+  // First version: one script call per request, pipelined on the connection in order (so each
+  // decides what a single call decides at that point); the results are gathered in order.
+  using Results = std::vector<Result<Reservation>>;
+  struct Gather {
+    Results results;
+    std::optional<Error> failure;  // the first error of a call that reached Redis
+    std::atomic<size_t> pending{0};
+    Handler<Results> handler;  // constructed, never assigned (Asio 1.81's move assignment recurses)
+  };
+  auto gather = std::make_shared<Gather>(Results{}, std::nullopt, 0, std::move(handler));
+  gather->results.reserve(requests.size());
+  std::vector<size_t> sent;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (auto valid = CheckReserve(activity_id, requests[i]); !valid) {
+      gather->results.emplace_back(std::move(valid).error());
+    } else {
+      gather->results.emplace_back(Reservation{});
+      sent.push_back(i);
+    }
+  }
+  const auto finish = [this](std::shared_ptr<Gather> g) {
+    auto handler = std::move(g->handler);
+    if (g->failure) return Reject(runner_, std::move(handler), std::move(*g->failure));
+    asio::post(runner_.connection().executor(),
+               asio::append(std::move(handler), Result<Results>(std::move(g->results))));
+  };
+  if (sent.empty()) return finish(gather);
+  gather->pending = sent.size();
+  for (size_t i : sent) {
+    Reserve(activity_id, requests[i], [gather, i, finish](Result<Reservation> result) {
+      if (!result.ok() && !gather->failure) gather->failure = result.error();
+      gather->results[i] = std::move(result);
+      if (--gather->pending == 0) finish(gather);
+    });
+  }
 }
 
 void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request,

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -204,6 +205,14 @@ class SeckillScripts {
   void Setup(const core::SeckillActivity& activity, SetupMode mode, Handler<SetupResult> handler);
   void Reserve(std::string_view activity_id, const ReserveRequest& request,
                Handler<Reservation> handler);
+  // Several reservations of one activity decided in order, each exactly as a single Reserve
+  // would decide it at that point (per-user limits exact inside the batch, the same user twice
+  // included). A request refused before Redis (bad input) gets its own error in its slot; an
+  // error of the whole call (Redis down, an unknown outcome) is the handler's error. The results
+  // come in the order of `requests`. The requests (and the strings they view) must stay alive
+  // until the handler runs.
+  void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
+                    Handler<std::vector<base::Result<Reservation>>> handler);
   // A lottery draw (the activity must be a lottery; a sale answers kUnknownActivity).
   void Draw(std::string_view activity_id, const DrawRequest& request, Handler<DrawResult> handler);
   // The EVALSHA arguments Reserve would send ("EVALSHA", sha, numkeys, keys..., args...), for
@@ -234,6 +243,14 @@ class SeckillScripts {
     return Initiate<Reservation>(token, [this, activity_id, request](auto h) {
       Reserve(activity_id, request, std::move(h));
     });
+  }
+  template <typename Token>
+  auto AsyncReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
+                         Token&& token) {
+    return Initiate<std::vector<base::Result<Reservation>>>(
+        token, [this, activity_id, requests](auto h) {
+          ReserveBatch(activity_id, requests, std::move(h));
+        });
   }
   template <typename Token>
   auto AsyncDraw(std::string_view activity_id, const DrawRequest& request, Token&& token) {
