@@ -1,7 +1,6 @@
 #include "redis/seckill.h"
 
 #include <array>
-#include <atomic>
 #include <boost/asio/append.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -114,9 +113,9 @@ struct SeckillScripts::Replies {
           remaining(s, "remaining"),
           bought(s, "bought"),
           order_id(s, "order_id"),
-          item(s, "item") {}
+          items(s, "items") {}
     IntField code, replayed, remaining, bought;
-    StrField order_id, item;
+    StrField order_id, items;
   };
   struct Draw {
     explicit Draw(const Script& s)
@@ -278,43 +277,77 @@ base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& re
   return {};
 }
 
-// Without a token the idem key is a placeholder the script never touches (it has to be named all
-// the same: a script's keys are fixed).
-std::string IdemKey(const SeckillKeys& keys, const ReserveRequest& request) {
-  return keys.Idempotency(request.idempotency_token.empty() ? "-" : request.idempotency_token);
-}
-
-// The reserve call's KEYS and ARGV; `keys` and `idem_key` must outlive `call`.
-void FillReserve(ScriptCall& call, const SeckillKeys& keys, const std::string& idem_key,
-                 const ReserveRequest& request) {
-  const bool idempotent = !request.idempotency_token.empty();
-  call.Key("meta", keys.meta())
-      .Key("stock", keys.stock())
-      .Key("items", keys.items())
-      .Key("buyers", keys.buyers())
-      .Key("orders", keys.orders())
-      .Key("stream", keys.stream())
-      .Key("user_orders", keys.user_orders())
-      .Key("idem", idem_key)
-      .Arg("order_id", request.order_id)
-      .Arg("user_id", request.user_id)
-      .Arg("quantity", request.quantity)
-      .Arg("now_ms", request.now_ms)
-      .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0);
-}
+// What a reserve call refers to until it is sent: the keys, the idempotency keys of the requests
+// that have one, and every request's six arguments (seckill_reserve.lua).
+struct ReserveCall {
+  ReserveCall(const std::string& key_namespace, std::string_view activity_id, const Script& script,
+              std::span<const ReserveRequest* const> requests)
+      : keys(key_namespace, activity_id), call(script) {
+    args.reserve(requests.size() * 6);
+    for (const ReserveRequest* request : requests) {
+      const bool idempotent = !request->idempotency_token.empty();
+      if (idempotent) idem_keys.push_back(keys.Idempotency(request->idempotency_token));
+      args.emplace_back(request->order_id);
+      args.emplace_back(request->user_id);
+      args.push_back(std::to_string(request->quantity));
+      args.push_back(std::to_string(request->now_ms));
+      args.push_back(std::to_string(idempotent ? request->idempotency_ttl_ms : 0));
+      args.push_back(std::to_string(idempotent ? idem_keys.size() : 0));
+    }
+    call.Key("meta", keys.meta())
+        .Key("stock", keys.stock())
+        .Key("items", keys.items())
+        .Key("buyers", keys.buyers())
+        .Key("orders", keys.orders())
+        .Key("stream", keys.stream())
+        .RestKeys("idem", idem_keys)
+        .Rest("request", args);
+  }
+  SeckillKeys keys;
+  std::vector<std::string> idem_keys;
+  std::vector<std::string> args;
+  ScriptCall call;
+};
 
 }  // namespace
 
 Result<std::vector<std::string>> SeckillScripts::ReserveArgv(std::string_view activity_id,
                                                              const ReserveRequest& request) const {
   if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
-  const SeckillKeys keys(namespace_, activity_id);
-  const std::string idem_key = IdemKey(keys, request);
-  ScriptCall call(reserve_);
-  FillReserve(call, keys, idem_key, request);
-  auto argv = call.BuildArgv();
+  const ReserveRequest* one[] = {&request};
+  const ReserveCall reserve(namespace_, activity_id, reserve_, one);
+  auto argv = reserve.call.BuildArgv();
   if (!argv) return std::move(argv).error();
   return std::vector<std::string>(argv->begin(), argv->end());
+}
+
+void SeckillScripts::SendReserve(std::string_view activity_id,
+                                 std::span<const ReserveRequest* const> requests,
+                                 Handler<std::vector<Reservation>> handler) {
+  const ReserveCall reserve(namespace_, activity_id, reserve_, requests);
+  Run<std::vector<Reservation>>(
+      runner_, reserve.call, std::move(handler),
+      [replies = replies_,
+       count = requests.size()](const ScriptReply& reply) -> Result<std::vector<Reservation>> {
+        const Replies::Reserve& f = replies->reserve;
+        if (reply.Rows() != count) {
+          return MakeError(ErrorCode::kProtocol, "script {} answered {} requests of {}",
+                           reply.script().name, reply.Rows(), count);
+        }
+        std::vector<Reservation> reservations(count);
+        for (size_t i = 0; i < count; ++i) {
+          auto outcome = core::OutcomeFromCode(reply.Int(f.code, i));
+          if (!outcome) return UnknownCode(reply, reply.Int(f.code, i));
+          Reservation& r = reservations[i];
+          r.outcome = *outcome;
+          r.replayed = reply.Int(f.replayed, i) == 1;
+          r.remaining = reply.Int(f.remaining, i);
+          r.bought = reply.Int(f.bought, i);
+          r.order_id = reply.Str(f.order_id, i);
+          r.items = base::SplitWords(reply.Str(f.items, i));
+        }
+        return reservations;
+      });
 }
 
 void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
@@ -322,66 +355,47 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
   if (auto valid = CheckReserve(activity_id, request); !valid) {
     return Reject(runner_, std::move(handler), std::move(valid).error());
   }
-  const SeckillKeys keys(namespace_, activity_id);
-  const std::string idem_key = IdemKey(keys, request);
-  ScriptCall call(reserve_);
-  FillReserve(call, keys, idem_key, request);
-  Run<Reservation>(runner_, call, std::move(handler),
-                   [replies = replies_](const ScriptReply& reply) -> Result<Reservation> {
-                     const Replies::Reserve& f = replies->reserve;
-                     auto outcome = core::OutcomeFromCode(reply.Int(f.code));
-                     if (!outcome) return UnknownCode(reply, reply.Int(f.code));
-                     Reservation reservation;
-                     reservation.outcome = *outcome;
-                     reservation.replayed = reply.Int(f.replayed) == 1;
-                     reservation.remaining = reply.Int(f.remaining);
-                     reservation.bought = reply.Int(f.bought);
-                     reservation.order_id = reply.Str(f.order_id);
-                     for (size_t i = 0; i < reply.Rows(); ++i) {
-                       reservation.items.emplace_back(reply.Str(f.item, i));
-                     }
-                     return reservation;
-                   });
+  const ReserveRequest* one[] = {&request};
+  SendReserve(activity_id, one,
+              [handler = std::move(handler)](Result<std::vector<Reservation>> result) mutable {
+                Result<Reservation> single = result.ok()
+                                                 ? Result<Reservation>(std::move(result->front()))
+                                                 : Result<Reservation>(std::move(result).error());
+                std::move(handler)(std::move(single));
+              });
 }
 
 void SeckillScripts::ReserveBatch(std::string_view activity_id,
                                   std::span<const ReserveRequest> requests,
                                   Handler<std::vector<Result<Reservation>>> handler) {
-  // First version: one script call per request, pipelined on the connection in order (so each
-  // decides what a single call decides at that point); the results are gathered in order.
+  // The requests refused before Redis keep their error; the others go in one call, in order.
   using Results = std::vector<Result<Reservation>>;
-  struct Gather {
-    Results results;
-    std::optional<Error> failure;  // the first error of a call that reached Redis
-    std::atomic<size_t> pending{0};
-    Handler<Results> handler;  // constructed, never assigned (Asio 1.81's move assignment recurses)
-  };
-  auto gather = std::make_shared<Gather>(Results{}, std::nullopt, 0, std::move(handler));
-  gather->results.reserve(requests.size());
-  std::vector<size_t> sent;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (auto valid = CheckReserve(activity_id, requests[i]); !valid) {
-      gather->results.emplace_back(std::move(valid).error());
+  auto results = std::make_shared<Results>();
+  results->reserve(requests.size());
+  std::vector<const ReserveRequest*> sent;
+  sent.reserve(requests.size());
+  for (const ReserveRequest& request : requests) {
+    if (auto valid = CheckReserve(activity_id, request); !valid) {
+      results->emplace_back(std::move(valid).error());
     } else {
-      gather->results.emplace_back(Reservation{});
-      sent.push_back(i);
+      results->emplace_back(Reservation{});
+      sent.push_back(&request);
     }
   }
-  const auto finish = [this](std::shared_ptr<Gather> g) {
-    auto handler = std::move(g->handler);
-    if (g->failure) return Reject(runner_, std::move(handler), std::move(*g->failure));
-    asio::post(runner_.connection().executor(),
-               asio::append(std::move(handler), Result<Results>(std::move(g->results))));
-  };
-  if (sent.empty()) return finish(gather);
-  gather->pending = sent.size();
-  for (size_t i : sent) {
-    Reserve(activity_id, requests[i], [gather, i, finish](Result<Reservation> result) {
-      if (!result.ok() && !gather->failure) gather->failure = result.error();
-      gather->results[i] = std::move(result);
-      if (--gather->pending == 0) finish(gather);
-    });
+  if (sent.empty()) {
+    return asio::post(runner_.connection().executor(),
+                      asio::append(std::move(handler), Result<Results>(std::move(*results))));
   }
+  SendReserve(
+      activity_id, sent,
+      [handler = std::move(handler), results](Result<std::vector<Reservation>> decided) mutable {
+        if (!decided.ok()) return std::move(handler)(Result<Results>(std::move(decided).error()));
+        size_t next = 0;
+        for (Result<Reservation>& slot : *results) {
+          if (slot.ok()) slot = Result<Reservation>(std::move((*decided)[next++]));
+        }
+        std::move(handler)(Result<Results>(std::move(*results)));
+      });
 }
 
 void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request,
@@ -545,7 +559,10 @@ void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view u
   }
   const SeckillKeys keys(namespace_, activity_id);
   ScriptCall call(user_orders_);
-  call.Key("orders", keys.orders()).Key("user_orders", keys.user_orders()).Arg("user_id", user_id);
+  call.Key("orders", keys.orders())
+      .Key("stream", keys.stream())
+      .Key("dead", keys.dead())
+      .Arg("user_id", user_id);
   Run<std::vector<RecordedOrder>>(
       runner_, call, std::move(handler),
       [replies = replies_](const ScriptReply& reply) -> Result<std::vector<RecordedOrder>> {

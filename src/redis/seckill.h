@@ -285,6 +285,10 @@ class SeckillScripts {
   const std::string& key_namespace() const { return namespace_; }
 
  private:
+  // One reserve script call deciding `requests` (checked already) in order.
+  void SendReserve(std::string_view activity_id, std::span<const ReserveRequest* const> requests,
+                   Handler<std::vector<Reservation>> handler);
+
   // `start` captures by value: with use_awaitable the initiation runs only when the awaitable is
   // awaited, after the Async* call has returned.
   template <typename T, typename Token, typename Start>
