@@ -430,7 +430,6 @@ void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& reque
       .Key("buyers", keys.buyers())
       .Key("orders", keys.orders())
       .Key("stream", keys.stream())
-      .Key("user_orders", keys.user_orders())
       .Key("idem", idem_key)
       .Key("fence", keys.queue_fence())
       .Arg("order_id", request.order_id)

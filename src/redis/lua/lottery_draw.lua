@@ -18,14 +18,22 @@
 -- Fencing: a draw by the holder of a lock (a strict first-come-first-served queue consumer)
 -- passes its fencing token; if another holder has taken the lock since, the draw is refused
 -- before anything is written. fence = 0: no check.
--- KEYS: meta prizes buyers orders stream user_orders idem fence
+-- The lean path: the meta HMGET, the prizes' HMGET (the choice needs every prize's stock), HINCRBY
+-- of the user's draws, HSETNX of the draw's record (a new order id only: it existed, the count is
+-- lowered again and the draw replayed); a win adds HINCRBY of its prize and XADD: four commands
+-- for a draw that wins nothing, six for a win. Decided optimistically as in seckill_reserve.lua:
+-- the draw count is raised first and lowered again on the rare paths (the limit reached, every
+-- prize gone, a replay), and every outcome but a draw looks for the order id's record first.
+-- Not written: `meta.reserved` (derived, seckill_status.lua) and a per-user order index (a
+-- user's wins not yet persisted are read from the stream, seckill_user_orders.lua).
+-- KEYS: meta prizes buyers orders stream idem fence
 -- ARGV: order_id user_id now_ms idem_ttl_ms pick fallback fence
 -- RETURNS: {code:int replayed:int remaining:int draws:int order_id:str prize_id:str}
 -- Returns {code, replayed, remaining, draws, order_id, prize_id}; code 1 won, 2 no prize,
 -- 0 draw limit reached (draws = the user's draws so far), -1 every prize gone, -2 not started,
 -- -3 ended, -4 unknown activity, -5 closed, -6 order id used by another user.
 local fence = tonumber(ARGV[7])
-if fence and fence > 0 and tonumber(redis.call('GET', KEYS[8]) or '0') ~= fence then
+if fence and fence > 0 and tonumber(redis.call('GET', KEYS[7]) or '0') ~= fence then
   return redis.error_reply('FENCED flashsale: a newer holder of the queue lock exists')
 end
 local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind', 'none',
@@ -59,7 +67,7 @@ local function replay(id)
   return {1, 1, remaining, 0, id, prize}
 end
 if idem_ttl > 0 then
-  local first = redis.call('GET', KEYS[7])
+  local first = redis.call('GET', KEYS[6])
   if first and string.sub(first, 1, 2) == 'P|' then
     if string.sub(first, 3) ~= user then return {-6, 0, 0, 0, '', ''} end
   elseif first then
@@ -73,22 +81,38 @@ if idem_ttl > 0 then
     return {code, 1, remaining, tonumber(draws), first_order, ''}
   end
 end
-local prior = replay(order_id)
-if prior then return prior end
-
 local function decided(code, draws, prize)
   if idem_ttl > 0 then
-    redis.call('SET', KEYS[7], code .. '|' .. draws .. '|' .. order_id .. '|' .. user, 'PX',
+    redis.call('SET', KEYS[6], code .. '|' .. draws .. '|' .. order_id .. '|' .. user, 'PX',
       idem_ttl)
   end
   return {code, 0, remaining, draws, order_id, prize}
 end
-if m[1] ~= 'open' then return decided(-5, 0, '') end
-if now < tonumber(m[2]) then return decided(-2, 0, '') end
-if now >= tonumber(m[3]) then return decided(-3, 0, '') end
-local draws = tonumber(redis.call('HGET', KEYS[3], user) or '0')
-if draws >= tonumber(m[4]) then return decided(0, draws, '') end
-if remaining == 0 then return decided(-1, draws, '') end
+-- An outcome other than a draw: the order id's record first.
+local function refuse(code, draws)
+  local prior = replay(order_id)
+  if prior then return prior end
+  return decided(code, draws, '')
+end
+if m[1] ~= 'open' then return refuse(-5, 0) end
+if now < tonumber(m[2]) then return refuse(-2, 0) end
+if now >= tonumber(m[3]) then return refuse(-3, 0) end
+local draws = redis.call('HINCRBY', KEYS[3], user, 1)
+local function undraw()
+  if draws == 1 then
+    redis.call('HDEL', KEYS[3], user)
+  else
+    redis.call('HINCRBY', KEYS[3], user, -1)
+  end
+end
+if draws > tonumber(m[4]) then
+  undraw()
+  return refuse(0, draws - 1)
+end
+if remaining == 0 then
+  undraw()
+  return refuse(-1, draws - 1)
+end
 
 -- 1. By weight among "no prize" and every prize.
 local total = tonumber(m[6])
@@ -114,18 +138,16 @@ if target >= tonumber(m[6]) then
   end
 end
 
-draws = redis.call('HINCRBY', KEYS[3], user, 1)
-if not chosen then
-  redis.call('HSET', KEYS[4], order_id, 'N|' .. user .. '|0|' .. ARGV[3] .. '|')
-  return decided(2, draws, '')
+local prize = chosen and ids[chosen] or ''
+local record = (chosen and 'R|' or 'N|') .. user .. (chosen and '|1|' or '|0|') .. ARGV[3] .. '|'
+  .. prize
+if redis.call('HSETNX', KEYS[4], order_id, record) == 0 then
+  undraw()
+  return replay(order_id)
 end
-local prize = ids[chosen]
+if not chosen then return decided(2, draws, '') end
 redis.call('HINCRBY', KEYS[2], prize, -1)
 remaining = remaining - 1
-redis.call('HINCRBY', KEYS[1], 'reserved', 1)
-redis.call('HSET', KEYS[4], order_id, 'R|' .. user .. '|1|' .. ARGV[3] .. '|' .. prize)
-local mine = redis.call('HGET', KEYS[6], user)
-redis.call('HSET', KEYS[6], user, mine and (mine .. ' ' .. order_id) or order_id)
 redis.call('XADD', KEYS[5], '*', 'order_id', order_id, 'user_id', user, 'quantity', 1,
   'items', prize, 'ts', ARGV[3], 'draw', draws, 'limit', m[4])
 return decided(1, draws, prize)
