@@ -62,6 +62,51 @@ Error BadActivityId(std::string_view id) {
                    "activity id '{}' must be 1-64 characters of [A-Za-z0-9_-]", id);
 }
 
+// Splits a batch into the requests refused before Redis (their error in their slot) and the ones
+// to send; `send` runs with those and a callback that fills the other slots in order.
+template <typename Request, typename T, typename Check, typename Send>
+void Batch(ScriptRunner& runner, std::span<const Request> requests, Check check, Send send,
+           Handler<std::vector<Result<T>>> handler) {
+  using Results = std::vector<Result<T>>;
+  auto results = std::make_shared<Results>();
+  results->reserve(requests.size());
+  std::vector<const Request*> sent;
+  sent.reserve(requests.size());
+  for (const Request& request : requests) {
+    if (auto valid = check(request); !valid) {
+      results->emplace_back(std::move(valid).error());
+    } else {
+      results->emplace_back(T{});
+      sent.push_back(&request);
+    }
+  }
+  if (sent.empty()) {
+    return asio::post(runner.connection().executor(),
+                      asio::append(std::move(handler), Result<Results>(std::move(*results))));
+  }
+  send(std::span<const Request* const>(sent),
+       Handler<std::vector<T>>(
+           [handler = std::move(handler), results](Result<std::vector<T>> decided) mutable {
+             if (!decided.ok())
+               return std::move(handler)(Result<Results>(std::move(decided).error()));
+             size_t next = 0;
+             for (Result<T>& slot : *results) {
+               if (slot.ok()) slot = Result<T>(std::move((*decided)[next++]));
+             }
+             std::move(handler)(Result<Results>(std::move(*results)));
+           }));
+}
+
+// One result of a batch of one.
+template <typename T>
+Handler<std::vector<T>> First(Handler<T> handler) {
+  return Handler<std::vector<T>>(
+      [handler = std::move(handler)](Result<std::vector<T>> result) mutable {
+        std::move(handler)(result.ok() ? Result<T>(std::move(result->front()))
+                                       : Result<T>(std::move(result).error()));
+      });
+}
+
 }  // namespace
 
 SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activity_id)
@@ -356,103 +401,127 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
     return Reject(runner_, std::move(handler), std::move(valid).error());
   }
   const ReserveRequest* one[] = {&request};
-  SendReserve(activity_id, one,
-              [handler = std::move(handler)](Result<std::vector<Reservation>> result) mutable {
-                Result<Reservation> single = result.ok()
-                                                 ? Result<Reservation>(std::move(result->front()))
-                                                 : Result<Reservation>(std::move(result).error());
-                std::move(handler)(std::move(single));
-              });
+  SendReserve(activity_id, one, First(std::move(handler)));
 }
 
 void SeckillScripts::ReserveBatch(std::string_view activity_id,
                                   std::span<const ReserveRequest> requests,
                                   Handler<std::vector<Result<Reservation>>> handler) {
-  // The requests refused before Redis keep their error; the others go in one call, in order.
-  using Results = std::vector<Result<Reservation>>;
-  auto results = std::make_shared<Results>();
-  results->reserve(requests.size());
-  std::vector<const ReserveRequest*> sent;
-  sent.reserve(requests.size());
-  for (const ReserveRequest& request : requests) {
-    if (auto valid = CheckReserve(activity_id, request); !valid) {
-      results->emplace_back(std::move(valid).error());
-    } else {
-      results->emplace_back(Reservation{});
-      sent.push_back(&request);
+  Batch<ReserveRequest, Reservation>(
+      runner_, requests,
+      [activity_id](const ReserveRequest& request) { return CheckReserve(activity_id, request); },
+      [this, activity_id](std::span<const ReserveRequest* const> sent,
+                          Handler<std::vector<Reservation>> done) {
+        SendReserve(activity_id, sent, std::move(done));
+      },
+      std::move(handler));
+}
+
+namespace {
+
+// What Draw refuses before Redis.
+base::Status CheckDraw(std::string_view activity_id, const DrawRequest& request) {
+  if (!core::IsValidActivityId(activity_id)) return BadActivityId(activity_id);
+  if (auto valid = core::ValidatePurchase(request.user_id, 1); !valid) return valid.error();
+  if (!base::IsValidId(request.order_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id);
+  }
+  if (request.pick >= kDrawRandomBound || request.fallback >= kDrawRandomBound) {
+    return MakeError(ErrorCode::kInvalidArgument, "draw random numbers must be < 2^52");
+  }
+  if (!request.idempotency_token.empty() &&
+      (!base::IsValidId(request.idempotency_token) || request.idempotency_ttl_ms <= 0)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "idempotency token must be an id and its ttl positive");
+  }
+  if (request.fence < 0) return MakeError(ErrorCode::kInvalidArgument, "fence must be >= 0");
+  return {};
+}
+
+// What a draw call refers to until it is sent (lottery_draw.lua): the keys, the idempotency keys
+// (or tickets) of the requests that have one, and every request's eight arguments.
+struct DrawCall {
+  DrawCall(const std::string& key_namespace, std::string_view activity_id, const Script& script,
+           std::span<const DrawRequest* const> requests)
+      : keys(key_namespace, activity_id), call(script) {
+    args.reserve(requests.size() * 8);
+    for (const DrawRequest* request : requests) {
+      const bool idempotent = !request->idempotency_token.empty();
+      if (idempotent) idem_keys.push_back(keys.Idempotency(request->idempotency_token));
+      args.emplace_back(request->order_id);
+      args.emplace_back(request->user_id);
+      args.push_back(std::to_string(request->now_ms));
+      args.push_back(std::to_string(idempotent ? request->idempotency_ttl_ms : 0));
+      args.push_back(std::to_string(request->pick));
+      args.push_back(std::to_string(request->fallback));
+      args.push_back(std::to_string(request->fence));
+      args.push_back(std::to_string(idempotent ? idem_keys.size() : 0));
     }
+    call.Key("meta", keys.meta())
+        .Key("prizes", keys.prizes())
+        .Key("buyers", keys.buyers())
+        .Key("orders", keys.orders())
+        .Key("stream", keys.stream())
+        .Key("fence", keys.queue_fence())
+        .RestKeys("idem", idem_keys)
+        .Rest("request", args);
   }
-  if (sent.empty()) {
-    return asio::post(runner_.connection().executor(),
-                      asio::append(std::move(handler), Result<Results>(std::move(*results))));
-  }
-  SendReserve(
-      activity_id, sent,
-      [handler = std::move(handler), results](Result<std::vector<Reservation>> decided) mutable {
-        if (!decided.ok()) return std::move(handler)(Result<Results>(std::move(decided).error()));
-        size_t next = 0;
-        for (Result<Reservation>& slot : *results) {
-          if (slot.ok()) slot = Result<Reservation>(std::move((*decided)[next++]));
+  SeckillKeys keys;
+  std::vector<std::string> idem_keys;
+  std::vector<std::string> args;
+  ScriptCall call;
+};
+
+}  // namespace
+
+void SeckillScripts::SendDraw(std::string_view activity_id,
+                              std::span<const DrawRequest* const> requests,
+                              Handler<std::vector<DrawResult>> handler) {
+  const DrawCall draw(namespace_, activity_id, draw_, requests);
+  Run<std::vector<DrawResult>>(
+      runner_, draw.call, std::move(handler),
+      [replies = replies_,
+       count = requests.size()](const ScriptReply& reply) -> Result<std::vector<DrawResult>> {
+        const Replies::Draw& f = replies->draw;
+        if (reply.Rows() != count) {
+          return MakeError(ErrorCode::kProtocol, "script {} answered {} requests of {}",
+                           reply.script().name, reply.Rows(), count);
         }
-        std::move(handler)(Result<Results>(std::move(*results)));
+        std::vector<DrawResult> draws(count);
+        for (size_t i = 0; i < count; ++i) {
+          auto outcome = core::OutcomeFromCode(reply.Int(f.code, i));
+          if (!outcome) return UnknownCode(reply, reply.Int(f.code, i));
+          DrawResult& d = draws[i];
+          d.outcome = *outcome;
+          d.replayed = reply.Int(f.replayed, i) == 1;
+          d.remaining = reply.Int(f.remaining, i);
+          d.draws = reply.Int(f.draws, i);
+          d.order_id = reply.Str(f.order_id, i);
+          d.prize_id = reply.Str(f.prize_id, i);
+        }
+        return draws;
       });
 }
 
 void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request,
                           Handler<DrawResult> handler) {
-  if (!core::IsValidActivityId(activity_id)) {
-    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
+  if (auto valid = CheckDraw(activity_id, request); !valid) {
+    return Reject(runner_, std::move(handler), std::move(valid).error());
   }
-  if (auto valid = core::ValidatePurchase(request.user_id, 1); !valid) {
-    return Reject(runner_, std::move(handler), valid.error());
-  }
-  if (!base::IsValidId(request.order_id)) {
-    return Reject(
-        runner_, std::move(handler),
-        MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id));
-  }
-  if (request.pick >= kDrawRandomBound || request.fallback >= kDrawRandomBound) {
-    return Reject(runner_, std::move(handler),
-                  MakeError(ErrorCode::kInvalidArgument, "draw random numbers must be < 2^52"));
-  }
-  if (!request.idempotency_token.empty() &&
-      (!base::IsValidId(request.idempotency_token) || request.idempotency_ttl_ms <= 0)) {
-    return Reject(runner_, std::move(handler),
-                  MakeError(ErrorCode::kInvalidArgument,
-                            "idempotency token must be an id and its ttl positive"));
-  }
-  const SeckillKeys keys(namespace_, activity_id);
-  const bool idempotent = !request.idempotency_token.empty();
-  const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
-  ScriptCall call(draw_);
-  call.Key("meta", keys.meta())
-      .Key("prizes", keys.prizes())
-      .Key("buyers", keys.buyers())
-      .Key("orders", keys.orders())
-      .Key("stream", keys.stream())
-      .Key("idem", idem_key)
-      .Key("fence", keys.queue_fence())
-      .Arg("order_id", request.order_id)
-      .Arg("user_id", request.user_id)
-      .Arg("now_ms", request.now_ms)
-      .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0)
-      .Arg("pick", static_cast<int64_t>(request.pick))
-      .Arg("fallback", static_cast<int64_t>(request.fallback))
-      .Arg("fence", request.fence);
-  Run<DrawResult>(runner_, call, std::move(handler),
-                  [replies = replies_](const ScriptReply& reply) -> Result<DrawResult> {
-                    const Replies::Draw& f = replies->draw;
-                    auto outcome = core::OutcomeFromCode(reply.Int(f.code));
-                    if (!outcome) return UnknownCode(reply, reply.Int(f.code));
-                    DrawResult draw;
-                    draw.outcome = *outcome;
-                    draw.replayed = reply.Int(f.replayed) == 1;
-                    draw.remaining = reply.Int(f.remaining);
-                    draw.draws = reply.Int(f.draws);
-                    draw.order_id = reply.Str(f.order_id);
-                    draw.prize_id = reply.Str(f.prize_id);
-                    return draw;
-                  });
+  const DrawRequest* one[] = {&request};
+  SendDraw(activity_id, one, First(std::move(handler)));
+}
+
+void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                               Handler<std::vector<Result<DrawResult>>> handler) {
+  Batch<DrawRequest, DrawResult>(
+      runner_, requests,
+      [activity_id](const DrawRequest& request) { return CheckDraw(activity_id, request); },
+      [this, activity_id](std::span<const DrawRequest* const> sent,
+                          Handler<std::vector<DrawResult>> done) {
+        SendDraw(activity_id, sent, std::move(done));
+      },
+      std::move(handler));
 }
 
 void SeckillScripts::Release(std::string_view activity_id, std::string_view order_id,

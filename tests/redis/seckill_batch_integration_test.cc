@@ -228,5 +228,67 @@ TEST_F(SeckillBatchTest, RedisDownIsTheWholeCallsError) {
   scripts_ = std::make_unique<SeckillScripts>(*runner_, ns_);
 }
 
+// Draws: 64 per batch, users from a pool of 16 with a limit of 3 draws, prizes that run out.
+TEST_F(SeckillBatchTest, DrawBatchesDecideAsSingleDraws) {
+  core::SeckillActivity lottery = Activity("la", 0, 3);
+  lottery.lottery =
+      core::Lottery{.prizes = {{"mug", "Mug", 3, 10}, {"pen", "Pen", 5, 15}, {"car", "Car", 1, 1}},
+                    .no_prize_weight = 4};
+  lottery.stock = lottery.lottery->TotalStock();
+  ASSERT_TRUE(Setup(lottery).ok());
+  lottery.id = "lb";
+  ASSERT_TRUE(Setup(lottery).ok());
+  std::mt19937_64 random(5);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::string> orders, users, tokens;
+    for (int i = 0; i < 64; ++i) {
+      orders.push_back("d" + std::to_string(round) + "-" + std::to_string(i));
+      if (i > 0 && random() % 10 == 0) orders.back() = orders[random() % orders.size()];
+      users.push_back("u" + std::to_string(random() % 16));
+      tokens.push_back(random() % 8 == 0 ? "k" + std::to_string(random() % 4) : "");
+    }
+    std::vector<DrawRequest> requests;
+    for (int i = 0; i < 64; ++i) {
+      requests.push_back({.order_id = orders[i],
+                          .user_id = users[i],
+                          .now_ms = 1500,
+                          .pick = random() % kDrawRandomBound,
+                          .fallback = random() % kDrawRandomBound,
+                          .idempotency_token = tokens[i],
+                          .idempotency_ttl_ms = tokens[i].empty() ? 0 : 60000});
+    }
+    requests[7].order_id = "bad id!";
+    auto batched = io_.Run(scripts_->AsyncDrawBatch("la", std::span<const DrawRequest>(requests),
+                                                    boost::asio::use_awaitable));
+    ASSERT_TRUE(batched.ok()) << batched.error().ToString();
+    ASSERT_EQ(batched->size(), requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      SCOPED_TRACE("draw " + std::to_string(i));
+      auto single = io_.Run(scripts_->AsyncDraw("lb", requests[i], boost::asio::use_awaitable));
+      const auto& b = (*batched)[i];
+      ASSERT_EQ(b.ok(), single.ok());
+      if (!b.ok()) {
+        EXPECT_EQ(b.error().code, single.error().code);
+        continue;
+      }
+      EXPECT_EQ(b->outcome, single->outcome);
+      EXPECT_EQ(b->replayed, single->replayed);
+      EXPECT_EQ(b->remaining, single->remaining);
+      EXPECT_EQ(b->draws, single->draws);
+      EXPECT_EQ(b->order_id, single->order_id);
+      EXPECT_EQ(b->prize_id, single->prize_id);
+    }
+    EXPECT_EQ((*batched)[7].error().code, base::ErrorCode::kInvalidArgument);
+  }
+  const auto a = Status("la");
+  EXPECT_EQ(a.remaining, Status("lb").remaining);
+  EXPECT_GE(a.remaining, 0);
+  EXPECT_EQ(a.reserved + a.remaining, a.total);
+  EXPECT_EQ(a.stream_length, a.reserved);  // one intent per prize won
+  // Nobody drew more than the limit.
+  auto buyers = server_->Command({"HVALS", Keys("la").buyers()});
+  for (size_t k = 0; k < buyers->elements; ++k) EXPECT_LE(std::stoll(buyers->element[k]->str), 3);
+}
+
 }  // namespace
 }  // namespace flashsale::redis
