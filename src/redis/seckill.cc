@@ -358,9 +358,17 @@ struct ReserveCall {
 
 Result<std::vector<std::string>> SeckillScripts::ReserveArgv(std::string_view activity_id,
                                                              const ReserveRequest& request) const {
-  if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
-  const ReserveRequest* one[] = {&request};
-  const ReserveCall reserve(namespace_, activity_id, reserve_, one);
+  return ReserveBatchArgv(activity_id, std::span<const ReserveRequest>(&request, 1));
+}
+
+Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
+    std::string_view activity_id, std::span<const ReserveRequest> requests) const {
+  std::vector<const ReserveRequest*> checked;
+  for (const ReserveRequest& request : requests) {
+    if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
+    checked.push_back(&request);
+  }
+  const ReserveCall reserve(namespace_, activity_id, reserve_, checked);
   auto argv = reserve.call.BuildArgv();
   if (!argv) return std::move(argv).error();
   return std::vector<std::string>(argv->begin(), argv->end());

@@ -227,6 +227,9 @@ class SeckillScripts {
   // tools that send the call themselves (redis-benchmark in bench/); the same checks first.
   base::Result<std::vector<std::string>> ReserveArgv(std::string_view activity_id,
                                                      const ReserveRequest& request) const;
+  // The same for a batch (every request must pass the checks).
+  base::Result<std::vector<std::string>> ReserveBatchArgv(
+      std::string_view activity_id, std::span<const ReserveRequest> requests) const;
   void Release(std::string_view activity_id, std::string_view order_id,
                Handler<ReleaseResult> handler);
   void AddStock(std::string_view activity_id, int64_t units, std::span<const std::string> items,
