@@ -290,5 +290,55 @@ TEST_F(SeckillBatchTest, DrawBatchesDecideAsSingleDraws) {
   for (size_t k = 0; k < buyers->elements; ++k) EXPECT_LE(std::stoll(buyers->element[k]->str), 3);
 }
 
+// The optimistic path undoes what it did when the order id was recorded before: a retry that
+// passes every check (stock left, the user under the limit) replays and leaves the stock, the
+// items' order and the buyer's count as they were; so do retries after a sell-out, at the limit
+// and after a close.
+TEST_F(SeckillBatchTest, ARetryOfARecordedOrderReplaysAndUndoesEverything) {
+  auto coupons = Activity("u", 0, 3);
+  coupons.kind = core::StockKind::kItemised;
+  coupons.items = {"A", "B", "C", "D"};
+  ASSERT_TRUE(Setup(coupons).ok());
+  auto first = Reserve("u", "o1", "alice", 2);
+  ASSERT_EQ(first->outcome, Outcome::kReserved);
+  EXPECT_EQ(first->items, (std::vector<std::string>{"A", "B"}));
+  const auto items = [&] {
+    auto list = server_->Command({"LRANGE", Keys("u").items(), "0", "-1"});
+    std::vector<std::string> out;
+    for (size_t i = 0; i < list->elements; ++i) out.emplace_back(list->element[i]->str);
+    return out;
+  };
+  auto again = Reserve("u", "o1", "alice", 1);  // passes every check, then finds o1
+  EXPECT_EQ(again->outcome, Outcome::kReserved);
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->items, (std::vector<std::string>{"A", "B"}));
+  EXPECT_EQ(items(), (std::vector<std::string>{"C", "D"}));
+  EXPECT_EQ(server_->Integer({"HGET", Keys("u").buyers(), "alice"}), 2);
+  EXPECT_EQ(Reserve("u", "o1", "bob", 1)->outcome, Outcome::kConflict);
+  EXPECT_EQ(server_->Integer({"HEXISTS", Keys("u").buyers(), "bob"}), 0);
+  EXPECT_EQ(items(), (std::vector<std::string>{"C", "D"}));
+
+  ASSERT_EQ(Reserve("u", "o2", "carol", 2)->outcome, Outcome::kReserved);  // sold out now
+  EXPECT_EQ(Reserve("u", "o3", "dave", 1)->outcome, Outcome::kSoldOut);
+  EXPECT_EQ(server_->Integer({"HEXISTS", Keys("u").buyers(), "dave"}), 0);
+  EXPECT_TRUE(Reserve("u", "o1", "alice", 1)->replayed);  // sold out
+  EXPECT_TRUE(Reserve("u", "o1", "alice", 3)->replayed);  // over the limit
+  EXPECT_EQ(Reserve("u", "o4", "alice", 2)->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(server_->Integer({"HGET", Keys("u").buyers(), "alice"}), 2);
+  coupons.open = false;
+  ASSERT_TRUE(
+      io_.Run(scripts_->AsyncSetup(coupons, SetupMode::kDefinitionOnly, boost::asio::use_awaitable))
+          .ok());
+  auto closed = Reserve("u", "o1", "alice", 1);
+  EXPECT_EQ(closed->outcome, Outcome::kReserved);
+  EXPECT_TRUE(closed->replayed);
+  EXPECT_EQ(Reserve("u", "o5", "erin", 1)->outcome, Outcome::kClosed);
+  const auto status = Status("u");
+  EXPECT_EQ(status.remaining, 0);
+  EXPECT_EQ(status.reserved, 4);
+  EXPECT_EQ(status.buyers, 2);  // alice and carol: no count left behind by an undo
+  EXPECT_EQ(status.stream_length, 2);
+}
+
 }  // namespace
 }  // namespace flashsale::redis
