@@ -212,8 +212,10 @@ class SeckillScripts {
   // would decide it at that point (per-user limits exact inside the batch, the same user twice
   // included). A request refused before Redis (bad input) gets its own error in its slot; an
   // error of the whole call (Redis down, an unknown outcome) is the handler's error. The results
-  // come in the order of `requests`. The requests (and the strings they view) must stay alive
-  // until the handler runs.
+  // come in the order of `requests`. The requests (and the strings they view) are copied into
+  // the command before ReserveBatch returns (with AsyncReserveBatch: once the operation has been
+  // initiated, e.g. awaited). One script call: one Redis command for the batch, then four per
+  // counted reservation.
   void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
                     Handler<std::vector<base::Result<Reservation>>> handler);
   // A lottery draw (the activity must be a lottery; a sale answers kUnknownActivity).
