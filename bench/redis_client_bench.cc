@@ -6,6 +6,9 @@
 //   redis_client_bench --setup                    creates the bench activity at that URL and
 //                                                 prints the reserve call as redis-benchmark
 //                                                 arguments (bench/redis_ratio.sh uses it)
+//   redis_client_bench --setup-batch N            the same, one call deciding a batch of N
+//                                                 reservations (seckill_reserve.lua takes
+//                                                 batches; a single call is a batch of one)
 //   redis_client_bench --setup-sold-out           the same for an activity with no stock left:
 //                                                 every call answers sold out (the sold-out
 //                                                 phase of bench/side_by_side.sh)
@@ -26,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/ids.h"
 #include "base/random.h"
@@ -164,7 +168,7 @@ BENCHMARK(BM_PipelinedReserve)->Arg(1)->Arg(16)->Arg(256)->Arg(1024)->UseRealTim
 
 // Prints the reserve call for redis-benchmark: its __rand_int__ placeholders make a fresh order
 // id and user for every request, as our benchmark does.
-int PrintSetup(const core::SeckillActivity& activity) {
+int PrintSetup(const core::SeckillActivity& activity, int batch = 1) {
   Client client(RedisUrl());
   if (auto setup = client.Setup(activity); !setup.ok()) {
     std::cerr << "setup failed: " << setup.error().ToString() << "\n";
@@ -176,7 +180,9 @@ int PrintSetup(const core::SeckillActivity& activity) {
   request.user_id = "u__rand_int__";
   request.quantity = 1;
   request.now_ms = kNowMs;
-  auto argv = client.scripts->ReserveArgv(activity.id, request);
+  // redis-benchmark replaces every __rand_int__ on its own: each request of a batch is fresh.
+  const std::vector<redis::ReserveRequest> requests(static_cast<size_t>(batch), request);
+  auto argv = client.scripts->ReserveBatchArgv(activity.id, requests);
   if (!argv.ok()) {
     std::cerr << argv.error().ToString() << "\n";
     return 1;
@@ -197,6 +203,14 @@ int main(int argc, char** argv) {
   using flashsale::bench::PrintSetup;
   if (argc > 1 && std::string_view(argv[1]) == "--setup") {
     return PrintSetup(flashsale::bench::HotActivity());
+  }
+  if (argc > 2 && std::string_view(argv[1]) == "--setup-batch") {
+    const int batch = std::atoi(argv[2]);
+    if (batch < 1 || batch > 10000) {
+      std::cerr << "--setup-batch takes a batch size of 1 to 10000\n";
+      return 2;
+    }
+    return PrintSetup(flashsale::bench::HotActivity(), batch);
   }
   if (argc > 1 && std::string_view(argv[1]) == "--setup-sold-out") {
     return PrintSetup(flashsale::bench::SoldOutActivity());

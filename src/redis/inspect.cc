@@ -132,7 +132,6 @@ asio::awaitable<Result<ReapplyResult>> ActivityInspector::ReapplyOrders(
         .Key("items", keys.items())
         .Key("buyers", keys.buyers())
         .Key("orders", keys.orders())
-        .Key("user_orders", keys.user_orders())
         .Key("prizes", keys.prizes())
         .Rest("orders", args);
     auto reply = co_await Await(runner_, call);

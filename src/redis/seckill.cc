@@ -62,6 +62,51 @@ Error BadActivityId(std::string_view id) {
                    "activity id '{}' must be 1-64 characters of [A-Za-z0-9_-]", id);
 }
 
+// Splits a batch into the requests refused before Redis (their error in their slot) and the ones
+// to send; `send` runs with those and a callback that fills the other slots in order.
+template <typename Request, typename T, typename Check, typename Send>
+void Batch(ScriptRunner& runner, std::span<const Request> requests, Check check, Send send,
+           Handler<std::vector<Result<T>>> handler) {
+  using Results = std::vector<Result<T>>;
+  auto results = std::make_shared<Results>();
+  results->reserve(requests.size());
+  std::vector<const Request*> sent;
+  sent.reserve(requests.size());
+  for (const Request& request : requests) {
+    if (auto valid = check(request); !valid) {
+      results->emplace_back(std::move(valid).error());
+    } else {
+      results->emplace_back(T{});
+      sent.push_back(&request);
+    }
+  }
+  if (sent.empty()) {
+    return asio::post(runner.connection().executor(),
+                      asio::append(std::move(handler), Result<Results>(std::move(*results))));
+  }
+  send(std::span<const Request* const>(sent),
+       Handler<std::vector<T>>(
+           [handler = std::move(handler), results](Result<std::vector<T>> decided) mutable {
+             if (!decided.ok())
+               return std::move(handler)(Result<Results>(std::move(decided).error()));
+             size_t next = 0;
+             for (Result<T>& slot : *results) {
+               if (slot.ok()) slot = Result<T>(std::move((*decided)[next++]));
+             }
+             std::move(handler)(Result<Results>(std::move(*results)));
+           }));
+}
+
+// One result of a batch of one.
+template <typename T>
+Handler<std::vector<T>> First(Handler<T> handler) {
+  return Handler<std::vector<T>>(
+      [handler = std::move(handler)](Result<std::vector<T>> result) mutable {
+        std::move(handler)(result.ok() ? Result<T>(std::move(result->front()))
+                                       : Result<T>(std::move(result).error()));
+      });
+}
+
 }  // namespace
 
 SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activity_id)
@@ -113,9 +158,9 @@ struct SeckillScripts::Replies {
           remaining(s, "remaining"),
           bought(s, "bought"),
           order_id(s, "order_id"),
-          item(s, "item") {}
+          items(s, "items") {}
     IntField code, replayed, remaining, bought;
-    StrField order_id, item;
+    StrField order_id, items;
   };
   struct Draw {
     explicit Draw(const Script& s)
@@ -277,43 +322,85 @@ base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& re
   return {};
 }
 
-// Without a token the idem key is a placeholder the script never touches (it has to be named all
-// the same: a script's keys are fixed).
-std::string IdemKey(const SeckillKeys& keys, const ReserveRequest& request) {
-  return keys.Idempotency(request.idempotency_token.empty() ? "-" : request.idempotency_token);
-}
-
-// The reserve call's KEYS and ARGV; `keys` and `idem_key` must outlive `call`.
-void FillReserve(ScriptCall& call, const SeckillKeys& keys, const std::string& idem_key,
-                 const ReserveRequest& request) {
-  const bool idempotent = !request.idempotency_token.empty();
-  call.Key("meta", keys.meta())
-      .Key("stock", keys.stock())
-      .Key("items", keys.items())
-      .Key("buyers", keys.buyers())
-      .Key("orders", keys.orders())
-      .Key("stream", keys.stream())
-      .Key("user_orders", keys.user_orders())
-      .Key("idem", idem_key)
-      .Arg("order_id", request.order_id)
-      .Arg("user_id", request.user_id)
-      .Arg("quantity", request.quantity)
-      .Arg("now_ms", request.now_ms)
-      .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0);
-}
+// What a reserve call refers to until it is sent: the keys, the idempotency keys of the requests
+// that have one, and every request's six arguments (seckill_reserve.lua).
+struct ReserveCall {
+  ReserveCall(const std::string& key_namespace, std::string_view activity_id, const Script& script,
+              std::span<const ReserveRequest* const> requests)
+      : keys(key_namespace, activity_id), call(script) {
+    args.reserve(requests.size() * 6);
+    for (const ReserveRequest* request : requests) {
+      const bool idempotent = !request->idempotency_token.empty();
+      if (idempotent) idem_keys.push_back(keys.Idempotency(request->idempotency_token));
+      args.emplace_back(request->order_id);
+      args.emplace_back(request->user_id);
+      args.push_back(std::to_string(request->quantity));
+      args.push_back(std::to_string(request->now_ms));
+      args.push_back(std::to_string(idempotent ? request->idempotency_ttl_ms : 0));
+      args.push_back(std::to_string(idempotent ? idem_keys.size() : 0));
+    }
+    call.Key("meta", keys.meta())
+        .Key("stock", keys.stock())
+        .Key("items", keys.items())
+        .Key("buyers", keys.buyers())
+        .Key("orders", keys.orders())
+        .Key("stream", keys.stream())
+        .RestKeys("idem", idem_keys)
+        .Rest("request", args);
+  }
+  SeckillKeys keys;
+  std::vector<std::string> idem_keys;
+  std::vector<std::string> args;
+  ScriptCall call;
+};
 
 }  // namespace
 
 Result<std::vector<std::string>> SeckillScripts::ReserveArgv(std::string_view activity_id,
                                                              const ReserveRequest& request) const {
-  if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
-  const SeckillKeys keys(namespace_, activity_id);
-  const std::string idem_key = IdemKey(keys, request);
-  ScriptCall call(reserve_);
-  FillReserve(call, keys, idem_key, request);
-  auto argv = call.BuildArgv();
+  return ReserveBatchArgv(activity_id, std::span<const ReserveRequest>(&request, 1));
+}
+
+Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
+    std::string_view activity_id, std::span<const ReserveRequest> requests) const {
+  std::vector<const ReserveRequest*> checked;
+  for (const ReserveRequest& request : requests) {
+    if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
+    checked.push_back(&request);
+  }
+  const ReserveCall reserve(namespace_, activity_id, reserve_, checked);
+  auto argv = reserve.call.BuildArgv();
   if (!argv) return std::move(argv).error();
   return std::vector<std::string>(argv->begin(), argv->end());
+}
+
+void SeckillScripts::SendReserve(std::string_view activity_id,
+                                 std::span<const ReserveRequest* const> requests,
+                                 Handler<std::vector<Reservation>> handler) {
+  const ReserveCall reserve(namespace_, activity_id, reserve_, requests);
+  Run<std::vector<Reservation>>(
+      runner_, reserve.call, std::move(handler),
+      [replies = replies_,
+       count = requests.size()](const ScriptReply& reply) -> Result<std::vector<Reservation>> {
+        const Replies::Reserve& f = replies->reserve;
+        if (reply.Rows() != count) {
+          return MakeError(ErrorCode::kProtocol, "script {} answered {} requests of {}",
+                           reply.script().name, reply.Rows(), count);
+        }
+        std::vector<Reservation> reservations(count);
+        for (size_t i = 0; i < count; ++i) {
+          auto outcome = core::OutcomeFromCode(reply.Int(f.code, i));
+          if (!outcome) return UnknownCode(reply, reply.Int(f.code, i));
+          Reservation& r = reservations[i];
+          r.outcome = *outcome;
+          r.replayed = reply.Int(f.replayed, i) == 1;
+          r.remaining = reply.Int(f.remaining, i);
+          r.bought = reply.Int(f.bought, i);
+          r.order_id = reply.Str(f.order_id, i);
+          r.items = base::SplitWords(reply.Str(f.items, i));
+        }
+        return reservations;
+      });
 }
 
 void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
@@ -321,84 +408,128 @@ void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest&
   if (auto valid = CheckReserve(activity_id, request); !valid) {
     return Reject(runner_, std::move(handler), std::move(valid).error());
   }
-  const SeckillKeys keys(namespace_, activity_id);
-  const std::string idem_key = IdemKey(keys, request);
-  ScriptCall call(reserve_);
-  FillReserve(call, keys, idem_key, request);
-  Run<Reservation>(runner_, call, std::move(handler),
-                   [replies = replies_](const ScriptReply& reply) -> Result<Reservation> {
-                     const Replies::Reserve& f = replies->reserve;
-                     auto outcome = core::OutcomeFromCode(reply.Int(f.code));
-                     if (!outcome) return UnknownCode(reply, reply.Int(f.code));
-                     Reservation reservation;
-                     reservation.outcome = *outcome;
-                     reservation.replayed = reply.Int(f.replayed) == 1;
-                     reservation.remaining = reply.Int(f.remaining);
-                     reservation.bought = reply.Int(f.bought);
-                     reservation.order_id = reply.Str(f.order_id);
-                     for (size_t i = 0; i < reply.Rows(); ++i) {
-                       reservation.items.emplace_back(reply.Str(f.item, i));
-                     }
-                     return reservation;
-                   });
+  const ReserveRequest* one[] = {&request};
+  SendReserve(activity_id, one, First(std::move(handler)));
+}
+
+void SeckillScripts::ReserveBatch(std::string_view activity_id,
+                                  std::span<const ReserveRequest> requests,
+                                  Handler<std::vector<Result<Reservation>>> handler) {
+  Batch<ReserveRequest, Reservation>(
+      runner_, requests,
+      [activity_id](const ReserveRequest& request) { return CheckReserve(activity_id, request); },
+      [this, activity_id](std::span<const ReserveRequest* const> sent,
+                          Handler<std::vector<Reservation>> done) {
+        SendReserve(activity_id, sent, std::move(done));
+      },
+      std::move(handler));
+}
+
+namespace {
+
+// What Draw refuses before Redis.
+base::Status CheckDraw(std::string_view activity_id, const DrawRequest& request) {
+  if (!core::IsValidActivityId(activity_id)) return BadActivityId(activity_id);
+  if (auto valid = core::ValidatePurchase(request.user_id, 1); !valid) return valid.error();
+  if (!base::IsValidId(request.order_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id);
+  }
+  if (request.pick >= kDrawRandomBound || request.fallback >= kDrawRandomBound) {
+    return MakeError(ErrorCode::kInvalidArgument, "draw random numbers must be < 2^52");
+  }
+  if (!request.idempotency_token.empty() &&
+      (!base::IsValidId(request.idempotency_token) || request.idempotency_ttl_ms <= 0)) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "idempotency token must be an id and its ttl positive");
+  }
+  if (request.fence < 0) return MakeError(ErrorCode::kInvalidArgument, "fence must be >= 0");
+  return {};
+}
+
+// What a draw call refers to until it is sent (lottery_draw.lua): the keys, the idempotency keys
+// (or tickets) of the requests that have one, and every request's eight arguments.
+struct DrawCall {
+  DrawCall(const std::string& key_namespace, std::string_view activity_id, const Script& script,
+           std::span<const DrawRequest* const> requests)
+      : keys(key_namespace, activity_id), call(script) {
+    args.reserve(requests.size() * 8);
+    for (const DrawRequest* request : requests) {
+      const bool idempotent = !request->idempotency_token.empty();
+      if (idempotent) idem_keys.push_back(keys.Idempotency(request->idempotency_token));
+      args.emplace_back(request->order_id);
+      args.emplace_back(request->user_id);
+      args.push_back(std::to_string(request->now_ms));
+      args.push_back(std::to_string(idempotent ? request->idempotency_ttl_ms : 0));
+      args.push_back(std::to_string(request->pick));
+      args.push_back(std::to_string(request->fallback));
+      args.push_back(std::to_string(request->fence));
+      args.push_back(std::to_string(idempotent ? idem_keys.size() : 0));
+    }
+    call.Key("meta", keys.meta())
+        .Key("prizes", keys.prizes())
+        .Key("buyers", keys.buyers())
+        .Key("orders", keys.orders())
+        .Key("stream", keys.stream())
+        .Key("fence", keys.queue_fence())
+        .RestKeys("idem", idem_keys)
+        .Rest("request", args);
+  }
+  SeckillKeys keys;
+  std::vector<std::string> idem_keys;
+  std::vector<std::string> args;
+  ScriptCall call;
+};
+
+}  // namespace
+
+void SeckillScripts::SendDraw(std::string_view activity_id,
+                              std::span<const DrawRequest* const> requests,
+                              Handler<std::vector<DrawResult>> handler) {
+  const DrawCall draw(namespace_, activity_id, draw_, requests);
+  Run<std::vector<DrawResult>>(
+      runner_, draw.call, std::move(handler),
+      [replies = replies_,
+       count = requests.size()](const ScriptReply& reply) -> Result<std::vector<DrawResult>> {
+        const Replies::Draw& f = replies->draw;
+        if (reply.Rows() != count) {
+          return MakeError(ErrorCode::kProtocol, "script {} answered {} requests of {}",
+                           reply.script().name, reply.Rows(), count);
+        }
+        std::vector<DrawResult> draws(count);
+        for (size_t i = 0; i < count; ++i) {
+          auto outcome = core::OutcomeFromCode(reply.Int(f.code, i));
+          if (!outcome) return UnknownCode(reply, reply.Int(f.code, i));
+          DrawResult& d = draws[i];
+          d.outcome = *outcome;
+          d.replayed = reply.Int(f.replayed, i) == 1;
+          d.remaining = reply.Int(f.remaining, i);
+          d.draws = reply.Int(f.draws, i);
+          d.order_id = reply.Str(f.order_id, i);
+          d.prize_id = reply.Str(f.prize_id, i);
+        }
+        return draws;
+      });
 }
 
 void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request,
                           Handler<DrawResult> handler) {
-  if (!core::IsValidActivityId(activity_id)) {
-    return Reject(runner_, std::move(handler), BadActivityId(activity_id));
+  if (auto valid = CheckDraw(activity_id, request); !valid) {
+    return Reject(runner_, std::move(handler), std::move(valid).error());
   }
-  if (auto valid = core::ValidatePurchase(request.user_id, 1); !valid) {
-    return Reject(runner_, std::move(handler), valid.error());
-  }
-  if (!base::IsValidId(request.order_id)) {
-    return Reject(
-        runner_, std::move(handler),
-        MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", request.order_id));
-  }
-  if (request.pick >= kDrawRandomBound || request.fallback >= kDrawRandomBound) {
-    return Reject(runner_, std::move(handler),
-                  MakeError(ErrorCode::kInvalidArgument, "draw random numbers must be < 2^52"));
-  }
-  if (!request.idempotency_token.empty() &&
-      (!base::IsValidId(request.idempotency_token) || request.idempotency_ttl_ms <= 0)) {
-    return Reject(runner_, std::move(handler),
-                  MakeError(ErrorCode::kInvalidArgument,
-                            "idempotency token must be an id and its ttl positive"));
-  }
-  const SeckillKeys keys(namespace_, activity_id);
-  const bool idempotent = !request.idempotency_token.empty();
-  const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
-  ScriptCall call(draw_);
-  call.Key("meta", keys.meta())
-      .Key("prizes", keys.prizes())
-      .Key("buyers", keys.buyers())
-      .Key("orders", keys.orders())
-      .Key("stream", keys.stream())
-      .Key("user_orders", keys.user_orders())
-      .Key("idem", idem_key)
-      .Key("fence", keys.queue_fence())
-      .Arg("order_id", request.order_id)
-      .Arg("user_id", request.user_id)
-      .Arg("now_ms", request.now_ms)
-      .Arg("idem_ttl_ms", idempotent ? request.idempotency_ttl_ms : 0)
-      .Arg("pick", static_cast<int64_t>(request.pick))
-      .Arg("fallback", static_cast<int64_t>(request.fallback))
-      .Arg("fence", request.fence);
-  Run<DrawResult>(runner_, call, std::move(handler),
-                  [replies = replies_](const ScriptReply& reply) -> Result<DrawResult> {
-                    const Replies::Draw& f = replies->draw;
-                    auto outcome = core::OutcomeFromCode(reply.Int(f.code));
-                    if (!outcome) return UnknownCode(reply, reply.Int(f.code));
-                    DrawResult draw;
-                    draw.outcome = *outcome;
-                    draw.replayed = reply.Int(f.replayed) == 1;
-                    draw.remaining = reply.Int(f.remaining);
-                    draw.draws = reply.Int(f.draws);
-                    draw.order_id = reply.Str(f.order_id);
-                    draw.prize_id = reply.Str(f.prize_id);
-                    return draw;
-                  });
+  const DrawRequest* one[] = {&request};
+  SendDraw(activity_id, one, First(std::move(handler)));
+}
+
+void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                               Handler<std::vector<Result<DrawResult>>> handler) {
+  Batch<DrawRequest, DrawResult>(
+      runner_, requests,
+      [activity_id](const DrawRequest& request) { return CheckDraw(activity_id, request); },
+      [this, activity_id](std::span<const DrawRequest* const> sent,
+                          Handler<std::vector<DrawResult>> done) {
+        SendDraw(activity_id, sent, std::move(done));
+      },
+      std::move(handler));
 }
 
 void SeckillScripts::Release(std::string_view activity_id, std::string_view order_id,
@@ -504,7 +635,10 @@ void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view u
   }
   const SeckillKeys keys(namespace_, activity_id);
   ScriptCall call(user_orders_);
-  call.Key("orders", keys.orders()).Key("user_orders", keys.user_orders()).Arg("user_id", user_id);
+  call.Key("orders", keys.orders())
+      .Key("stream", keys.stream())
+      .Key("dead", keys.dead())
+      .Arg("user_id", user_id);
   Run<std::vector<RecordedOrder>>(
       runner_, call, std::move(handler),
       [replies = replies_](const ScriptReply& reply) -> Result<std::vector<RecordedOrder>> {

@@ -5,7 +5,7 @@
 //
 // Key layout (docs/design.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
 // activity in one Redis Cluster slot, so a script may touch all of its keys.
-//   meta    hash    state, window, per-user limit, kind, total/reserved/released, version,
+//   meta    hash    state, window, per-user limit, kind, total/released, version,
 //                   oversold (units the lost-write repair applied that had been sold again)
 //   meta:missing_since string  when a reconciliation run first found the activity lost; set
 //                   until its rebuild finished (service/reconcile.cc)
@@ -16,7 +16,10 @@
 //   orders  hash    order id -> "R|user|quantity|ts|items" (R reserved, X released, F refused:
 //                   dead-lettered, its units returned; a lottery win has its prize id as the
 //                   item, N marks a draw that won nothing)
-//   user_orders hash user id -> "order_id order_id ..." (the user's orders, for reading back)
+//                   (units reserved are derived: total + released + oversold - remaining)
+//   user_orders hash legacy: a per-user order index older versions wrote; nothing reads it now
+//                   (a user's orders not yet persisted are found on `stream` and `dead`),
+//                   deleting an activity deletes it
 //   stream  stream  the order intents: the outbox the order pipeline persists (group "persist");
 //                   fields order_id user_id quantity items ts limit (the per-user limit it was
 //                   sold under), and draw (a lottery win's draw number)
@@ -41,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -204,12 +208,30 @@ class SeckillScripts {
   void Setup(const core::SeckillActivity& activity, SetupMode mode, Handler<SetupResult> handler);
   void Reserve(std::string_view activity_id, const ReserveRequest& request,
                Handler<Reservation> handler);
+  // Several reservations of one activity decided in order, each exactly as a single Reserve
+  // would decide it at that point (per-user limits exact inside the batch, the same user twice
+  // included). A request refused before Redis (bad input) gets its own error in its slot; an
+  // error of the whole call (Redis down, an unknown outcome) is the handler's error. The results
+  // come in the order of `requests`. The requests (and the strings they view) are copied into
+  // the command before ReserveBatch returns (with AsyncReserveBatch: once the operation has been
+  // initiated, e.g. awaited). One script call: one Redis command for the batch, then four per
+  // counted reservation.
+  void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
+                    Handler<std::vector<base::Result<Reservation>>> handler);
   // A lottery draw (the activity must be a lottery; a sale answers kUnknownActivity).
   void Draw(std::string_view activity_id, const DrawRequest& request, Handler<DrawResult> handler);
+  // Several draws of one lottery decided in order, as ReserveBatch (each exactly as a single Draw
+  // at that point; a request refused before Redis gets its error in its slot). A stale fence of
+  // any request refuses the whole call (FENCED), before anything is written.
+  void DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                 Handler<std::vector<base::Result<DrawResult>>> handler);
   // The EVALSHA arguments Reserve would send ("EVALSHA", sha, numkeys, keys..., args...), for
   // tools that send the call themselves (redis-benchmark in bench/); the same checks first.
   base::Result<std::vector<std::string>> ReserveArgv(std::string_view activity_id,
                                                      const ReserveRequest& request) const;
+  // The same for a batch (every request must pass the checks).
+  base::Result<std::vector<std::string>> ReserveBatchArgv(
+      std::string_view activity_id, std::span<const ReserveRequest> requests) const;
   void Release(std::string_view activity_id, std::string_view order_id,
                Handler<ReleaseResult> handler);
   void AddStock(std::string_view activity_id, int64_t units, std::span<const std::string> items,
@@ -236,9 +258,24 @@ class SeckillScripts {
     });
   }
   template <typename Token>
+  auto AsyncReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
+                         Token&& token) {
+    return Initiate<std::vector<base::Result<Reservation>>>(
+        token, [this, activity_id, requests](auto h) {
+          ReserveBatch(activity_id, requests, std::move(h));
+        });
+  }
+  template <typename Token>
   auto AsyncDraw(std::string_view activity_id, const DrawRequest& request, Token&& token) {
     return Initiate<DrawResult>(
         token, [this, activity_id, request](auto h) { Draw(activity_id, request, std::move(h)); });
+  }
+  template <typename Token>
+  auto AsyncDrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                      Token&& token) {
+    return Initiate<std::vector<base::Result<DrawResult>>>(
+        token,
+        [this, activity_id, requests](auto h) { DrawBatch(activity_id, requests, std::move(h)); });
   }
   template <typename Token>
   auto AsyncRelease(std::string_view activity_id, std::string_view order_id, Token&& token) {
@@ -268,6 +305,13 @@ class SeckillScripts {
   const std::string& key_namespace() const { return namespace_; }
 
  private:
+  // One reserve script call deciding `requests` (checked already) in order.
+  void SendReserve(std::string_view activity_id, std::span<const ReserveRequest* const> requests,
+                   Handler<std::vector<Reservation>> handler);
+  // One draw script call deciding `requests` (checked already) in order.
+  void SendDraw(std::string_view activity_id, std::span<const DrawRequest* const> requests,
+                Handler<std::vector<DrawResult>> handler);
+
   // `start` captures by value: with use_awaitable the initiation runs only when the awaitable is
   // awaited, after the Async* call has returned.
   template <typename T, typename Token, typename Start>

@@ -51,8 +51,11 @@ struct UserOrder {
 };
 
 // The user's orders: the database's, plus those Redis recorded that the order pipeline has not
-// persisted yet, so a user told "reserved" always finds the order (newest first). When the
-// database cannot answer, Redis's records alone (persisted = false).
+// persisted yet, so a user told "reserved" always finds the order (newest first). Those are found
+// on each activity's order stream (and dead-letter stream), which holds every intent until it is
+// persisted (seckill_user_orders.lua): the reserve script keeps no per-user index. When the
+// database cannot answer, Redis's records of the orders not yet persisted alone (persisted =
+// false).
 boost::asio::awaitable<base::Result<std::vector<UserOrder>>> GetUserOrders(
     ServiceContext& context, std::string_view user_id);
 

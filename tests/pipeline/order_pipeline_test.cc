@@ -640,6 +640,9 @@ TEST_F(PipelineTest, ARebuildStoppedAfterLoadingIsFinishedByTheNextRun) {
     auto loaded = io_.Run(context_->seckill().AsyncSetup(closed, redis::SetupMode::kLoadIfMissing,
                                                          asio::use_awaitable));
     ASSERT_TRUE(loaded.ok()) << loaded.error().ToString();
+    // The mark alone, without the shortage an earlier run would have applied with it: units
+    // reserved are derived (total + released + oversold - remaining, seckill_status.lua), so the
+    // forged mark reads as one unit sold beyond the stock, and as a drift of one.
     if (oversold) redis_->Command({"HSET", Keys(id).meta(), "oversold", "1"});
 
     auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
@@ -647,11 +650,11 @@ TEST_F(PipelineTest, ARebuildStoppedAfterLoadingIsFinishedByTheNextRun) {
     auto status = io_.Run(context_->seckill().AsyncStatus(id, asio::use_awaitable));
     ASSERT_TRUE(status.ok() && status->found);
     EXPECT_EQ(status->remaining, 4) << id;
-    EXPECT_EQ(status->reserved - status->released, 6) << id;
+    EXPECT_EQ(status->reserved - status->released, oversold ? 7 : 6) << id;
     EXPECT_EQ(status->state, oversold ? "closed" : "open") << id << ": " << report->Json();
     auto check = io_.Run(Reconcile(*context_, record, /*repair=*/false));
     ASSERT_TRUE(check.ok()) << check.error().ToString();
-    EXPECT_EQ(check->drift, 0) << check->Json();
+    EXPECT_EQ(check->drift, oversold ? -1 : 0) << check->Json();
     EXPECT_EQ(redis_->Integer({"EXISTS", Keys(id).meta() + ":missing_since"}), 0) << id;
   }
 }

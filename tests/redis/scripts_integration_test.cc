@@ -126,8 +126,8 @@ ScriptSet WithBodies(const std::map<std::string, std::string>& bodies) {
 }
 
 TEST_F(ScriptsTest, AReplyThatIsNotWhatTheScriptDeclaresIsRefusedByItsBinding) {
-  const ScriptSet set = WithBodies(
-      {{"seckill_reserve", "return {1, 0, 5, 1, 42}"}, {"seckill_status", "return {1, 'open'}"}});
+  const ScriptSet set = WithBodies({{"seckill_reserve", "return {1, 0, 5, 1, 42, ''}"},
+                                    {"seckill_status", "return {1, 'open'}"}});
   ScriptRunner runner(connection_, set);
   SeckillScripts scripts(runner, ns_);
   const std::string order = "o1", user = "alice";

@@ -3,13 +3,14 @@
 -- the record's live orders that this Redis does not hold are applied again, each exactly once
 -- (idempotent by order id: an order whose record is here already is left alone): the order
 -- record, the buyer's units (a lottery: the draw count, raised to the win's draw number, never
--- lowered), the user's order index, `meta.reserved`, and the unit(s) taken from stock (counted:
+-- lowered), and the unit(s) taken from stock (counted:
 -- the stock counter; items: the order's item ids out of the list; lottery: the prize's stock).
 -- An order whose units are no longer in stock (resold before the repair) is applied all the same
 -- (the record has it: its buyer holds it), its missing units are counted in `meta.oversold`, and
 -- the activity is closed in the same call, so nothing more is sold; the caller flags such orders
--- for compensation in the record.
--- KEYS: meta stock items buyers orders user_orders prizes
+-- for compensation in the record. `meta.reserved` is derived (seckill_status.lua): the applied
+-- units taken from stock lower the stock, the missing ones raise `oversold`.
+-- KEYS: meta stock items buyers orders prizes
 -- ARGV: orders...
 -- `orders` are quintuples: order_id user_id quantity draw_no record.
 -- RETURNS: {applied:int units:int present:int short_units:int short_order_id:str...}
@@ -47,8 +48,8 @@ for i = 1, #ARGV, 5 do
       end
     else
       local prize = items[1] or ''
-      if tonumber(redis.call('HGET', KEYS[7], prize) or '0') > 0 then
-        redis.call('HINCRBY', KEYS[7], prize, -1)
+      if tonumber(redis.call('HGET', KEYS[6], prize) or '0') > 0 then
+        redis.call('HINCRBY', KEYS[6], prize, -1)
       else
         missing = 1
       end
@@ -61,9 +62,6 @@ for i = 1, #ARGV, 5 do
     else
       redis.call('HINCRBY', KEYS[4], user, qty)
     end
-    local mine = redis.call('HGET', KEYS[6], user)
-    redis.call('HSET', KEYS[6], user, mine and (mine .. ' ' .. id) or id)
-    redis.call('HINCRBY', KEYS[1], 'reserved', qty)
     applied = applied + 1
     units = units + qty
     if missing > 0 then

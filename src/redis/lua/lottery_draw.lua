@@ -1,5 +1,6 @@
 #!lua
--- One draw of a lottery, all or nothing (S3-1): state, window and the user's draw limit are
+-- A batch of draws of one lottery, decided in order, each exactly as a call with that draw alone
+-- would decide it at that point (a single draw is a batch of one). One draw, all or nothing (S3-1): state, window and the user's draw limit are
 -- checked first; then a prize is chosen by weight and, if it is won, its stock is decremented,
 -- the win recorded and its intent appended to the activity's stream (the outbox the order
 -- pipeline persists, unique on activity, user and draw number).
@@ -16,28 +17,63 @@
 -- uses its ticket as that key: the ticket holds "P|user" until this script decides it, then
 -- "code|draws|order_id|user".
 -- Fencing: a draw by the holder of a lock (a strict first-come-first-served queue consumer)
--- passes its fencing token; if another holder has taken the lock since, the draw is refused
--- before anything is written. fence = 0: no check.
--- KEYS: meta prizes buyers orders stream user_orders idem fence
--- ARGV: order_id user_id now_ms idem_ttl_ms pick fallback fence
--- RETURNS: {code:int replayed:int remaining:int draws:int order_id:str prize_id:str}
--- Returns {code, replayed, remaining, draws, order_id, prize_id}; code 1 won, 2 no prize,
--- 0 draw limit reached (draws = the user's draws so far), -1 every prize gone, -2 not started,
--- -3 ended, -4 unknown activity, -5 closed, -6 order id used by another user.
-local fence = tonumber(ARGV[7])
-if fence and fence > 0 and tonumber(redis.call('GET', KEYS[8]) or '0') ~= fence then
-  return redis.error_reply('FENCED flashsale: a newer holder of the queue lock exists')
+-- passes its fencing token; if another holder has taken the lock since, the call is refused
+-- (a FENCED error, for the whole batch) before anything is written. fence = 0: no check.
+-- The lean path: the meta HMGET and the prizes' HMGET (the choice needs every prize's stock; once
+-- per batch, then kept up to date by the script's own writes), HINCRBY
+-- of the user's draws, HSETNX of the draw's record (a new order id only: it existed, the count is
+-- lowered again and the draw replayed); a win adds HINCRBY of its prize and XADD: four commands
+-- for a draw that wins nothing, six for a win. Decided optimistically as in seckill_reserve.lua:
+-- the draw count is raised first and lowered again on the rare paths (the limit reached, every
+-- prize gone, a replay), and every outcome but a draw looks for the order id's record first.
+-- Not written: `meta.reserved` (derived, seckill_status.lua) and a per-user order index (a
+-- user's wins not yet persisted are read from the stream, seckill_user_orders.lua).
+-- KEYS: meta prizes buyers orders stream fence idem...
+-- ARGV: request...
+-- Each request is eight arguments: order_id user_id now_ms idem_ttl_ms pick fallback fence
+-- idem_slot; idem_slot > 0 names the request's idempotency key (or ticket), KEYS[6 + idem_slot]
+-- (idem_ttl_ms > 0 then), 0 none.
+-- RETURNS: {(code:int replayed:int remaining:int draws:int order_id:str prize_id:str)...}
+-- Returns one group per request, in order: {code, replayed, remaining, draws, order_id,
+-- prize_id}; code 1 won, 2 no prize, 0 draw limit reached (draws = the user's draws so far),
+-- -1 every prize gone, -2 not started, -3 ended, -4 unknown activity, -5 closed, -6 order id used
+-- by another user.
+local W = 8
+if #ARGV % W ~= 0 then
+  return redis.error_reply('ERR flashsale: requests of eight arguments expected')
+end
+local fenced
+for i = 1, #ARGV, W do
+  local now, ttl, pick, fallback, fence, slot = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
+    tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
+  if not now or not ttl or not pick or not fallback or pick < 0 or fallback < 0 or not fence
+      or not slot or slot % 1 ~= 0 or slot < 0 or 6 + slot > #KEYS or (slot > 0) ~= (ttl > 0) then
+    return redis.error_reply('ERR flashsale: now_ms, idem_ttl_ms, pick and fallback must be '
+      .. 'numbers >= 0, idem_slot a declared key (with idem_ttl_ms > 0)')
+  end
+  if fence > 0 then
+    fenced = fenced or tonumber(redis.call('GET', KEYS[6]) or '0')
+    if fenced ~= fence then
+      return redis.error_reply('FENCED flashsale: a newer holder of the queue lock exists')
+    end
+  end
+end
+
+local reply = {}
+local function answer(code, replayed, remaining, draws, id, prize)
+  local n = #reply
+  reply[n + 1], reply[n + 2], reply[n + 3] = code, replayed, remaining
+  reply[n + 4], reply[n + 5], reply[n + 6] = draws, id, prize
 end
 local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind', 'none',
   'weights')
-if not m[1] or m[5] ~= 'lottery' then return {-4, 0, 0, 0, '', ''} end
-local order_id, user = ARGV[1], ARGV[2]
-local now, idem_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
-local pick, fallback = tonumber(ARGV[5]), tonumber(ARGV[6])
-if not now or not idem_ttl or not pick or not fallback or pick < 0 or fallback < 0 then
-  return redis.error_reply('ERR flashsale: now_ms, idem_ttl_ms, pick and fallback must be '
-    .. 'numbers >= 0')
+if not m[1] or m[5] ~= 'lottery' then
+  for _ = 1, #ARGV, W do answer(-4, 0, 0, 0, '', '') end
+  return reply
 end
+local open, start_ms, end_ms, limit = m[1] == 'open', tonumber(m[2]), tonumber(m[3]),
+  tonumber(m[4])
+local none = tonumber(m[6])
 local ids, weights = {}, {}
 for id, w in string.gmatch(m[7], '([^ :]+):(%d+)') do
   ids[#ids + 1] = id
@@ -50,52 +86,48 @@ for i = 1, #ids do
   remaining = remaining + stock[i]
 end
 
-local function replay(id)
+-- The reply for a draw already recorded: the same draw again (false: no such order).
+local function replay(id, user)
   local record = redis.call('HGET', KEYS[4], id)
-  if not record then return nil end
+  if not record then return false end
   local kind, who, prize = string.match(record, '^(%a)|([^|]*)|%d+|%d+|(.*)$')
-  if who ~= user then return {-6, 0, 0, 0, '', ''} end
-  if kind == 'N' then return {2, 1, remaining, 0, id, ''} end
-  return {1, 1, remaining, 0, id, prize}
+  if who ~= user then
+    answer(-6, 0, 0, 0, '', '')
+  elseif kind == 'N' then
+    answer(2, 1, remaining, 0, id, '')
+  else
+    answer(1, 1, remaining, 0, id, prize)
+  end
+  return true
 end
-if idem_ttl > 0 then
-  local first = redis.call('GET', KEYS[7])
-  if first and string.sub(first, 1, 2) == 'P|' then
-    if string.sub(first, 3) ~= user then return {-6, 0, 0, 0, '', ''} end
-  elseif first then
-    local code, draws, first_order = string.match(first, '^(-?%d+)|(%d+)|([^|]*)|')
-    if not code then return redis.error_reply('ERR flashsale: unreadable idempotency record') end
-    code = tonumber(code)
-    if code == 1 or code == 2 then
-      local prior = replay(first_order)
-      if prior then return prior end
-    end
-    return {code, 1, remaining, tonumber(draws), first_order, ''}
+-- An outcome, kept for the idempotency key KEYS[ik] (if any).
+local function decided(code, draws, prize, id, user, ik, ttl)
+  if ik > 6 then
+    redis.call('SET', KEYS[ik], code .. '|' .. draws .. '|' .. id .. '|' .. user, 'PX', ttl)
+  end
+  answer(code, 0, remaining, draws, id, prize)
+end
+-- An outcome other than a draw: the order id's record first.
+local function refuse(code, draws, id, user, ik, ttl)
+  if replay(id, user) then return end
+  decided(code, draws, '', id, user, ik, ttl)
+end
+-- Lowers the user's draw count again (to nothing: the field goes, as if never raised).
+local function undraw(user, draws)
+  if draws == 1 then
+    redis.call('HDEL', KEYS[3], user)
+  else
+    redis.call('HINCRBY', KEYS[3], user, -1)
   end
 end
-local prior = replay(order_id)
-if prior then return prior end
-
-local function decided(code, draws, prize)
-  if idem_ttl > 0 then
-    redis.call('SET', KEYS[7], code .. '|' .. draws .. '|' .. order_id .. '|' .. user, 'PX',
-      idem_ttl)
-  end
-  return {code, 0, remaining, draws, order_id, prize}
-end
-if m[1] ~= 'open' then return decided(-5, 0, '') end
-if now < tonumber(m[2]) then return decided(-2, 0, '') end
-if now >= tonumber(m[3]) then return decided(-3, 0, '') end
-local draws = tonumber(redis.call('HGET', KEYS[3], user) or '0')
-if draws >= tonumber(m[4]) then return decided(0, draws, '') end
-if remaining == 0 then return decided(-1, draws, '') end
-
--- 1. By weight among "no prize" and every prize.
-local total = tonumber(m[6])
-for i = 1, #ids do total = total + weights[i] end
-local target, chosen = pick % total, nil
-if target >= tonumber(m[6]) then
-  target = target - tonumber(m[6])
+-- The prize a draw wins (its index), or nil: no prize.
+local function choose(pick, fallback)
+  -- 1. By weight among "no prize" and every prize.
+  local total = none
+  for i = 1, #ids do total = total + weights[i] end
+  local target, chosen = pick % total, nil
+  if target < none then return nil end
+  target = target - none
   for i = 1, #ids do
     if target < weights[i] then chosen = i break end
     target = target - weights[i]
@@ -112,20 +144,57 @@ if target >= tonumber(m[6]) then
       end
     end
   end
+  return chosen
 end
 
-draws = redis.call('HINCRBY', KEYS[3], user, 1)
-if not chosen then
-  redis.call('HSET', KEYS[4], order_id, 'N|' .. user .. '|0|' .. ARGV[3] .. '|')
-  return decided(2, draws, '')
+local function decide(id, user, ts, now, ttl, pick, fallback, ik)
+  if ik > 6 then
+    local first = redis.call('GET', KEYS[ik])
+    if first and string.sub(first, 1, 2) == 'P|' then
+      if string.sub(first, 3) ~= user then return answer(-6, 0, 0, 0, '', '') end
+    elseif first then
+      local code, draws, first_order = string.match(first, '^(-?%d+)|(%d+)|([^|]*)|')
+      if not code then
+        return redis.error_reply('ERR flashsale: unreadable idempotency record')
+      end
+      code = tonumber(code)
+      if (code == 1 or code == 2) and replay(first_order, user) then return end
+      return answer(code, 1, remaining, tonumber(draws), first_order, '')
+    end
+  end
+  if not open then return refuse(-5, 0, id, user, ik, ttl) end
+  if now < start_ms then return refuse(-2, 0, id, user, ik, ttl) end
+  if now >= end_ms then return refuse(-3, 0, id, user, ik, ttl) end
+  local draws = redis.call('HINCRBY', KEYS[3], user, 1)
+  if draws > limit then
+    undraw(user, draws)
+    return refuse(0, draws - 1, id, user, ik, ttl)
+  end
+  if remaining == 0 then
+    undraw(user, draws)
+    return refuse(-1, draws - 1, id, user, ik, ttl)
+  end
+  local chosen = choose(pick, fallback)
+  local prize = chosen and ids[chosen] or ''
+  local record = (chosen and 'R|' or 'N|') .. user .. (chosen and '|1|' or '|0|') .. ts .. '|'
+    .. prize
+  if redis.call('HSETNX', KEYS[4], id, record) == 0 then
+    undraw(user, draws)
+    replay(id, user)
+    return
+  end
+  if not chosen then return decided(2, draws, '', id, user, ik, ttl) end
+  redis.call('HINCRBY', KEYS[2], prize, -1)
+  stock[chosen] = stock[chosen] - 1
+  remaining = remaining - 1
+  redis.call('XADD', KEYS[5], '*', 'order_id', id, 'user_id', user, 'quantity', 1,
+    'items', prize, 'ts', ts, 'draw', draws, 'limit', m[4])
+  decided(1, draws, prize, id, user, ik, ttl)
 end
-local prize = ids[chosen]
-redis.call('HINCRBY', KEYS[2], prize, -1)
-remaining = remaining - 1
-redis.call('HINCRBY', KEYS[1], 'reserved', 1)
-redis.call('HSET', KEYS[4], order_id, 'R|' .. user .. '|1|' .. ARGV[3] .. '|' .. prize)
-local mine = redis.call('HGET', KEYS[6], user)
-redis.call('HSET', KEYS[6], user, mine and (mine .. ' ' .. order_id) or order_id)
-redis.call('XADD', KEYS[5], '*', 'order_id', order_id, 'user_id', user, 'quantity', 1,
-  'items', prize, 'ts', ARGV[3], 'draw', draws, 'limit', m[4])
-return decided(1, draws, prize)
+
+for i = 1, #ARGV, W do
+  local failed = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 2]),
+    tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), 6 + tonumber(ARGV[i + 7]))
+  if failed then return failed end
+end
+return reply

@@ -55,5 +55,5 @@ if loaded_kind then
 end
 redis.call('DEL', prizes)
 redis.call('HSET', prizes, unpack(stock))
-redis.call('HSET', meta, 'kind', 'lottery', 'total', total, 'reserved', 0, 'released', 0)
+redis.call('HSET', meta, 'kind', 'lottery', 'total', total, 'released', 0)
 return {1, redis.call('HINCRBY', meta, 'version', 1)}

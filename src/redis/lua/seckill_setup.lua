@@ -51,5 +51,5 @@ else
     redis.call('RPUSH', items_key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
 end
-redis.call('HSET', meta, 'kind', kind, 'total', units, 'reserved', 0, 'released', 0)
+redis.call('HSET', meta, 'kind', kind, 'total', units, 'released', 0)
 return {1, redis.call('HINCRBY', meta, 'version', 1)}

@@ -8,8 +8,12 @@
 -- Returns {-4} unknown activity, or {1, state, kind, start_ms, end_ms, per_user_limit, total,
 -- reserved, released, version, remaining, stream_length, orders, buyers, oversold}; oversold:
 -- units the lost-write repair applied that were sold again (activity_reapply_orders.lua).
+-- `reserved` (units ever reserved) is not kept, it is derived: every unit ever loaded or added is
+-- either left, or was reserved and not given back, or was applied again by the lost-write repair
+-- without being in stock, so reserved = total + released + oversold - remaining (every script
+-- that moves units keeps that identity: reserve, release, add stock, dead letter, reapply).
 local m = redis.call('HMGET', KEYS[1], 'state', 'kind', 'start_ms', 'end_ms', 'limit', 'total',
-  'reserved', 'released', 'version', 'oversold')
+  'released', 'version', 'oversold')
 if not m[1] then return {-4} end
 local remaining
 if m[2] == 'counted' then remaining = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -17,6 +21,7 @@ elseif m[2] == 'lottery' then
   remaining = 0
   for _, left in ipairs(redis.call('HVALS', KEYS[7])) do remaining = remaining + tonumber(left) end
 else remaining = redis.call('LLEN', KEYS[3]) end
-return {1, m[1], m[2], tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6]),
-  tonumber(m[7]), tonumber(m[8]), tonumber(m[9]), remaining, redis.call('XLEN', KEYS[6]),
-  redis.call('HLEN', KEYS[5]), redis.call('HLEN', KEYS[4]), tonumber(m[10] or '0')}
+local total, released, oversold = tonumber(m[6]), tonumber(m[7]), tonumber(m[9] or '0')
+return {1, m[1], m[2], tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), total,
+  total + released + oversold - remaining, released, tonumber(m[8]), remaining,
+  redis.call('XLEN', KEYS[6]), redis.call('HLEN', KEYS[5]), redis.call('HLEN', KEYS[4]), oversold}
