@@ -15,9 +15,8 @@
 // Every wait is bounded by the sender's own: a waiter waits for at most the batch it is queued
 // behind and its own, and each is one call with the Redis client's command timeout.
 //
-// What a batch means is the sender's business (service/script_batches.h): one script call that
-// decides the requests in order, or the requests pipelined on the connection (FIFO: decided in
-// order too). The sender must call `done` exactly once, with one reply per request in order, or
+// What a batch means is the sender's business (service/script_batches.h: one script call that
+// decides the requests in order). The sender must call `done` exactly once, with one reply per request in order, or
 // one error for the whole batch.
 //
 // Threading: one Coalescer per I/O thread (ServiceContext); every member function must be called

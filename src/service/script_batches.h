@@ -2,11 +2,9 @@
 // The coalescers of the reserve and draw scripts (service/coalescer.h), and the one function per
 // script that sends a batch of requests of one activity.
 //
-// A batch is decided in arrival order, each request exactly as a call of its own would decide it.
-// Today a batch goes as the requests' own script calls pipelined back to back on the connection:
-// one connection is FIFO, so Redis runs them in order and the replies come back in order. The
-// senders below are the single place that knows this; a script that decides a whole batch in one
-// call replaces their bodies and nothing else.
+// A batch is decided in arrival order, each request exactly as a call of its own would decide it:
+// the reserve and draw scripts take a batch of requests and decide them in one call
+// (redis::SeckillScripts::ReserveBatch, DrawBatch; a single request is a batch of one).
 
 #include <span>
 #include <string_view>
