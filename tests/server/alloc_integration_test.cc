@@ -335,8 +335,8 @@ RedisServer* AllocTest::redis_ = nullptr;
 
 // The steady-state bound each kind of request reached (see the commit log and this file's
 // history for the sites removed); the remaining ones are named beside each bound.
-constexpr double kReserveBound = 69;
-constexpr double kDrawBound = 74;
+constexpr double kReserveBound = 47;
+constexpr double kDrawBound = 52;
 constexpr double kSoldOutBound = 2;
 
 TEST_F(AllocTest, ReservingPurchase) {
