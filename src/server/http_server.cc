@@ -411,7 +411,24 @@ class HttpServer::Worker {
             if (!first.empty() && first.size() <= 64) address = first;
           }
         }
-        reply = co_await Handle(request, address, route);
+        // The route's handler is awaited here, not in a coroutine of its own: a frame that
+        // large would not fit Asio's recycling cache and cost an allocation per request.
+        RouteMatch match;
+        std::optional<Call> call;
+        if (std::optional<Reply> early = Prepare(request, address, route, match, call)) {
+          reply = std::move(*early);
+        } else {
+          try {
+            reply = co_await match.route->handler(*call);
+            reply = AdminDetail(*match.route, std::move(reply));
+          } catch (const std::exception& e) {
+            // Exceptions never come from bad input (that is a value); one here is our bug: it
+            // becomes a 500 and a log line, never a crash.
+            spdlog::error("handler for {} {} threw: {}", std::string(request.method_string()),
+                          std::string(request.target()), e.what());
+            reply = ErrorReply(http::status::internal_server_error, Word::kError, "internal error");
+          }
+        }
         keep_alive = request.keep_alive() && !reply.close && !draining_;
       }
 
@@ -435,24 +452,26 @@ class HttpServer::Worker {
     connections_.open.fetch_sub(1);
   }
 
-  asio::awaitable<Reply> Handle(const Request& request, std::string_view address,
-                                RouteId& route_id) {
-    RouteMatch match = MatchRoute(options_.routes.empty() ? Routes() : options_.routes,
-                                  request.method(), request.target());
+  // The route of a request and its call, with the caller authenticated; or the reply when there
+  // is nothing to call (no route, a bad identity header, not authenticated).
+  std::optional<Reply> Prepare(const Request& request, std::string_view address, RouteId& route_id,
+                               RouteMatch& match, std::optional<Call>& call) {
+    match = MatchRoute(options_.routes.empty() ? Routes() : options_.routes, request.method(),
+                       request.target());
     if (match.route == nullptr) {
       if (!match.allow.empty()) {
         Reply reply = ErrorReply(http::status::method_not_allowed, Word::kMethodNotAllowed,
                                  "method not allowed; this path takes " + match.allow);
         reply.allow = std::move(match.allow);
-        co_return reply;
+        return reply;
       }
-      co_return ErrorReply(http::status::not_found, Word::kNotFound, "no such route");
+      return ErrorReply(http::status::not_found, Word::kNotFound, "no such route");
     }
     route_id = match.route->id;
-    Call call{request, match.params, match.query, {}, address, services_};
+    call.emplace(Call{request, match.params, match.query, {}, address, services_});
     if (match.route->access != Access::kPublic) {
       if (auto headers = CheckIdentityHeaders(request); !headers) {
-        co_return ErrorReply(http::status::bad_request, Word::kBadRequest, headers.error().message);
+        return ErrorReply(http::status::bad_request, Word::kBadRequest, headers.error().message);
       }
     }
     switch (match.route->access) {
@@ -461,35 +480,26 @@ class HttpServer::Worker {
       case Access::kUser: {
         auto user = AuthenticateUser(deps_.identity, request, deps_.clock->NowMs());
         if (!user) {
-          co_return ErrorReply(http::status::unauthorized, Word::kUnauthorized,
-                               user.error().message);
+          return ErrorReply(http::status::unauthorized, Word::kUnauthorized, user.error().message);
         }
-        call.user_id = std::move(*user);
+        call->user_id = std::move(*user);
         break;
       }
       case Access::kAdmin:
         if (auto admin = AuthenticateAdmin(deps_.identity, request); !admin) {
-          co_return ErrorReply(http::status::unauthorized, Word::kUnauthorized,
-                               admin.error().message);
+          return ErrorReply(http::status::unauthorized, Word::kUnauthorized, admin.error().message);
         }
         break;
     }
-    // Exceptions never come from bad input (that is a value); one here is our bug: it becomes a
-    // 500 and a log line, never a crash.
-    try {
-      Reply reply = co_await match.route->handler(call);
-      // The admin reads what failed where; the public reads words (ErrorToReply).
-      if (match.route->access == Access::kAdmin && !reply.detail.empty()) {
-        Reply detailed = ErrorReply(reply.status, reply.word, reply.detail);
-        detailed.retry_after_s = reply.retry_after_s;
-        co_return detailed;
-      }
-      co_return reply;
-    } catch (const std::exception& e) {
-      spdlog::error("handler for {} {} threw: {}", std::string(request.method_string()),
-                    std::string(request.target()), e.what());
-    }
-    co_return ErrorReply(http::status::internal_server_error, Word::kError, "internal error");
+    return std::nullopt;
+  }
+
+  // The admin reads what failed where; the public reads words (ErrorToReply).
+  static Reply AdminDetail(const Route& route, Reply reply) {
+    if (route.access != Access::kAdmin || reply.detail.empty()) return reply;
+    Reply detailed = ErrorReply(reply.status, reply.word, reply.detail);
+    detailed.retry_after_s = reply.retry_after_s;
+    return detailed;
   }
 
   // One access-log record: in text a line, with --log-format json the fields as JSON fields.

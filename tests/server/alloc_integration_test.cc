@@ -335,9 +335,9 @@ RedisServer* AllocTest::redis_ = nullptr;
 
 // The steady-state bound each kind of request reached (see the commit log and this file's
 // history for the sites removed); the remaining ones are named beside each bound.
-constexpr double kReserveBound = 47;
-constexpr double kDrawBound = 52;
-constexpr double kSoldOutBound = 2;
+constexpr double kReserveBound = 44;
+constexpr double kDrawBound = 48;
+constexpr double kSoldOutBound = 0;
 
 TEST_F(AllocTest, ReservingPurchase) {
   Create(R"({"id":"huge","stock":100000000,"per_user_limit":1})");
