@@ -11,9 +11,15 @@ namespace {
 // are freed as usual.
 constexpr size_t kPooled = 256;
 
+// Set when this thread's pool is destroyed (thread exit): a string given back later (by a static
+// object destroyed after the thread's thread_locals) is simply freed. Trivially destructible, so
+// it stays readable until the thread ends.
+thread_local bool tl_pool_gone = false;
+
 struct Pool {
   std::array<std::string, kPooled> strings;
   size_t size = 0;
+  ~Pool() { tl_pool_gone = true; }
 };
 
 Pool& ThreadPool() {
@@ -24,12 +30,14 @@ Pool& ThreadPool() {
 }  // namespace
 
 std::string TakeString() {
+  if (tl_pool_gone) return {};
   Pool& pool = ThreadPool();
   if (pool.size == 0) return {};
   return std::move(pool.strings[--pool.size]);
 }
 
 void GiveString(std::string&& text) {
+  if (tl_pool_gone) return;
   Pool& pool = ThreadPool();
   if (pool.size == kPooled || text.capacity() > kMaxPooledCapacity ||
       text.capacity() <= std::string().capacity()) {

@@ -62,6 +62,10 @@ Reply::Reply(redisReply* owned) : ReplyView(owned), owned_(owned) {}
 
 namespace {
 
+// Set when this thread's pool is destroyed (thread exit): later releases free their memory.
+// Trivially destructible, so it stays readable until the thread ends.
+thread_local bool tl_pool_gone = false;
+
 // Free memory of replies, per thread: reply objects, and malloc blocks (strings, element arrays)
 // by size class, class k holding blocks of at least 32 << k usable bytes.
 class ReplyPool {
@@ -70,6 +74,7 @@ class ReplyPool {
   static constexpr size_t kPerClass = 128;
 
   ~ReplyPool() {
+    tl_pool_gone = true;
     for (size_t i = 0; i < reply_count_; ++i) std::free(replies_[i]);
     for (size_t k = 0; k < kClasses; ++k) {
       for (size_t i = 0; i < counts_[k]; ++i) std::free(blocks_[k][i]);
@@ -128,6 +133,10 @@ ReplyPool& Pool() {
 
 void Release(redisReply* reply) {
   if (reply == nullptr) return;
+  if (tl_pool_gone) {
+    freeReplyObject(reply);  // the same malloc blocks hiredis's own replies are made of
+    return;
+  }
   ReplyPool& pool = Pool();
   switch (reply->type) {
     case REDIS_REPLY_ARRAY:
