@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "base/string_pool.h"
+
 namespace flashsale::base {
 namespace {
 
@@ -20,7 +22,8 @@ void Encode(uint64_t value, int digits, char* out) {
 std::string OrderIdGenerator::Next() {
   constexpr uint64_t kMask40 = (uint64_t{1} << 40) - 1;
   const auto ms = static_cast<uint64_t>(clock_.NowMs()) & ((uint64_t{1} << 48) - 1);
-  std::string id(26, '0');
+  std::string id = TakeString();  // a pooled string: no allocation when one is given back
+  id.assign(26, '0');
   Encode(ms, 10, id.data());                            // 48 bits of time (top 2 bits zero)
   Encode(random_.Next() & kMask40, 8, id.data() + 10);  // 40 random bits
   Encode(random_.Next() & kMask40, 8, id.data() + 18);  // 40 more

@@ -3,42 +3,68 @@
 #include <charconv>
 #include <cmath>
 
+#include "base/string_pool.h"
+
 namespace flashsale::base {
+
+JsonWriter::JsonWriter() : out_(TakeString()) {}
 
 void JsonWriter::BeforeValue() {
   if (after_key_) {
     after_key_ = false;
     return;
   }
-  if (!first_.empty()) {
-    if (!first_.back()) out_.push_back(',');
-    first_.back() = false;
+  if (depth_ == 0) return;
+  const size_t at = depth_ - 1;
+  bool first;
+  if (at < 64) {
+    first = (first_bits_ >> at) & 1;
+    first_bits_ &= ~(uint64_t{1} << at);
+  } else {
+    first = deeper_[at - 64];
+    deeper_[at - 64] = false;
   }
+  if (!first) out_.push_back(',');
+}
+
+void JsonWriter::Open() {
+  if (depth_ < 64) {
+    first_bits_ |= uint64_t{1} << depth_;
+  } else {
+    deeper_.push_back(true);
+  }
+  ++depth_;
+}
+
+void JsonWriter::Close() {
+  if (depth_ == 0) return;
+  --depth_;
+  if (depth_ >= 64) deeper_.pop_back();
 }
 
 JsonWriter& JsonWriter::BeginObject() {
   BeforeValue();
   out_.push_back('{');
-  first_.push_back(true);
+  Open();
   return *this;
 }
 
 JsonWriter& JsonWriter::EndObject() {
   out_.push_back('}');
-  first_.pop_back();
+  Close();
   return *this;
 }
 
 JsonWriter& JsonWriter::BeginArray() {
   BeforeValue();
   out_.push_back('[');
-  first_.push_back(true);
+  Open();
   return *this;
 }
 
 JsonWriter& JsonWriter::EndArray() {
   out_.push_back(']');
-  first_.pop_back();
+  Close();
   return *this;
 }
 

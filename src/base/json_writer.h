@@ -31,6 +31,10 @@ class JsonWriter {
   JsonWriter& Raw(std::string_view json);
   JsonWriter& Strings(std::span<const std::string> values);
 
+  // The text starts in a string of this thread's pool (base/string_pool.h): a reply body handed
+  // back with GiveString after its write makes the next writer's appends allocation-free.
+  JsonWriter();
+
   const std::string& str() const { return out_; }
   std::string Take() && { return std::move(out_); }
 
@@ -38,8 +42,14 @@ class JsonWriter {
 
  private:
   void BeforeValue();
+  void Open();
+  void Close();
   std::string out_;
-  std::vector<bool> first_;  // per open container: no element written yet
+  // Per open container, whether no element was written yet: bit i of first_bits_ for depth i
+  // below 64 (no allocation), deeper ones in deeper_.
+  uint64_t first_bits_ = 0;
+  size_t depth_ = 0;
+  std::vector<bool> deeper_;
   bool after_key_ = false;
 };
 

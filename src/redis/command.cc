@@ -1,39 +1,37 @@
 #include "redis/command.h"
 
-#include <hiredis/hiredis.h>
-
 #include <charconv>
-#include <new>
-#include <vector>
+
+#include "base/string_pool.h"
 
 namespace flashsale::redis {
 
-Command::Command(std::span<const std::string_view> args) {
-  // Most commands have few arguments; keep their pointers on the stack.
-  constexpr size_t kInline = 32;
-  const char* inline_argv[kInline];
-  size_t inline_len[kInline];
-  std::vector<const char*> heap_argv;
-  std::vector<size_t> heap_len;
-  const char** argv = inline_argv;
-  size_t* argvlen = inline_len;
-  if (args.size() > kInline) {
-    heap_argv.resize(args.size());
-    heap_len.resize(args.size());
-    argv = heap_argv.data();
-    argvlen = heap_len.data();
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
-    argv[i] = args[i].data();
-    argvlen[i] = args[i].size();
-  }
-  char* formatted = nullptr;
-  const int length =
-      redisFormatCommandArgv(&formatted, static_cast<int>(args.size()), argv, argvlen);
-  if (length < 0 || formatted == nullptr) throw std::bad_alloc();
-  wire_.assign(formatted, static_cast<size_t>(length));
-  redisFreeCommand(formatted);
+namespace {
+
+void AppendCount(std::string& out, char kind, size_t count) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), count);
+  out += kind;
+  out.append(digits, end);
+  out += "\r\n";
 }
+
+}  // namespace
+
+void AppendArrayHeader(std::string& out, size_t count) { AppendCount(out, '*', count); }
+
+void AppendBulk(std::string& out, std::string_view arg) {
+  AppendCount(out, '$', arg.size());
+  out += arg;
+  out += "\r\n";
+}
+
+Command::Command(std::span<const std::string_view> args) : wire_(base::TakeString()) {
+  AppendArrayHeader(wire_, args.size());
+  for (const std::string_view arg : args) AppendBulk(wire_, arg);
+}
+
+Command::~Command() { base::GiveString(std::move(wire_)); }
 
 IntArg::IntArg(int64_t value) {
   auto [end, ec] = std::to_chars(buffer_, buffer_ + sizeof(buffer_), value);

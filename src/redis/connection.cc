@@ -143,7 +143,7 @@ void Connection::Connect() {
   CloseLink();
   state_ = State::kConnecting;
   const uint64_t generation = generation_;
-  reader_ = redisReaderCreate();
+  reader_ = CreatePooledReader();  // replies from the thread's pool (redis/reply.h)
   reader_->maxbuf = 0;  // keep the reader's buffer between replies instead of reallocating
   auto self = shared_from_this();
 

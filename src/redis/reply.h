@@ -8,6 +8,7 @@
 #include <string_view>
 
 struct redisReply;
+struct redisReader;
 
 namespace flashsale::redis {
 
@@ -36,7 +37,8 @@ class ReplyView {
 
 class Reply : public ReplyView {
  public:
-  // Takes ownership of a reply from hiredis's reader.
+  // Takes ownership of a reply from hiredis's reader (either kind: CreatePooledReader's, or one
+  // with hiredis's own functions).
   explicit Reply(redisReply* owned);
 
  private:
@@ -45,5 +47,11 @@ class Reply : public ReplyView {
   };
   std::unique_ptr<redisReply, Free> owned_;
 };
+
+// A hiredis reader (free it with redisReaderFree) whose replies take their memory from this
+// thread's pool of reply objects and buffers, and give it back when their Reply is destroyed: a
+// connection's replies cost no allocation in steady state. The buffers are plain malloc blocks, so
+// a reply of either kind may be released either way.
+redisReader* CreatePooledReader();
 
 }  // namespace flashsale::redis

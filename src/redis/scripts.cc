@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/string_pool.h"
 #include "redis/embedded_scripts.h"
 
 namespace flashsale::redis {
@@ -155,7 +156,11 @@ ScriptCall& ScriptCall::Arg(std::string_view name, std::string_view value) {
 }
 
 ScriptCall& ScriptCall::Arg(std::string_view name, int64_t value) {
-  return Arg(name, ints_.emplace_back(value).view());
+  if (int_count_ < kInline) {
+    inline_ints_[int_count_] = IntArg(value);
+    return Arg(name, inline_ints_[int_count_++].view());
+  }
+  return Arg(name, more_ints_.emplace_back(value).view());
 }
 
 ScriptCall& ScriptCall::Rest(std::string_view name, std::span<const std::string> values) {
@@ -197,9 +202,13 @@ base::Status ScriptCall::Check(std::string_view what, const std::vector<std::str
   return {};
 }
 
+base::Status ScriptCall::CheckAll() const {
+  if (auto keys = Check("KEYS", script_.key_names, keys_); !keys) return keys;
+  return Check("ARGV", script_.arg_names, args_);
+}
+
 Result<std::vector<std::string_view>> ScriptCall::BuildArgv() const {
-  if (auto keys = Check("KEYS", script_.key_names, keys_); !keys) return keys.error();
-  if (auto args = Check("ARGV", script_.arg_names, args_); !args) return args.error();
+  if (auto checked = CheckAll(); !checked) return checked.error();
   std::vector<std::string_view> argv;
   argv.reserve(3 + keys_.values.size() + keys_.rest.size() + args_.values.size() +
                args_.rest.size());
@@ -207,7 +216,7 @@ Result<std::vector<std::string_view>> ScriptCall::BuildArgv() const {
   argv.push_back(script_.sha1);
   argv.push_back(numkeys_.view());
   for (const Part* part : {&keys_, &args_}) {
-    argv.insert(argv.end(), part->values.begin(), part->values.end());
+    for (size_t i = 0; i < part->values.size(); ++i) argv.push_back(part->values[i]);
     for (const auto& value : part->rest) argv.push_back(value);
   }
   return argv;
@@ -219,6 +228,20 @@ Result<Command> ScriptCall::Build() const {
   return Command(*argv);
 }
 
+base::Status ScriptCall::AppendWire(std::string& out) const {
+  if (auto checked = CheckAll(); !checked) return checked;
+  AppendArrayHeader(
+      out, 3 + keys_.values.size() + keys_.rest.size() + args_.values.size() + args_.rest.size());
+  AppendBulk(out, "EVALSHA");
+  AppendBulk(out, script_.sha1);
+  AppendBulk(out, numkeys_.view());
+  for (const Part* part : {&keys_, &args_}) {
+    for (size_t i = 0; i < part->values.size(); ++i) AppendBulk(out, part->values[i]);
+    for (const auto& value : part->rest) AppendBulk(out, value);
+  }
+  return {};
+}
+
 ScriptRunner::ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts)
     : state_(std::make_shared<State>()) {
   state_->connection = std::move(connection);
@@ -227,13 +250,15 @@ ScriptRunner::ScriptRunner(std::shared_ptr<Connection> connection, const ScriptS
 }
 
 void ScriptRunner::Eval(const ScriptCall& call, Deadline deadline, ReplyHandler handler) {
-  auto command = call.Build();
-  if (!command) {
+  // The wire is kept until the reply (a NOSCRIPT sends it again), in a string of the thread's
+  // pool, given back after the reply.
+  std::string wire = base::TakeString();
+  if (auto built = call.AppendWire(wire); !built) {
     asio::post(state_->connection->executor(),
-               asio::append(std::move(handler), Result<Reply>(std::move(command).error())));
+               asio::append(std::move(handler), Result<Reply>(std::move(built).error())));
     return;
   }
-  Attempt(state_, &call.script(), std::string(command->wire()), deadline, std::move(handler));
+  Attempt(state_, &call.script(), std::move(wire), deadline, std::move(handler));
 }
 
 void ScriptRunner::Attempt(std::shared_ptr<State> state, const Script* script, std::string wire,
@@ -244,6 +269,7 @@ void ScriptRunner::Attempt(std::shared_ptr<State> state, const Script* script, s
   auto continuation = [state, script, sequence, deadline, handler = std::move(handler)](
                           std::string wire, Result<Reply> result) mutable {
     if (!IsNoScript(result) || Clock::now() >= deadline) {
+      base::GiveString(std::move(wire));
       asio::dispatch(asio::append(std::move(handler), std::move(result)));
       return;
     }

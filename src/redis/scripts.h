@@ -33,10 +33,11 @@
 // pipeline and all get NOSCRIPT, one SCRIPT LOAD is sent and the others only resend EVALSHA
 // behind it (wire order is execution order on one connection).
 
+#include <array>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <memory>
 #include <span>
 #include <string>
@@ -83,6 +84,9 @@ class ScriptSet {
 class ScriptCall {
  public:
   explicit ScriptCall(const Script& script);
+  // Its argument views point into the call itself (integer arguments): never copied nor moved.
+  ScriptCall(const ScriptCall&) = delete;
+  ScriptCall& operator=(const ScriptCall&) = delete;
 
   ScriptCall& Key(std::string_view name, std::string_view key);
   // The trailing variadic keys (declared as `name...`).
@@ -99,22 +103,51 @@ class ScriptCall {
   base::Result<std::vector<std::string_view>> BuildArgv() const;
   // BuildArgv() formatted as a command.
   base::Result<Command> Build() const;
+  // The same EVALSHA's RESP appended to `out`, without building the argument list; kInternal as
+  // BuildArgv.
+  base::Status AppendWire(std::string& out) const;
 
  private:
+  // Values in place up to N, then on the heap: a call's keys and arguments (at most 14 so far)
+  // cost no allocation.
+  template <typename T, size_t N>
+  class InlineList {
+   public:
+    void push_back(T value) {
+      if (size_ < N) {
+        inline_[size_] = std::move(value);
+      } else {
+        heap_.push_back(std::move(value));
+      }
+      ++size_;
+    }
+    size_t size() const { return size_; }
+    const T& operator[](size_t i) const { return i < N ? inline_[i] : heap_[i - N]; }
+
+   private:
+    std::array<T, N> inline_{};
+    std::vector<T> heap_;
+    size_t size_ = 0;
+  };
+  static constexpr size_t kInline = 16;
+
   // The KEYS or the ARGV: named values, then an optional named variadic tail.
   struct Part {
-    std::vector<std::string_view> names;
-    std::vector<std::string_view> values;
+    InlineList<std::string_view, kInline> names;
+    InlineList<std::string_view, kInline> values;
     std::string_view rest_name;
     std::span<const std::string> rest;
   };
   base::Status Check(std::string_view what, const std::vector<std::string>& declared,
                      const Part& given) const;
+  base::Status CheckAll() const;
 
   const Script& script_;
   Part keys_;
   Part args_;
-  std::deque<IntArg> ints_;  // storage for integer arguments (stable addresses)
+  std::array<IntArg, kInline> inline_ints_;  // storage for integer arguments (stable addresses)
+  size_t int_count_ = 0;
+  std::list<IntArg> more_ints_;  // past kInline of them (a list: no allocation while empty)
   IntArg numkeys_{0};
 };
 

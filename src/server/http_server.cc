@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -18,12 +19,15 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <charconv>
 #include <iterator>
 #include <list>
+#include <memory_resource>
 #include <optional>
 #include <thread>
 
 #include "base/log_format.h"
+#include "base/string_pool.h"
 #include "redis/scripts.h"
 #include "server/handlers.h"
 #include "server/router.h"
@@ -57,25 +61,54 @@ Reply ParseErrorReply(const error_code& error) {
   return reply;
 }
 
-// HTTP/1.x response bytes for a reply.
-void SerializeReply(const Reply& reply, unsigned version, bool keep_alive, std::string& out) {
+void AppendNumber(std::string& out, uint64_t value) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), value);
+  out.append(digits, end);
+}
+
+// HTTP/1.x response head for a reply (the body is written after it, from the reply itself).
+void SerializeHead(const Reply& reply, unsigned version, bool keep_alive, std::string& out) {
   out.clear();
   const auto code = static_cast<unsigned>(reply.status);
   const std::string_view reason = beast::http::obsolete_reason(reply.status);
-  fmt::format_to(std::back_inserter(out), "HTTP/{}.{} {} {}\r\nContent-Type: {}\r\n", version / 10,
-                 version % 10, code, reason, reply.content_type);
+  out += "HTTP/";
+  AppendNumber(out, version / 10);
+  out += '.';
+  AppendNumber(out, version % 10);
+  out += ' ';
+  AppendNumber(out, code);
+  out += ' ';
+  out += reason;
+  out += "\r\nContent-Type: ";
+  out += reply.content_type;
+  out += "\r\n";
   // A 304 has no body, and a Content-Length would claim the representation's length.
   if (reply.status != http::status::not_modified) {
-    fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", reply.body.size());
+    out += "Content-Length: ";
+    AppendNumber(out, reply.body.size());
+    out += "\r\n";
   }
   if (!reply.cache_control.empty()) {
-    fmt::format_to(std::back_inserter(out), "Cache-Control: {}\r\n", reply.cache_control);
+    out += "Cache-Control: ";
+    out += reply.cache_control;
+    out += "\r\n";
   }
-  if (!reply.etag.empty()) fmt::format_to(std::back_inserter(out), "ETag: \"{}\"\r\n", reply.etag);
+  if (!reply.etag.empty()) {
+    out += "ETag: \"";
+    out += reply.etag;
+    out += "\"\r\n";
+  }
   if (reply.retry_after_s >= 0) {
-    fmt::format_to(std::back_inserter(out), "Retry-After: {}\r\n", reply.retry_after_s);
+    out += "Retry-After: ";
+    AppendNumber(out, static_cast<uint64_t>(reply.retry_after_s));
+    out += "\r\n";
   }
-  if (!reply.allow.empty()) fmt::format_to(std::back_inserter(out), "Allow: {}\r\n", reply.allow);
+  if (!reply.allow.empty()) {
+    out += "Allow: ";
+    out += reply.allow;
+    out += "\r\n";
+  }
   // A 401 names the scheme that would be accepted (RFC 9110 11.6.1): bearer tokens, the user's or
   // the admin's (in gateway mode the user comes from the gateway's header, and only admin routes
   // answer 401 for a token).
@@ -88,7 +121,6 @@ void SerializeReply(const Reply& reply, unsigned version, bool keep_alive, std::
     out += "Connection: keep-alive\r\n";
   }
   out += "\r\n";
-  out += reply.body;
 }
 
 bool IsDisconnect(const error_code& error) {
@@ -304,7 +336,12 @@ class HttpServer::Worker {
   asio::awaitable<void> Session(tcp::socket socket) {
     const std::string peer = ClientAddress(socket);
     beast::flat_buffer buffer;
-    std::string out;  // the reply being written; its capacity is reused
+    std::string out;  // the reply's head being written; its capacity is reused
+    // Where each request's fields and body are parsed: reset after every request, so requests
+    // of the usual size reuse the same bytes (a larger one takes more from the heap, freed at
+    // the next reset).
+    std::array<std::byte, 4096> arena_bytes;
+    std::pmr::monotonic_buffer_resource arena(arena_bytes.data(), arena_bytes.size());
     auto entry = sessions_.insert(sessions_.end(), SessionEntry{&socket, true, {}});
     const auto deadline_in = [&entry](std::chrono::milliseconds timeout) {
       entry->deadline = std::chrono::steady_clock::now() + timeout;
@@ -325,7 +362,10 @@ class HttpServer::Worker {
           options_.access_log_every > 0 && ++requests_seen_ % options_.access_log_every == 0;
       std::string method_text, target_text;  // for the access log
       // The rest of the request, headers then body, within read_timeout in all.
-      beast::http::request_parser<beast::http::string_body> parser;
+      arena.release();
+      const RequestAllocator allocator(&arena);
+      beast::http::request_parser<RequestBody, RequestAllocator> parser(
+          std::piecewise_construct, std::make_tuple(allocator), std::make_tuple(allocator));
       parser.header_limit(static_cast<uint32_t>(options_.max_header_bytes));
       parser.body_limit(options_.max_body_bytes);
       deadline_in(options_.read_timeout);
@@ -361,28 +401,47 @@ class HttpServer::Worker {
           method_text = std::string(request.method_string());
           target_text = std::string(request.target());
         }
-        std::string address = peer;
+        std::string_view address = peer;
         if (options_.trust_forwarded_for) {
           auto forwarded = request.find("X-Forwarded-For");
           if (forwarded != request.end()) {
             std::string_view first(forwarded->value().data(), forwarded->value().size());
             first = first.substr(0, first.find(','));
             while (!first.empty() && first.front() == ' ') first.remove_prefix(1);
-            if (!first.empty() && first.size() <= 64) address = std::string(first);
+            if (!first.empty() && first.size() <= 64) address = first;
           }
         }
-        reply = co_await Handle(request, address, route);
+        // The route's handler is awaited here, not in a coroutine of its own: a frame that
+        // large would not fit Asio's recycling cache and cost an allocation per request.
+        RouteMatch match;
+        std::optional<Call> call;
+        if (std::optional<Reply> early = Prepare(request, address, route, match, call)) {
+          reply = std::move(*early);
+        } else {
+          try {
+            reply = co_await match.route->handler(*call);
+            reply = AdminDetail(*match.route, std::move(reply));
+          } catch (const std::exception& e) {
+            // Exceptions never come from bad input (that is a value); one here is our bug: it
+            // becomes a 500 and a log line, never a crash.
+            spdlog::error("handler for {} {} threw: {}", std::string(request.method_string()),
+                          std::string(request.target()), e.what());
+            reply = ErrorReply(http::status::internal_server_error, Word::kError, "internal error");
+          }
+        }
         keep_alive = request.keep_alive() && !reply.close && !draining_;
       }
 
-      // Our replies are a status line, four headers at most and a body: written straight into
-      // one buffer, one write (Beast's generic serializer cost a third of the request's time).
-      SerializeReply(reply, version, keep_alive, out);
+      // Our replies are a status line, four headers at most and a body: the head written straight
+      // into one buffer, then head and body in one write (Beast's generic serializer cost a third
+      // of the request's time).
+      SerializeHead(reply, version, keep_alive, out);
       deadline_in(options_.read_timeout);
-      auto [write_error, written] =
-          co_await asio::async_write(socket, asio::buffer(out), kUseTuple);
+      const std::array<asio::const_buffer, 2> pieces{asio::buffer(out), asio::buffer(reply.body)};
+      auto [write_error, written] = co_await asio::async_write(socket, pieces, kUseTuple);
       metrics_.Request(route, reply.word, std::chrono::steady_clock::now() - start);
       if (sampled) LogAccess(method_text, target_text, reply, start);
+      base::GiveString(std::move(reply.body));  // for the next reply's JSON (base/string_pool.h)
       if (write_error || !keep_alive) break;
     }
     error_code ignored;
@@ -393,24 +452,26 @@ class HttpServer::Worker {
     connections_.open.fetch_sub(1);
   }
 
-  asio::awaitable<Reply> Handle(const Request& request, std::string_view address,
-                                RouteId& route_id) {
-    RouteMatch match = MatchRoute(options_.routes.empty() ? Routes() : options_.routes,
-                                  request.method(), request.target());
+  // The route of a request and its call, with the caller authenticated; or the reply when there
+  // is nothing to call (no route, a bad identity header, not authenticated).
+  std::optional<Reply> Prepare(const Request& request, std::string_view address, RouteId& route_id,
+                               RouteMatch& match, std::optional<Call>& call) {
+    match = MatchRoute(options_.routes.empty() ? Routes() : options_.routes, request.method(),
+                       request.target());
     if (match.route == nullptr) {
       if (!match.allow.empty()) {
         Reply reply = ErrorReply(http::status::method_not_allowed, Word::kMethodNotAllowed,
                                  "method not allowed; this path takes " + match.allow);
         reply.allow = std::move(match.allow);
-        co_return reply;
+        return reply;
       }
-      co_return ErrorReply(http::status::not_found, Word::kNotFound, "no such route");
+      return ErrorReply(http::status::not_found, Word::kNotFound, "no such route");
     }
     route_id = match.route->id;
-    Call call{request, match.params, match.query, {}, address, services_};
+    call.emplace(Call{request, match.params, match.query, {}, address, services_});
     if (match.route->access != Access::kPublic) {
       if (auto headers = CheckIdentityHeaders(request); !headers) {
-        co_return ErrorReply(http::status::bad_request, Word::kBadRequest, headers.error().message);
+        return ErrorReply(http::status::bad_request, Word::kBadRequest, headers.error().message);
       }
     }
     switch (match.route->access) {
@@ -419,35 +480,26 @@ class HttpServer::Worker {
       case Access::kUser: {
         auto user = AuthenticateUser(deps_.identity, request, deps_.clock->NowMs());
         if (!user) {
-          co_return ErrorReply(http::status::unauthorized, Word::kUnauthorized,
-                               user.error().message);
+          return ErrorReply(http::status::unauthorized, Word::kUnauthorized, user.error().message);
         }
-        call.user_id = std::move(*user);
+        call->user_id = std::move(*user);
         break;
       }
       case Access::kAdmin:
         if (auto admin = AuthenticateAdmin(deps_.identity, request); !admin) {
-          co_return ErrorReply(http::status::unauthorized, Word::kUnauthorized,
-                               admin.error().message);
+          return ErrorReply(http::status::unauthorized, Word::kUnauthorized, admin.error().message);
         }
         break;
     }
-    // Exceptions never come from bad input (that is a value); one here is our bug: it becomes a
-    // 500 and a log line, never a crash.
-    try {
-      Reply reply = co_await match.route->handler(call);
-      // The admin reads what failed where; the public reads words (ErrorToReply).
-      if (match.route->access == Access::kAdmin && !reply.detail.empty()) {
-        Reply detailed = ErrorReply(reply.status, reply.word, reply.detail);
-        detailed.retry_after_s = reply.retry_after_s;
-        co_return detailed;
-      }
-      co_return reply;
-    } catch (const std::exception& e) {
-      spdlog::error("handler for {} {} threw: {}", std::string(request.method_string()),
-                    std::string(request.target()), e.what());
-    }
-    co_return ErrorReply(http::status::internal_server_error, Word::kError, "internal error");
+    return std::nullopt;
+  }
+
+  // The admin reads what failed where; the public reads words (ErrorToReply).
+  static Reply AdminDetail(const Route& route, Reply reply) {
+    if (route.access != Access::kAdmin || reply.detail.empty()) return reply;
+    Reply detailed = ErrorReply(reply.status, reply.word, reply.detail);
+    detailed.retry_after_s = reply.retry_after_s;
+    return detailed;
   }
 
   // One access-log record: in text a line, with --log-format json the fields as JSON fields.

@@ -8,6 +8,7 @@
 
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <memory_resource>
 #include <string>
 
 #include "base/result.h"
@@ -16,7 +17,11 @@
 namespace flashsale::server {
 
 namespace http = boost::beast::http;
-using Request = http::request<http::string_body>;
+// A request's fields and body live in its connection's arena (server/http_server.cc): once the
+// arena has grown to the connection's requests, parsing one allocates nothing.
+using RequestAllocator = std::pmr::polymorphic_allocator<char>;
+using RequestBody = http::basic_string_body<char, std::char_traits<char>, RequestAllocator>;
+using Request = http::request<RequestBody, http::basic_fields<RequestAllocator>>;
 
 enum class IdentityMode { kToken, kGateway };
 

@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "base/result.h"
+#include "base/string_pool.h"
 #include "core/activity.h"
 #include "core/outcome.h"
 #include "service/context.h"
@@ -55,6 +56,12 @@ struct Admitted {
   int64_t now_ms = 0;
   std::string order_id;           // fresh; the same in every retry
   std::string idempotency_token;  // IdempotencyToken(); empty without a key
+
+  Admitted() = default;
+  Admitted(Admitted&&) = default;
+  Admitted& operator=(Admitted&&) = default;
+  // The order id's storage goes back to the thread's pool (base/string_pool.h) for the next one.
+  ~Admitted() { base::GiveString(std::move(order_id)); }
 };
 
 // Steps 1 to 5 above. Errors: kInvalidArgument (bad input, or the other use's kind of activity),
