@@ -222,17 +222,19 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
       if (entries.error().message.starts_with("NOGROUP")) groups_ready_[id] = false;
       continue;
     }
+    bool redelivered = false;
     if (claim_due && static_cast<int64_t>(entries->size()) < options_.batch) {
       auto claimed = co_await stream_.Claim(id, options_.name, options_.claim_idle.count(),
                                             options_.batch - static_cast<int64_t>(entries->size()));
       if (claimed.ok() && !claimed->empty()) {
         metrics_.claimed.Add(claimed->size());
+        redelivered = true;
         for (auto& entry : *claimed) entries->push_back(std::move(entry));
       }
     }
     if (!entries->empty()) {
       handled += static_cast<int64_t>(entries->size());
-      co_await Process(activity, std::move(*entries), fence, stop);
+      co_await Process(activity, std::move(*entries), redelivered, fence, stop);
     }
     if (trim_due) {
       auto trimmed = co_await stream_.Trim(id);
@@ -246,7 +248,8 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
 
 asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activity,
                                              std::vector<redis::StreamEntry> entries,
-                                             std::optional<int64_t> fence, const bool* stop) {
+                                             bool redelivered, std::optional<int64_t> fence,
+                                             const bool* stop) {
   const auto start = Clock::now();
   const std::string& activity_id = activity.activity.id;
   auto parsed = std::make_shared<std::vector<store::OrderRecord>>();
@@ -316,7 +319,10 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   }
 
   if (base::FailpointHit("kill-after-commit")) ::raise(SIGKILL);
-  auto acked = co_await stream_.Ack(activity_id, to_ack);
+  // Failure counts exist only for entries delivered before: a failure is counted after a
+  // delivery, and an entry that failed stays pending until it is claimed again. So a batch read
+  // as new has none to forget, and its acknowledgement is one command.
+  auto acked = co_await stream_.Ack(activity_id, to_ack, redelivered);
   if (!acked.ok()) {
     // Written but not acknowledged: they come back and are found duplicate. Nothing is lost.
     spdlog::warn("XACK for '{}' failed: {}", activity_id, acked.error().message);

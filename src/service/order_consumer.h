@@ -93,8 +93,10 @@ class OrderConsumer {
 
  private:
   // `fence`: the record's epoch the batch was read under (service/redis_watch.h), if any.
+  // `redelivered`: some of `entries` were claimed (delivered before, so they may have failure
+  // counts to forget once written); entries read as new have none.
   boost::asio::awaitable<void> Process(const store::ActivityRecord& activity,
-                                       std::vector<redis::StreamEntry> entries,
+                                       std::vector<redis::StreamEntry> entries, bool redelivered,
                                        std::optional<int64_t> fence, const bool* stop);
   // The batch's outcomes; retries while the database is unavailable. Nothing when told to stop
   // or on an error that is not unavailability (then the entries are tried one by one). `orders`
