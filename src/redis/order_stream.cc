@@ -126,12 +126,18 @@ asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::Claim(std::string
 }
 
 asio::awaitable<Result<int64_t>> OrderStream::Ack(std::string_view activity_id,
-                                                  std::span<const std::string> ids) {
+                                                  std::span<const std::string> ids,
+                                                  bool forget_failures) {
   if (ids.empty()) co_return int64_t{0};
   const SeckillKeys keys(namespace_, activity_id);
   std::vector<std::string_view> args = {"XACK", keys.stream(), kGroup};
   args.insert(args.end(), ids.begin(), ids.end());
   const Command ack(args);
+  if (!forget_failures) {
+    auto reply = co_await Await(runner_.connection(), ack);
+    if (!reply.ok()) co_return std::move(reply).error();
+    co_return reply->is_integer() ? reply->integer() : int64_t{0};
+  }
   // Failure counts of entries that made it after all go too (one more command per batch).
   args[0] = "HDEL";
   args[1] = keys.failures();

@@ -67,9 +67,12 @@ class OrderStream {
                                                                        std::string_view consumer,
                                                                        int64_t min_idle_ms,
                                                                        int64_t count);
-  // XACK: only ever after the database committed the entries.
+  // XACK: only ever after the database committed the entries. With `forget_failures`, their
+  // failure counts (RecordFailure) go too, one more command; a caller may leave it out when no
+  // entry of `ids` was delivered before (read as new, none failed since).
   boost::asio::awaitable<base::Result<int64_t>> Ack(std::string_view activity_id,
-                                                    std::span<const std::string> ids);
+                                                    std::span<const std::string> ids,
+                                                    bool forget_failures = true);
   // Resets the idle time of entries this consumer still works on, so no one claims them. The
   // number of them still pending in the group (fewer than asked: some are no longer this
   // consumer's to write, e.g. the stream was lost and made again).

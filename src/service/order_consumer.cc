@@ -222,17 +222,19 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
       if (entries.error().message.starts_with("NOGROUP")) groups_ready_[id] = false;
       continue;
     }
+    bool redelivered = false;
     if (claim_due && static_cast<int64_t>(entries->size()) < options_.batch) {
       auto claimed = co_await stream_.Claim(id, options_.name, options_.claim_idle.count(),
                                             options_.batch - static_cast<int64_t>(entries->size()));
       if (claimed.ok() && !claimed->empty()) {
         metrics_.claimed.Add(claimed->size());
+        redelivered = true;
         for (auto& entry : *claimed) entries->push_back(std::move(entry));
       }
     }
     if (!entries->empty()) {
       handled += static_cast<int64_t>(entries->size());
-      co_await Process(activity, std::move(*entries), fence, stop);
+      co_await Process(activity, std::move(*entries), redelivered, fence, stop);
     }
     if (trim_due) {
       auto trimmed = co_await stream_.Trim(id);
@@ -246,11 +248,15 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
 
 asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activity,
                                              std::vector<redis::StreamEntry> entries,
-                                             std::optional<int64_t> fence, const bool* stop) {
+                                             bool redelivered, std::optional<int64_t> fence,
+                                             const bool* stop) {
   const auto start = Clock::now();
   const std::string& activity_id = activity.activity.id;
-  std::vector<store::OrderRecord> orders;
+  auto parsed = std::make_shared<std::vector<store::OrderRecord>>();
+  std::vector<store::OrderRecord>& orders = *parsed;
+  orders.reserve(entries.size());
   std::vector<std::string> ids;
+  ids.reserve(entries.size());
   for (const auto& entry : entries) {
     auto order = ParseOrderIntent(entry, activity);
     if (!order.ok()) {
@@ -262,11 +268,12 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
     ids.push_back(entry.id);
   }
   if (orders.empty()) co_return;
+  const Orders all = std::move(parsed);
 
   // Per order: written (acknowledge), refused by the record (dead-letter), or failed (leave
   // pending; counted against the entry).
   std::vector<std::optional<store::InsertOutcome>> outcomes(orders.size());
-  auto batch = co_await Insert(activity_id, orders, ids, fence, stop);
+  auto batch = co_await Insert(activity_id, all, ids, fence, stop);
   if (!batch.ok() && batch.error().code == ErrorCode::kCancelled) co_return;  // stopping
   if (batch.ok()) {
     for (size_t i = 0; i < orders.size(); ++i) outcomes[i] = (*batch)[i];
@@ -275,7 +282,8 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
     spdlog::warn("batch of {} for '{}' failed ({}); retrying one by one", orders.size(),
                  activity_id, batch.error().message);
     for (size_t i = 0; i < orders.size(); ++i) {
-      const std::vector<store::OrderRecord> one = {orders[i]};
+      const Orders one = std::make_shared<const std::vector<store::OrderRecord>>(
+          std::vector<store::OrderRecord>{orders[i]});
       auto single = co_await Insert(activity_id, one, std::span(&ids[i], 1), fence, stop);
       if (!single.ok() && single.error().code == ErrorCode::kCancelled) co_return;
       if (single.ok()) {
@@ -311,7 +319,10 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   }
 
   if (base::FailpointHit("kill-after-commit")) ::raise(SIGKILL);
-  auto acked = co_await stream_.Ack(activity_id, to_ack);
+  // Failure counts exist only for entries delivered before: a failure is counted after a
+  // delivery, and an entry that failed stays pending until it is claimed again. So a batch read
+  // as new has none to forget, and its acknowledgement is one command.
+  auto acked = co_await stream_.Ack(activity_id, to_ack, redelivered);
   if (!acked.ok()) {
     // Written but not acknowledged: they come back and are found duplicate. Nothing is lost.
     spdlog::warn("XACK for '{}' failed: {}", activity_id, acked.error().message);
@@ -320,12 +331,12 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
 }
 
 asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert(
-    std::string_view activity_id, const std::vector<store::OrderRecord>& orders,
-    std::span<const std::string> ids, std::optional<int64_t> fence, const bool* stop) {
+    std::string_view activity_id, const Orders& orders, std::span<const std::string> ids,
+    std::optional<int64_t> fence, const bool* stop) {
   auto backoff = std::chrono::milliseconds(100);
   for (;;) {
     const auto write = [orders, now_ms = context_.clock().NowMs(), fence](store::Store& store) {
-      return store.InsertOrders(orders, now_ms, fence);
+      return store.InsertOrders(*orders, now_ms, fence);
     };
     auto outcomes = co_await context_.OnDb(write);
     if (!outcomes.ok() && outcomes.error().code == ErrorCode::kCancelled) {
@@ -333,7 +344,7 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
       // it. Left pending, never acknowledged: if this Redis still holds the entries, they are
       // claimed and written under the new epoch; if not, they are gone with what Redis lost.
       metrics_.fenced.Add();
-      spdlog::warn("{} held order intents of '{}' refused by the record: {}", orders.size(),
+      spdlog::warn("{} held order intents of '{}' refused by the record: {}", orders->size(),
                    activity_id, outcomes.error().message);
       co_return outcomes;
     }
@@ -343,7 +354,7 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
     // The database is down or slow, or a commit's fate is unknown: hold the batch and try
     // again (InsertOrders is idempotent). Not the entries' fault: it does not count against them.
     metrics_.db_errors.Add();
-    spdlog::warn("persisting {} orders of '{}': {}; retrying in {} ms", orders.size(), activity_id,
+    spdlog::warn("persisting {} orders of '{}': {}; retrying in {} ms", orders->size(), activity_id,
                  outcomes.error().message, backoff.count());
     if (*stop) co_return MakeError(ErrorCode::kCancelled, "stopping");
     co_await Pause(backoff);

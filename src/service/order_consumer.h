@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -92,14 +93,18 @@ class OrderConsumer {
 
  private:
   // `fence`: the record's epoch the batch was read under (service/redis_watch.h), if any.
+  // `redelivered`: some of `entries` were claimed (delivered before, so they may have failure
+  // counts to forget once written); entries read as new have none.
   boost::asio::awaitable<void> Process(const store::ActivityRecord& activity,
-                                       std::vector<redis::StreamEntry> entries,
+                                       std::vector<redis::StreamEntry> entries, bool redelivered,
                                        std::optional<int64_t> fence, const bool* stop);
   // The batch's outcomes; retries while the database is unavailable. Nothing when told to stop
-  // or on an error that is not unavailability (then the entries are tried one by one).
+  // or on an error that is not unavailability (then the entries are tried one by one). `orders`
+  // is shared with the database thread's job (which may outlive a timed-out wait), not copied.
+  using Orders = std::shared_ptr<const std::vector<store::OrderRecord>>;
   boost::asio::awaitable<base::Result<std::vector<store::InsertOutcome>>> Insert(
-      std::string_view activity_id, const std::vector<store::OrderRecord>& orders,
-      std::span<const std::string> ids, std::optional<int64_t> fence, const bool* stop);
+      std::string_view activity_id, const Orders& orders, std::span<const std::string> ids,
+      std::optional<int64_t> fence, const bool* stop);
   // Counts a failed delivery of one entry; at max_deliveries it is dead-lettered (with `error`),
   // before that it stays pending and is claimed again after claim_idle.
   boost::asio::awaitable<void> Fail(std::string_view activity_id, const std::string& entry_id,

@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 4> kMigrations = {
+constexpr std::array<std::string_view, 5> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -87,6 +87,11 @@ CREATE TABLE fence (
 INSERT INTO fence (id, epoch) VALUES (1, 0);
 ALTER TABLE orders ADD COLUMN compensation_due INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // orders_by_activity (activity_id, state) is a prefix of orders_unpaid (activity_id, state,
+    // created_ms), which serves every query it served: one B-tree fewer to write per order.
+    R"sql(
+DROP INDEX IF EXISTS orders_by_activity;
+)sql",
 };
 
 ErrorCode CodeFor(int rc) {
@@ -109,19 +114,41 @@ Error SqliteError(sqlite3* db, int rc, std::string_view what) {
                    db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 
-// A prepared statement; finalized on destruction.
+// A prepared statement; finalized on destruction. Or, made with a cache slot, one prepared once
+// for the connection's lifetime (kept in the slot, finalized by ~SqliteStore) and reset on
+// destruction, so it never holds a read transaction open.
 class Stmt {
  public:
   Stmt(sqlite3* db, std::string_view sql) : db_(db) {
     rc_ = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr);
   }
-  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(sqlite3* db, sqlite3_stmt*& cache, std::string_view sql) : db_(db), cached_(true) {
+    if (cache == nullptr) {
+      rc_ = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
+                               SQLITE_PREPARE_PERSISTENT, &cache, nullptr);
+    }
+    stmt_ = cache;
+  }
+  ~Stmt() {
+    if (cached_) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    } else {
+      sqlite3_finalize(stmt_);
+    }
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
 
+  // Texts are copied, or after Static() only referenced: then each must stay valid until the
+  // next Reset (or the statement's end).
+  Stmt& Static() {
+    text_lifetime_ = SQLITE_STATIC;
+    return *this;
+  }
   Stmt& Bind(std::string_view text) {
     Check(sqlite3_bind_text(stmt_, ++index_, text.data(), static_cast<int>(text.size()),
-                            SQLITE_TRANSIENT));
+                            text_lifetime_));
     return *this;
   }
   Stmt& Bind(int64_t value) {
@@ -170,6 +197,8 @@ class Stmt {
   }
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
+  bool cached_ = false;
+  sqlite3_destructor_type text_lifetime_ = SQLITE_TRANSIENT;
   int rc_ = SQLITE_OK;
   int index_ = 0;
 };
@@ -250,16 +279,22 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
   }
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
   std::unique_ptr<SqliteStore> store(new SqliteStore(db, path));
-  // WAL: readers do not block the writer; NORMAL sync is durable across process crashes (a power
-  // loss may lose the last transactions, which the order stream still holds).
-  for (std::string_view pragma :
-       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
+  // WAL: readers do not block the writer; NORMAL sync keeps every commit across a process crash
+  // (a power loss may roll back the transactions since the last checkpoint: docs/durability.md).
+  // A page cache of 32 MiB instead of SQLite's 2 MiB: the orders' random-key index (by user) soon
+  // outgrows 2 MiB, and then every batch read its pages back from the file and the cache freed
+  // and allocated again the pages a commit had dirtied beyond its size. No effect on durability.
+  for (std::string_view pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                                  "PRAGMA foreign_keys=ON", "PRAGMA cache_size=-32768"}) {
     if (auto status = Exec(db, pragma, pragma); !status) return std::move(status).error();
   }
   return store;
 }
 
-SqliteStore::~SqliteStore() { sqlite3_close(db_); }
+SqliteStore::~SqliteStore() {
+  for (sqlite3_stmt* stmt : {read_fence_, insert_order_, order_exists_}) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
 
 base::Status SqliteStore::Migrate() {
   std::lock_guard lock(mutex_);
@@ -418,7 +453,7 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
   Transaction tx(db_);
   if (!tx.status()) return tx.status().error();
   if (fence) {
-    Stmt read(db_, "SELECT epoch FROM fence WHERE id = 1");
+    Stmt read(db_, read_fence_, "SELECT epoch FROM fence WHERE id = 1");
     auto row = read.Step("read fence");
     if (!row) return std::move(row).error();
     const int64_t epoch = *row ? read.Int(0) : 0;
@@ -428,31 +463,39 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
                        epoch);
     }
   }
-  Stmt exists(db_, "SELECT 1 FROM orders WHERE order_id = ?");
-  Stmt insert(db_, fmt::format("INSERT INTO orders {} VALUES {} ON CONFLICT DO NOTHING",
-                               records::kOrderInsertColumns, records::kOrderInsertRow));
+  // The statements are prepared once per connection; the texts bound without a copy (each
+  // order's values outlive its step).
+  static const std::string kInsertOrder =
+      fmt::format("INSERT INTO orders {} VALUES {} ON CONFLICT DO NOTHING",
+                  records::kOrderInsertColumns, records::kOrderInsertRow);
+  Stmt insert(db_, insert_order_, kInsertOrder);
+  insert.Static();
+  Stmt exists(db_, order_exists_, "SELECT 1 FROM orders WHERE order_id = ?");
   std::vector<InsertOutcome> outcomes;
   outcomes.reserve(orders.size());
+  std::string items;
   for (const OrderRecord& order : orders) {
-    exists.Reset();
-    auto found = exists.Bind(order.order_id).Step("check order");
-    if (!found) return std::move(found).error();
-    if (*found) {
-      outcomes.push_back(InsertOutcome::kDuplicate);
-      continue;
-    }
     insert.Reset();
-    const std::string items = base::JoinWords(order.items);
+    items = base::JoinWords(order.items);
     if (auto run =
             insert.BindAll(records::OrderInsertValues(order, items, now_ms)).Run("insert order");
         !run) {
       return run.error();
     }
-    // Not inserted although no order has this id: the one-live-order-per-user key (or the
-    // one-win-per-draw key) refused it.
-    outcomes.push_back(sqlite3_changes(db_) == 1 ? InsertOutcome::kInserted
-                                                 : InsertOutcome::kConflict);
+    if (sqlite3_changes(db_) == 1) {
+      outcomes.push_back(InsertOutcome::kInserted);
+      continue;
+    }
+    // Not inserted: either an order with this id is in the record (a redelivery), or the
+    // one-live-order-per-user key (or the one-win-per-draw key) refused it. Only then is the
+    // id looked up, so the common case costs one statement per order.
+    insert.Reset();
+    exists.Reset();
+    auto found = exists.Bind(order.order_id).Step("check order");
+    if (!found) return std::move(found).error();
+    outcomes.push_back(*found ? InsertOutcome::kDuplicate : InsertOutcome::kConflict);
   }
+  insert.Reset();
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return outcomes;
 }

@@ -9,6 +9,7 @@
 #include "store/store.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace flashsale::store {
 
@@ -59,6 +60,10 @@ class SqliteStore final : public Store {
   std::mutex mutex_;  // one statement at a time on the one connection
   sqlite3* db_;
   std::string path_;
+  // InsertOrders' statements, prepared on first use and kept (finalized in the destructor).
+  sqlite3_stmt* read_fence_ = nullptr;
+  sqlite3_stmt* insert_order_ = nullptr;
+  sqlite3_stmt* order_exists_ = nullptr;
 };
 
 }  // namespace flashsale::store

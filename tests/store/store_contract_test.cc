@@ -360,6 +360,38 @@ TEST_P(StoreContractTest, InsertOrdersIsIdempotentAndCatchesADoubleSale) {
   EXPECT_EQ(store_->CountOrders("other")->orders, 0);
 }
 
+// One batch holding an intent twice (claimed and read again), a double sale and new orders, in
+// batches one after another on the same connection: each row written once, with its own values.
+TEST_P(StoreContractTest, InsertOrdersDecidesEveryRowOfConsecutiveBatches) {
+  std::vector<OrderRecord> first = {Order("o1", "alice"), Order("o1", "alice"),
+                                    Order("o2", "alice"), Order("o3", "bob", false, 7)};
+  first[3].items = {"X9"};
+  auto written = store_->InsertOrders(first, 10);
+  ASSERT_TRUE(written.ok()) << written.error().ToString();
+  EXPECT_EQ(*written,
+            (std::vector<InsertOutcome>{InsertOutcome::kInserted, InsertOutcome::kDuplicate,
+                                        InsertOutcome::kConflict, InsertOutcome::kInserted}));
+  std::vector<OrderRecord> second = {Order("o4", "carol", true, 8), Order("o3", "bob", false, 7)};
+  auto next = store_->InsertOrders(second, 20);
+  ASSERT_TRUE(next.ok()) << next.error().ToString();
+  EXPECT_EQ(*next,
+            (std::vector<InsertOutcome>{InsertOutcome::kInserted, InsertOutcome::kDuplicate}));
+  auto o3 = store_->GetOrder("o3");
+  ASSERT_TRUE(o3.ok());
+  EXPECT_EQ(o3->user_id, "bob");
+  EXPECT_EQ(o3->items, (std::vector<std::string>{"X9"}));
+  EXPECT_EQ(o3->persisted_ms, 10);
+  auto o4 = store_->GetOrder("o4");
+  ASSERT_TRUE(o4.ok());
+  EXPECT_EQ(o4->user_id, "carol");
+  EXPECT_TRUE(o4->items.empty());
+  EXPECT_EQ(o4->created_ms, 8);
+  EXPECT_EQ(o4->persisted_ms, 20);
+  EXPECT_EQ(o4->stream_id, "1-o4");
+  EXPECT_EQ(store_->GetOrder("o2").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store_->CountOrders("act")->orders, 3);
+}
+
 TEST_P(StoreContractTest, DeleteRemovesOnlyAnActivityThatSoldNothing) {
   auto items = Counted("empty");
   items.kind = core::StockKind::kItemised;
