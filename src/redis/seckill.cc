@@ -325,9 +325,9 @@ base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& re
 // What a reserve call refers to until it is sent: the keys, the idempotency keys of the requests
 // that have one, and every request's six arguments (seckill_reserve.lua).
 struct ReserveCall {
-  ReserveCall(const std::string& key_namespace, std::string_view activity_id, const Script& script,
+  ReserveCall(const SeckillKeys& keys, const Script& script,
               std::span<const ReserveRequest* const> requests)
-      : keys(key_namespace, activity_id), call(script) {
+      : keys(keys), call(script) {
     args.reserve(requests.size() * 6);
     for (const ReserveRequest* request : requests) {
       const bool idempotent = !request->idempotency_token.empty();
@@ -348,7 +348,7 @@ struct ReserveCall {
         .RestKeys("idem", idem_keys)
         .Rest("request", args);
   }
-  SeckillKeys keys;
+  const SeckillKeys& keys;
   std::vector<std::string> idem_keys;
   std::vector<std::string> args;
   ScriptCall call;
@@ -368,16 +368,23 @@ Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
     if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
     checked.push_back(&request);
   }
-  const ReserveCall reserve(namespace_, activity_id, reserve_, checked);
+  const SeckillKeys keys(namespace_, activity_id);
+  const ReserveCall reserve(keys, reserve_, checked);
   auto argv = reserve.call.BuildArgv();
   if (!argv) return std::move(argv).error();
   return std::vector<std::string>(argv->begin(), argv->end());
 }
 
+const SeckillKeys& SeckillScripts::KeysOf(std::string_view activity_id) {
+  if (auto known = keys_.find(activity_id); known != keys_.end()) return known->second;
+  if (keys_.size() >= kKeptKeys) keys_.clear();
+  return keys_.try_emplace(std::string(activity_id), namespace_, activity_id).first->second;
+}
+
 void SeckillScripts::SendReserve(std::string_view activity_id,
                                  std::span<const ReserveRequest* const> requests,
                                  Handler<std::vector<Reservation>> handler) {
-  const ReserveCall reserve(namespace_, activity_id, reserve_, requests);
+  const ReserveCall reserve(KeysOf(activity_id), reserve_, requests);
   Run<std::vector<Reservation>>(
       runner_, reserve.call, std::move(handler),
       [replies = replies_,
@@ -449,9 +456,9 @@ base::Status CheckDraw(std::string_view activity_id, const DrawRequest& request)
 // What a draw call refers to until it is sent (lottery_draw.lua): the keys, the idempotency keys
 // (or tickets) of the requests that have one, and every request's eight arguments.
 struct DrawCall {
-  DrawCall(const std::string& key_namespace, std::string_view activity_id, const Script& script,
+  DrawCall(const SeckillKeys& keys, const Script& script,
            std::span<const DrawRequest* const> requests)
-      : keys(key_namespace, activity_id), call(script) {
+      : keys(keys), call(script) {
     args.reserve(requests.size() * 8);
     for (const DrawRequest* request : requests) {
       const bool idempotent = !request->idempotency_token.empty();
@@ -474,7 +481,7 @@ struct DrawCall {
         .RestKeys("idem", idem_keys)
         .Rest("request", args);
   }
-  SeckillKeys keys;
+  const SeckillKeys& keys;
   std::vector<std::string> idem_keys;
   std::vector<std::string> args;
   ScriptCall call;
@@ -485,7 +492,7 @@ struct DrawCall {
 void SeckillScripts::SendDraw(std::string_view activity_id,
                               std::span<const DrawRequest* const> requests,
                               Handler<std::vector<DrawResult>> handler) {
-  const DrawCall draw(namespace_, activity_id, draw_, requests);
+  const DrawCall draw(KeysOf(activity_id), draw_, requests);
   Run<std::vector<DrawResult>>(
       runner_, draw.call, std::move(handler),
       [replies = replies_,

@@ -47,6 +47,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -311,6 +312,15 @@ class SeckillScripts {
   // One draw script call deciding `requests` (checked already) in order.
   void SendDraw(std::string_view activity_id, std::span<const DrawRequest* const> requests,
                 Handler<std::vector<DrawResult>> handler);
+  // The keys of an activity, built once per activity and kept (the hot path names them on every
+  // call; at most kKeptKeys activities, then the cache starts over).
+  const SeckillKeys& KeysOf(std::string_view activity_id);
+  static constexpr size_t kKeptKeys = 1024;
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
+  std::unordered_map<std::string, SeckillKeys, KeyHash, std::equal_to<>> keys_;
 
   // `start` captures by value: with use_awaitable the initiation runs only when the awaitable is
   // awaited, after the Async* call has returned.

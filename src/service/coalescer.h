@@ -16,8 +16,8 @@
 // behind and its own, and each is one call with the Redis client's command timeout.
 //
 // What a batch means is the sender's business (service/script_batches.h: one script call that
-// decides the requests in order). The sender must call `done` exactly once, with one reply per request in order, or
-// one error for the whole batch.
+// decides the requests in order). The sender must call `done` exactly once, with one reply per
+// request in order, or one error for the whole batch.
 //
 // Threading: one Coalescer per I/O thread (ServiceContext); every member function must be called
 // on its executor. Not thread-safe, by design.

@@ -335,19 +335,20 @@ RedisServer* AllocTest::redis_ = nullptr;
 
 // The steady-state bound each kind of request reached. A sold-out purchase answered locally
 // allocates nothing. What reserving purchases and draws still allocate (debug build, measured with
-// FLASHSALE_ALLOC_TRACE=1):
-//   - the reserve and draw bindings (src/redis/seckill.cc): SeckillKeys builds every key of the
-//     activity as a std::string per call (31 for a reserve) and the idempotency key (1); the
-//     reply's order id is assigned into a std::string (1 per reserve, 2 per draw); Run()'s
-//     asio::dispatch of the any_completion_handler converts the awaitable's executor into an
-//     any_completion_executor, which does not fit its small buffer (1 per call);
+// FLASHSALE_ALLOC_TRACE=1; the keys of an activity are built once and kept by SeckillScripts):
+//   - the coalescer (src/service/coalescer.h), once per call, i.e. per batch: the batch's shared
+//     state, its vectors of requests, waiters and replies, and the post of each reply with
+//     asio::append, whose any_completion_executor does not fit its small buffer (2 per waiter);
+//   - the batch binding (src/redis/seckill.cc): the reply vector and its shared holder, the
+//     pointers to the checked requests, the arguments' strings (order and user ids longer than a
+//     short string), the reply's order id assigned into a std::string (1 per reserve, 2 per draw);
 //   - coroutine frames Asio's recycling cache misses: frames over 1020 bytes are never recycled
 //     (the debug build's DrawNow frame in src/service/draw.cc is 1248 bytes), and its first-fit
-//     reuse lets a small frame take a large cached block (ConfirmDurable's about every other
-//     reserve; two frames per draw);
-//   - the Redis connection's in-flight deque growing a node (68 times in 400 reserves).
-constexpr double kReserveBound = 35;
-constexpr double kDrawBound = 38;
+//     reuse lets a small frame take a large cached block;
+//   - the Redis connection's in-flight deque growing a node now and then.
+// Under load a batch carries many requests, so the per-call part is shared among them.
+constexpr double kReserveBound = 14;
+constexpr double kDrawBound = 18;
 constexpr double kSoldOutBound = 0;
 
 TEST_F(AllocTest, ReservingPurchase) {

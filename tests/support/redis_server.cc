@@ -211,6 +211,15 @@ int64_t RedisServer::Integer(std::initializer_list<std::string_view> args) const
   throw std::runtime_error("expected an integer reply");
 }
 
+int64_t RedisServer::SumOfHash(std::string_view key) const {
+  auto reply = Command({"HVALS", key});
+  int64_t sum = 0;
+  for (size_t i = 0; i < reply->elements; ++i) {
+    sum += std::stoll(std::string(reply->element[i]->str, reply->element[i]->len));
+  }
+  return sum;
+}
+
 std::string RedisServer::String(std::initializer_list<std::string_view> args) const {
   auto reply = Command(args);
   if (reply->str == nullptr) return {};

@@ -60,6 +60,9 @@ class RedisServer {
   SyncReply Command(const std::vector<std::string>& args) const;
   int64_t Integer(std::initializer_list<std::string_view> args) const;
   std::string String(std::initializer_list<std::string_view> args) const;
+  // The sum of a hash's values (e.g. the units an activity's buyers hold: the reserve script
+  // keeps no separate counter of units reserved).
+  int64_t SumOfHash(std::string_view key) const;
 
  private:
   void Spawn();
