@@ -44,7 +44,9 @@ void ParseBodyOf(const server::Route& route, std::string_view body, std::string_
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace http = boost::beast::http;
-  http::request_parser<http::string_body> parser;
+  // The server's request type: fields and body on a polymorphic allocator (the server gives it a
+  // per-connection arena; the default resource here).
+  http::request_parser<server::RequestBody, server::RequestAllocator> parser;
   parser.header_limit(8192);  // the server's defaults
   parser.body_limit(65536);
   parser.eager(true);
