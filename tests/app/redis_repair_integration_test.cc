@@ -30,12 +30,14 @@
 #include "support/io_thread.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
+using testing::Eventually;
 using testing::FlashsaleProcess;
 using testing::FreePort;
 using testing::HttpClient;
@@ -47,17 +49,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kStartupTimeout = 30s;
 constexpr auto kProgressTimeout = 60s;
-
-template <typename Condition>
-bool WaitUntil(Condition condition, std::chrono::milliseconds timeout,
-               std::chrono::milliseconds every = 50ms) {
-  const auto until = Clock::now() + timeout;
-  for (;;) {
-    if (condition()) return true;
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(every);
-  }
-}
 
 json::value Parse(const std::string& body) {
   boost::system::error_code error;
@@ -120,7 +111,7 @@ class RedisRepairDrill : public ::testing::Test {
   // Until the record holds `orders` orders of the sale (bounded).
   ::testing::AssertionResult WaitPersisted(int64_t orders) {
     int64_t seen = -1;
-    const bool done = WaitUntil(
+    const bool done = Eventually(
         [&] {
           seen = IntAt(Status(), {"persisted", "orders"});
           return seen == orders;
@@ -204,7 +195,7 @@ TEST_F(RedisRepairDrill, RestartFromAnOlderSnapshotIsFrozenRepairedAndNeverOvers
   // Frozen: noticed on reconnect (another run_id); refused without touching Redis.
   // (A 503 may come first while the service reconnects: Redis unreachable is not the freeze.)
   HttpResult refused;
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(Eventually(
       [&] {
         refused = Buy("u7");
         return refused.status == 503 && refused.body.find("paused") != std::string::npos;
@@ -227,7 +218,7 @@ TEST_F(RedisRepairDrill, RestartFromAnOlderSnapshotIsFrozenRepairedAndNeverOvers
   ReleaseTheRepair();
   const auto released_at = Clock::now();
   HttpResult after;
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(Eventually(
       [&] {
         after = Buy("u4");
         return after.status != 503;
@@ -316,7 +307,7 @@ TEST_F(RedisRepairDrill, UnitsResoldBeforeTheRepairAreCountedClosedAndFlagged) {
   // from_run_id is empty) has its repair done, and nothing is frozen. Waiting for "not frozen"
   // alone may see the time before the service noticed the restart.
   json::value events;
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(Eventually(
       [&] {
         events = Parse(client_->Get("/api/v1/admin/redis", Admin()).body);
         if (!events.is_object() || events.at("frozen").as_bool()) return false;

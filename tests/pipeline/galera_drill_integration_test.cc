@@ -38,31 +38,21 @@
 #include "support/io_thread.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
 
 namespace asio = boost::asio;
+using testing::Eventually;
 using testing::GaleraCluster;
 using testing::IoThread;
 using testing::RedisServer;
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 constexpr int kWriterNode = 1;  // the pipeline writes through it
 constexpr int kCheckNode = 2;   // the check reads there
 constexpr int kKilledNode = 3;
-
-template <typename Condition>
-bool WaitUntil(Condition condition, std::chrono::milliseconds timeout,
-               std::chrono::milliseconds every = 50ms) {
-  const auto until = Clock::now() + timeout;
-  for (;;) {
-    if (condition()) return true;
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(every);
-  }
-}
 
 std::map<std::string, std::string> Pairs(const redisReply* reply) {
   std::map<std::string, std::string> out;
@@ -242,7 +232,7 @@ TEST_F(GaleraDrillTest, ANodeKilledMidSaleLosesNothingAndWritesNothingTwice) {
   // The sale is under way and the pipeline is writing...
   int64_t sold = Reserve(activity, 0, 1500);
   ASSERT_EQ(sold, 1500) << last_error_;
-  ASSERT_TRUE(WaitUntil([&] { return RowsOnNode(kCheckNode, activity) >= 300; }, 60s))
+  ASSERT_TRUE(Eventually([&] { return RowsOnNode(kCheckNode, activity) >= 300; }, 60s))
       << "the pipeline wrote nothing through node " << kWriterNode << " (stream length "
       << redis_->Integer({"XLEN", redis::SeckillKeys{namespace_, activity}.stream()})
       << "); worker log:\n"
@@ -261,13 +251,13 @@ TEST_F(GaleraDrillTest, ANodeKilledMidSaleLosesNothingAndWritesNothingTwice) {
   EXPECT_TRUE(worker->Running()) << WorkerLog();
 
   // The survivors form the primary component of 2.
-  EXPECT_TRUE(WaitUntil([&] { return cluster_->ClusterSize(kCheckNode) == 2; }, 60s, 200ms));
+  EXPECT_TRUE(Eventually([&] { return cluster_->ClusterSize(kCheckNode) == 2; }, 60s, 200ms));
 
   // The whole check, once the pipeline has drained (bounded).
-  ASSERT_TRUE(WaitUntil([&] { return Drained(activity); }, 120s, 100ms))
+  ASSERT_TRUE(Eventually([&] { return Drained(activity); }, 120s, 100ms))
       << "the stream did not drain; worker log:\n"
       << WorkerLog();
-  ASSERT_TRUE(WaitUntil([&] { return RowsOnNode(kCheckNode, activity) == sold; }, 60s, 100ms))
+  ASSERT_TRUE(Eventually([&] { return RowsOnNode(kCheckNode, activity) == sold; }, 60s, 100ms))
       << "rows on node " << kCheckNode << ": " << RowsOnNode(kCheckNode, activity) << ", sold "
       << sold;
   const redis::SeckillKeys keys{namespace_, activity};

@@ -60,12 +60,14 @@
 #include "support/mariadb_server.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
 
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
+using testing::Eventually;
 using testing::IoThread;
 using testing::MariaDbServer;
 using testing::ReadFile;
@@ -83,18 +85,6 @@ constexpr auto kProgressTimeout = 30s;  // until the pipeline has made the progr
 
 std::string Tail(const std::string& text, size_t max_bytes = 3000) {
   return text.size() > max_bytes ? "..." + text.substr(text.size() - max_bytes) : text;
-}
-
-// Polls `condition` every `every` until it holds (true) or `timeout` passes (false).
-template <typename Condition>
-bool WaitUntil(Condition condition, std::chrono::milliseconds timeout,
-               std::chrono::milliseconds every = 50ms) {
-  const auto until = Clock::now() + timeout;
-  for (;;) {
-    if (condition()) return true;
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(every);
-  }
 }
 
 std::string Str(const redisReply* reply) {
@@ -169,7 +159,7 @@ class Worker {
 
   // Until the banner (printed once its consumers run), or it exits, or the timeout.
   ::testing::AssertionResult WaitStarted() {
-    const bool started = WaitUntil(
+    const bool started = Eventually(
         [&] { return !Running() || Log().find("flashsale worker:") != std::string::npos; },
         kStartTimeout, 20ms);
     if (started && Running()) return ::testing::AssertionSuccess();
@@ -340,7 +330,7 @@ class BackgroundLoad {
   bool finished() const { return finished_.load(); }
   // Waits (bounded) for the last chunk; the reservations made, or an error.
   Reservations Finish(std::string* error) {
-    WaitUntil([&] { return finished(); }, 180s);
+    Eventually([&] { return finished(); }, 180s);
     std::lock_guard lock(mutex_);
     *error = finished() ? error_ : "the background reservations did not finish within 180 s";
     return result_;
@@ -552,7 +542,7 @@ class PipelineFaultTest : public ::testing::Test {
       return logs;
     };
     redis::GroupInfo info;
-    const bool drained = WaitUntil([&] { return Drained(activity, &info); }, kDrainTimeout, 50ms);
+    const bool drained = Eventually([&] { return Drained(activity, &info); }, kDrainTimeout, 50ms);
     ASSERT_TRUE(drained) << "the group of '" << activity << "' did not drain within 60 s: pending "
                          << info.pending << ", lag " << info.lag << ", length " << info.length
                          << "\n"
@@ -723,7 +713,7 @@ TEST_F(PipelineFaultTest, KilledMidBatchUnderLoadLosesNothing) {
   BackgroundLoad load(producer, 0, 4000, 100, 25ms, quantity);
 
   // Once the worker is busy (orders written, a batch in hand), SIGKILL it.
-  const bool busy = WaitUntil(
+  const bool busy = Eventually(
       [&] {
         return RowsInDb("midbatch") >= 600 && (Group("midbatch").pending > 0 || load.finished());
       },
@@ -767,8 +757,8 @@ TEST_F(PipelineFaultTest, AnUnreachableDatabaseHoldsTheBacklogUntilItIsBack) {
   ASSERT_EQ(more.order_ids.size(), 1500u) << "the purchase path does not need the database";
 
   // The worker takes a batch per consumer, fails to write it, and holds it: retrying.
-  EXPECT_TRUE(WaitUntil([&] { return worker->Log().find("retrying in") != std::string::npos; },
-                        kProgressTimeout))
+  EXPECT_TRUE(Eventually([&] { return worker->Log().find("retrying in") != std::string::npos; },
+                         kProgressTimeout))
       << worker->Describe();
   // A few seconds of outage: the backlog stays in Redis, nothing is dead-lettered or counted
   // against the entries, and the worker stays up.
@@ -802,7 +792,7 @@ TEST_F(PipelineFaultTest, ADatabaseCrashAndRestartUnderLoadLosesNothing) {
   ASSERT_TRUE(two->WaitStarted());
   BackgroundLoad load(producer, 0, 4000, 100, 25ms);
 
-  ASSERT_TRUE(WaitUntil([&] { return RowsInDb("crash") >= 800; }, kProgressTimeout, 10ms))
+  ASSERT_TRUE(Eventually([&] { return RowsInDb("crash") >= 800; }, kProgressTimeout, 10ms))
       << one->Describe() << two->Describe();
   mariadb_->Kill();
   // More orders while it is down (whatever the background load has left), so the workers have
@@ -810,7 +800,7 @@ TEST_F(PipelineFaultTest, ADatabaseCrashAndRestartUnderLoadLosesNothing) {
   // recovers.
   const Reservations during = producer.Reserve(4000, 200, 8);
   ASSERT_EQ(during.order_ids.size(), 200u);
-  EXPECT_TRUE(WaitUntil(
+  EXPECT_TRUE(Eventually(
       [&] {
         return one->Log().find("retrying in") != std::string::npos ||
                two->Log().find("retrying in") != std::string::npos;
@@ -860,7 +850,7 @@ TEST_F(PipelineFaultTest, ConsumersRacingOnTheSameEntriesWriteEachOrderOnce) {
     left = StartWorker("left", racing);
     ASSERT_TRUE(left->WaitStarted());
     // The first worker holds every entry: all new ones read, the stalled ones claimed.
-    ASSERT_TRUE(WaitUntil(
+    ASSERT_TRUE(Eventually(
         [&] {
           const auto pending = PendingPerConsumer("race");
           return Group("race").lag == 0 && pending.count("stalled") == 0 && pending.size() >= 1;
@@ -871,7 +861,7 @@ TEST_F(PipelineFaultTest, ConsumersRacingOnTheSameEntriesWriteEachOrderOnce) {
     ASSERT_TRUE(right->WaitStarted());
     // The second one claims (some of) them while the first is still waiting to write them.
     const std::string right_name = fmt::format("-{}-", right->pid());
-    const bool claimed = WaitUntil(
+    const bool claimed = Eventually(
         [&] {
           for (const auto& [name, pending] : PendingPerConsumer("race")) {
             if (name.find(right_name) != std::string::npos) return true;
@@ -945,12 +935,12 @@ TEST_F(PipelineFaultTest, APoisonEntryEndsInTheDeadLetterStreamAndTheRestIsPersi
 
   auto worker = StartWorker("worker");
   ASSERT_TRUE(worker->WaitStarted());
-  ASSERT_TRUE(WaitUntil([&] { return DeadLetters("poison") == 1; }, kDrainTimeout))
+  ASSERT_TRUE(Eventually([&] { return DeadLetters("poison") == 1; }, kDrainTimeout))
       << worker->Describe();
   // The good ones exactly once; the poison one only in the dead-letter stream.
   ASSERT_NO_FATAL_FAILURE(ExpectExactlyOnce("poison", 1, {worker.get()}));
   EXPECT_EQ(RowsInDb("poison"), 2000);
-  EXPECT_TRUE(WaitUntil(
+  EXPECT_TRUE(Eventually(
       [&] { return worker->Log().find("moved to the dead-letter stream") != std::string::npos; },
       10s))
       << worker->Describe();
@@ -1024,7 +1014,7 @@ class QueueFaultTest : public PipelineFaultTest {
     for (Worker* worker : workers) logs += worker->Describe() + "\n";
     redis::DrawQueue queue(*runner_, namespace_);
     std::map<std::string, redis::TicketState> states;
-    const bool decided = WaitUntil(
+    const bool decided = Eventually(
         [&] {
           for (int i = static_cast<int>(states.size()); i < count; ++i) {
             auto state =
@@ -1067,7 +1057,7 @@ class QueueFaultTest : public PipelineFaultTest {
     }
     EXPECT_EQ(redis_->Integer({"HLEN", keys.buyers()}), count - gone);
     // The queue is empty: every entry acknowledged and deleted.
-    EXPECT_TRUE(WaitUntil(
+    EXPECT_TRUE(Eventually(
         [&] {
           return redis_->Integer({"XLEN", keys.queue()}) == 0;
         },
@@ -1075,7 +1065,7 @@ class QueueFaultTest : public PipelineFaultTest {
         << redis_->Integer({"XLEN", keys.queue()}) << " entries left in the queue";
 
     // Every win persisted once, under its draw number.
-    ASSERT_TRUE(WaitUntil([&] { return Drained(activity); }, kDrainTimeout)) << logs;
+    ASSERT_TRUE(Eventually([&] { return Drained(activity); }, kDrainTimeout)) << logs;
     const auto rows = mariadb_->Query(
         fmt::format("SELECT order_id, draw_no, items FROM orders WHERE activity_id = '{}'",
                     activity),
@@ -1176,7 +1166,7 @@ TEST_F(DrillTest, RedisRestartedFromItsAofMidSaleKeepsTheInvariant) {
   ASSERT_TRUE(worker->WaitStarted());
   Producer producer = MakeProducer("aof");
   BackgroundLoad load(producer, 0, 4000, 200, 20ms);
-  ASSERT_TRUE(WaitUntil([&] { return load.attempted() >= 1000; }, kProgressTimeout));
+  ASSERT_TRUE(Eventually([&] { return load.attempted() >= 1000; }, kProgressTimeout));
   redis_->Kill();  // SIGKILL: no save, only the AOF
   std::this_thread::sleep_for(500ms);
   redis_->Start();
@@ -1201,7 +1191,7 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   // replica) while more intents may still be in the stream.
   auto worker = StartWorker("worker", {.log_level = "info", .reconcile_every_ms = 300});
   ASSERT_TRUE(worker->WaitStarted());
-  ASSERT_TRUE(WaitUntil([&] { return RowsInDb("wipe") >= 400; }, kProgressTimeout))
+  ASSERT_TRUE(Eventually([&] { return RowsInDb("wipe") >= 400; }, kProgressTimeout))
       << worker->Describe();
   redis_->Command({"FLUSHALL"});
   const int64_t persisted_at_wipe = RowsInDb("wipe");
@@ -1218,7 +1208,7 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   // left, the record's buyers still refused.
   // The rebuild loads the activity closed, applies the record's orders in chunks, then opens it:
   // open means rebuilt (EXISTS alone could see it between two chunks).
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(Eventually(
       [&] {
         return redis_->String({"HGET", Keys("wipe").meta(), "state"}) == "open";
       },
@@ -1236,7 +1226,7 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   EXPECT_EQ(after.unresolved, 0);
 
   // Drained: nothing oversold, nobody twice, and Redis and the record agree on every unit.
-  ASSERT_TRUE(WaitUntil([&] { return Drained("wipe"); }, kDrainTimeout)) << worker->Describe();
+  ASSERT_TRUE(Eventually([&] { return Drained("wipe"); }, kDrainTimeout)) << worker->Describe();
   EXPECT_EQ(UnitsInDb("wipe"), kStock) << "sold out exactly";
   EXPECT_EQ(Remaining("wipe"), 0);
   EXPECT_EQ(UsersTwiceInDb("wipe"), 0);
@@ -1263,7 +1253,7 @@ TEST_F(DrillTest, DatabaseWritesFailingForAWhileLoseNothingAndTheInvariantHolds)
   // ...and the invariant holds to the unit, as reconciliation sees it too.
   EXPECT_EQ(Remaining("dbdown") + UnitsInDb("dbdown"), kStock);
   EXPECT_EQ(UnitsInDb("dbdown"), 1200);
-  ASSERT_TRUE(WaitUntil(
+  ASSERT_TRUE(Eventually(
       [&] {
         const std::string report =
             redis_->String({"GET", redis::SeckillKeys(namespace_, "dbdown").reconcile_report()});
