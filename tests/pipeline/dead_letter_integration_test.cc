@@ -30,6 +30,7 @@
 #include "support/mariadb_server.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
+#include "support/service_fixture.h"
 
 namespace flashsale::service {
 namespace {
@@ -58,48 +59,18 @@ MariaDbServer& SharedMariaDb() {
 
 enum class Backend { kSqlite, kMariaDb };
 
-class DeadLetterTest : public ::testing::TestWithParam<Backend> {
+class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<Backend>> {
  protected:
-  static void SetUpTestSuite() { redis_ = new RedisServer(); }
-  static void TearDownTestSuite() {
-    delete redis_;
-    redis_ = nullptr;
-  }
-
   void SetUp() override {
-    std::string templ =
-        (std::filesystem::temp_directory_path() / "flashsale-deadletter-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-    if (GetParam() == Backend::kSqlite) {
-      url_ = "sqlite:" + dir_ + "/flashsale.db";
-    } else {
-      url_ = SharedMariaDb().UniqueDatabase();
-    }
-    auto store = store::OpenStore(url_);
-    ASSERT_TRUE(store.ok()) << store.error().ToString();
-    store_ = std::move(*store);
-    settings_.key_namespace = testing::UniqueNamespace();
-    settings_.secret = "secret";
-    settings_.db_timeout = 20s;
-    connection_ = testing::Connect(io_, redis_->unix_url());
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
-    context_ = std::make_unique<ServiceContext>(settings_, *runner_, *store_, db_.get_executor(),
-                                                registry_, clock_, random_);
-  }
-
-  void TearDown() override {
-    testing::Stop(io_, connection_);
-    db_.join();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
+    ASSERT_NO_FATAL_FAILURE(
+        StartService(GetParam() == Backend::kSqlite ? "" : SharedMariaDb().UniqueDatabase()));
   }
 
   // Runs `sql` on the record with its own connection (as an operator would).
   void ExecOnRecord(const std::string& sql) {
     if (GetParam() == Backend::kSqlite) {
       sqlite3* db = nullptr;
-      ASSERT_EQ(sqlite3_open((dir_ + "/flashsale.db").c_str(), &db), SQLITE_OK);
+      ASSERT_EQ(sqlite3_open(sqlite_path().c_str(), &db), SQLITE_OK);
       char* error = nullptr;
       const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
       const std::string message = error != nullptr ? error : "";
@@ -107,7 +78,7 @@ class DeadLetterTest : public ::testing::TestWithParam<Backend> {
       sqlite3_close(db);
       ASSERT_EQ(rc, SQLITE_OK) << message;
     } else {
-      SharedMariaDb().Query(sql, store::ParseMySqlUrl(url_)->database);
+      SharedMariaDb().Query(sql, store::ParseMySqlUrl(store_url_)->database);
     }
   }
   // The record refuses every order of `user`: a row the schema cannot hold.
@@ -222,23 +193,9 @@ class DeadLetterTest : public ::testing::TestWithParam<Backend> {
     EXPECT_EQ(Run(ListDeadLetters(*context_, activity, 10))->size(), 1u) << "kept for the record";
   }
 
-  static RedisServer* redis_;
-  std::string dir_;
-  std::string url_;
-  std::unique_ptr<store::Store> store_;
-  ServiceSettings settings_;
-  base::ManualClock clock_{1'800'000'000'000};
-  base::SeededRandom random_{7};
-  asio::thread_pool db_{1};
-  ActivityRegistry registry_;
-  IoThread io_;
-  std::shared_ptr<redis::Connection> connection_;
-  std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<ServiceContext> context_;
   PipelineMetrics metrics_;
   bool stop_ = false;
 };
-RedisServer* DeadLetterTest::redis_ = nullptr;
 
 // The case: in a limit-2 sale u buys A and B, the limit drops to 1 before they are
 // persisted. Both were sold under limit 2: the record takes both (no one-live-order key).

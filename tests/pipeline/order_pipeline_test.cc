@@ -26,6 +26,7 @@
 #include "store/sqlite_store.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
+#include "support/service_fixture.h"
 
 namespace flashsale::service {
 namespace {
@@ -35,38 +36,9 @@ using testing::IoThread;
 using testing::RedisServer;
 using namespace std::chrono_literals;
 
-class PipelineTest : public ::testing::Test {
+class PipelineTest : public testing::ServiceFixture<> {
  protected:
-  static void SetUpTestSuite() { redis_ = new RedisServer(); }
-  static void TearDownTestSuite() {
-    delete redis_;
-    redis_ = nullptr;
-  }
-
-  void SetUp() override {
-    std::string templ =
-        (std::filesystem::temp_directory_path() / "flashsale-pipeline-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-    auto store = store::SqliteStore::Open(dir_ + "/flashsale.db");
-    ASSERT_TRUE(store.ok());
-    store_ = std::move(*store);
-    ASSERT_TRUE(store_->Migrate().ok());
-    settings_.key_namespace = testing::UniqueNamespace();
-    settings_.secret = "secret";
-    settings_.db_timeout = 20s;
-    connection_ = testing::Connect(io_, redis_->unix_url());
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
-    context_ = std::make_unique<ServiceContext>(settings_, *runner_, *store_, db_.get_executor(),
-                                                registry_, clock_, random_);
-  }
-
-  void TearDown() override {
-    testing::Stop(io_, connection_);
-    db_.join();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartService()); }
 
   // An open activity in the database, the registry and Redis.
   void CreateActivity(const std::string& id, int64_t stock, int64_t limit = 1) {
@@ -124,7 +96,7 @@ class PipelineTest : public ::testing::Test {
   std::set<std::string> OrderIdsInDb(const std::string& activity) {
     std::set<std::string> ids;
     sqlite3* db = nullptr;
-    sqlite3_open_v2((dir_ + "/flashsale.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_open_v2(sqlite_path().c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
     sqlite3_stmt* stmt = nullptr;
     sqlite3_prepare_v2(db, "SELECT order_id FROM orders WHERE activity_id = ?", -1, &stmt, nullptr);
     sqlite3_bind_text(stmt, 1, activity.c_str(), -1, SQLITE_TRANSIENT);
@@ -140,22 +112,9 @@ class PipelineTest : public ::testing::Test {
     return {settings_.key_namespace, activity};
   }
 
-  static RedisServer* redis_;
-  std::string dir_;
-  std::unique_ptr<store::SqliteStore> store_;
-  ServiceSettings settings_;
-  base::ManualClock clock_{1'800'000'000'000};
-  base::SeededRandom random_{11};
-  asio::thread_pool db_{1};
-  ActivityRegistry registry_;
-  IoThread io_;
-  std::shared_ptr<redis::Connection> connection_;
-  std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<ServiceContext> context_;
   PipelineMetrics metrics_;
   bool stop_ = false;
 };
-RedisServer* PipelineTest::redis_ = nullptr;
 
 TEST_F(PipelineTest, EveryIntentBecomesExactlyOneRow) {
   CreateActivity("sale", 300);
@@ -369,7 +328,7 @@ TEST_F(PipelineTest, AnUnavailableDatabaseHoldsTheBatchAndDrainsLater) {
   const auto orders = Reserve("busy", 30);
   // Another process holds the database's write lock: writes fail (busy) until it lets go.
   sqlite3* locker = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ + "/flashsale.db").c_str(), &locker), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(sqlite_path().c_str(), &locker), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(locker, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
   std::thread release([&] {
     std::this_thread::sleep_for(6s);  // longer than the store's 5 s busy timeout

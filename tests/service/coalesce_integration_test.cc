@@ -29,6 +29,7 @@
 #include "store/sqlite_store.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
+#include "support/service_fixture.h"
 #include "support/wait.h"
 
 namespace flashsale::service {
@@ -54,44 +55,16 @@ struct Intent {
   int64_t quantity = 0;
 };
 
-class CoalesceTest : public ::testing::Test {
+class CoalesceTest : public testing::ServiceFixture<> {
  protected:
-  static void SetUpTestSuite() { redis_ = new RedisServer(); }
-  static void TearDownTestSuite() {
-    delete redis_;
-    redis_ = nullptr;
-  }
-
   void SetUp() override {
-    std::string templ =
-        (std::filesystem::temp_directory_path() / "flashsale-coalesce-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    dir_ = templ;
-    auto store = store::SqliteStore::Open(dir_ + "/flashsale.db");
-    ASSERT_TRUE(store.ok());
-    store_ = std::move(*store);
-    ASSERT_TRUE(store_->Migrate().ok());
-    settings_.key_namespace = testing::UniqueNamespace();
-    settings_.secret = "secret";
-    settings_.db_timeout = 20s;
     // The clock stands still: with no lapse, a sold-out flag would answer the sequential twin's
     // later requests locally (sold out before the limit is looked at), where the concurrent run,
     // admitted before any reply, has Redis decide them all.
     settings_.sold_out_ttl_ms = 0;
     redis::ConnectionOptions options;
     options.command_timeout = 10s;  // a loaded test machine is slow, not broken
-    connection_ = testing::Connect(io_, redis_->unix_url(), options);
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
-    context_ = std::make_unique<ServiceContext>(settings_, *runner_, *store_, db_.get_executor(),
-                                                registry_, clock_, random_);
-  }
-
-  void TearDown() override {
-    context_.reset();
-    testing::Stop(io_, connection_);
-    db_.join();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
+    ASSERT_NO_FATAL_FAILURE(StartService({}, options));
   }
 
   void Create(const core::SeckillActivity& activity) {
@@ -231,21 +204,7 @@ class CoalesceTest : public ::testing::Test {
         name.c_str(), static_cast<long long>(stats.calls), static_cast<long long>(stats.requests),
         static_cast<long long>(stats.batched_calls), static_cast<long long>(stats.largest_batch));
   }
-
-  static RedisServer* redis_;
-  std::string dir_;
-  std::unique_ptr<store::SqliteStore> store_;
-  ServiceSettings settings_;
-  base::ManualClock clock_{1'800'000'000'000};
-  base::SeededRandom random_{11};
-  asio::thread_pool db_{1};
-  ActivityRegistry registry_;
-  IoThread io_;
-  std::shared_ptr<redis::Connection> connection_;
-  std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<ServiceContext> context_;
 };
-RedisServer* CoalesceTest::redis_ = nullptr;
 
 constexpr int kCallers = 64;
 
