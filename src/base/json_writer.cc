@@ -129,9 +129,14 @@ JsonWriter& JsonWriter::Strings(std::span<const std::string> values) {
 void JsonWriter::AppendEscaped(std::string& out, std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
   out.push_back('"');
-  for (char c : value) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (c) {
+  // Runs of characters that need no escape (all of an id or a status word) are appended whole.
+  size_t plain = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(value[i]);
+    if (byte >= 0x20 && byte != '"' && byte != '\\') continue;
+    out.append(value.data() + plain, i - plain);
+    plain = i + 1;
+    switch (byte) {
       case '"':
         out += "\\\"";
         break;
@@ -148,15 +153,12 @@ void JsonWriter::AppendEscaped(std::string& out, std::string_view value) {
         out += "\\t";
         break;
       default:
-        if (byte < 0x20) {
-          out += "\\u00";
-          out.push_back(kHex[byte >> 4]);
-          out.push_back(kHex[byte & 15]);
-        } else {
-          out.push_back(c);
-        }
+        out += "\\u00";
+        out.push_back(kHex[byte >> 4]);
+        out.push_back(kHex[byte & 15]);
     }
   }
+  out.append(value.data() + plain, value.size() - plain);
   out.push_back('"');
 }
 

@@ -16,8 +16,9 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/write.hpp>
 #include <charconv>
 #include <iterator>
@@ -343,15 +344,15 @@ class HttpServer::Worker {
     std::array<std::byte, 4096> arena_bytes;
     std::pmr::monotonic_buffer_resource arena(arena_bytes.data(), arena_bytes.size());
     auto entry = sessions_.insert(sessions_.end(), SessionEntry{&socket, true, {}});
-    const auto deadline_in = [&entry](std::chrono::milliseconds timeout) {
-      entry->deadline = std::chrono::steady_clock::now() + timeout;
-    };
+    // The clock is read three times a request: when it starts (its read deadline), before its
+    // reply is written (the write's deadline) and after (its latency, and the idle deadline).
+    auto now = std::chrono::steady_clock::now();
     ++session_count_;
     while (!draining_) {
       // Wait for the first byte of a request: an idle keep-alive connection.
       entry->idle = true;
       if (buffer.size() == 0) {
-        deadline_in(options_.idle_timeout);
+        entry->deadline = now + options_.idle_timeout;
         auto [error, bytes] = co_await socket.async_read_some(buffer.prepare(4096), kUseTuple);
         if (error) break;
         buffer.commit(bytes);
@@ -368,23 +369,58 @@ class HttpServer::Worker {
           std::piecewise_construct, std::make_tuple(allocator), std::make_tuple(allocator));
       parser.header_limit(static_cast<uint32_t>(options_.max_header_bytes));
       parser.body_limit(options_.max_body_bytes);
-      deadline_in(options_.read_timeout);
-      auto [error, bytes] =
-          co_await beast::http::async_read_header(socket, buffer, parser, kUseTuple);
-      // A Transfer-Encoding whose last coding is not chunked leaves the body's end unknown; the
-      // parser would read the body as the next request (smuggling). RFC 9112 6.3: 400, close.
-      if (!error && parser.get().count(http::field::transfer_encoding) > 0 && !parser.chunked()) {
-        error = beast::http::error::bad_transfer_encoding;
+      parser.eager(true);
+      entry->deadline = start + options_.read_timeout;
+      // What the buffer holds is parsed in place; the socket is read only when the parser needs
+      // more. A request that came whole in one read (the usual case) costs no further operation:
+      // Beast's async_read_header posted its completion even then, a scheduler round trip per
+      // request.
+      error_code error;
+      bool header_checked = false;
+      for (;;) {
+        size_t used = 0;
+        if (buffer.size() > 0) {
+          used = parser.put(buffer.data(), error);
+          buffer.consume(used);
+          if (error == beast::http::error::need_more) error = {};
+          if (error) break;
+        }
+        if (!header_checked && parser.is_header_done()) {
+          header_checked = true;
+          // A Transfer-Encoding whose last coding is not chunked leaves the body's end unknown;
+          // the parser would read the body as the next request (smuggling). RFC 9112 6.3: 400,
+          // close.
+          if (parser.get().count(http::field::transfer_encoding) > 0 && !parser.chunked()) {
+            error = beast::http::error::bad_transfer_encoding;
+            break;
+          }
+          if (!parser.is_done() && parser.get()[http::field::expect] == "100-continue") {
+            beast::http::response<beast::http::empty_body> go_on{http::status::continue_, 11};
+            std::tie(error, std::ignore) =
+                co_await beast::http::async_write(socket, go_on, kUseTuple);
+            if (error) break;
+          }
+        }
+        if (parser.is_done()) break;
+        if (used > 0 && buffer.size() > 0) continue;  // the parser stopped short; it goes on
+        auto [read_error, bytes] = co_await socket.async_read_some(
+            buffer.prepare(beast::read_size(buffer, 65536)), kUseTuple);
+        if (read_error == asio::error::eof) {
+          // As Beast's read: the end of a message cut short is a partial message; a connection
+          // closed between requests is the end of the stream.
+          if (parser.got_some()) {
+            parser.put_eof(error);
+          } else {
+            error = beast::http::error::end_of_stream;
+          }
+          break;
+        }
+        if (read_error) {
+          error = read_error;
+          break;
+        }
+        buffer.commit(bytes);
       }
-      if (!error && parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
-        beast::http::response<beast::http::empty_body> go_on{http::status::continue_, 11};
-        std::tie(error, bytes) = co_await beast::http::async_write(socket, go_on, kUseTuple);
-      }
-      if (!error && !parser.is_done()) {
-        std::tie(error, bytes) =
-            co_await beast::http::async_read(socket, buffer, parser, kUseTuple);
-      }
-
       entry->deadline =
           std::chrono::steady_clock::time_point::max();  // handlers bound their own waits
       RouteId route = RouteId::kUnmatched;
@@ -436,10 +472,11 @@ class HttpServer::Worker {
       // into one buffer, then head and body in one write (Beast's generic serializer cost a third
       // of the request's time).
       SerializeHead(reply, version, keep_alive, out);
-      deadline_in(options_.read_timeout);
+      entry->deadline = std::chrono::steady_clock::now() + options_.read_timeout;
       const std::array<asio::const_buffer, 2> pieces{asio::buffer(out), asio::buffer(reply.body)};
       auto [write_error, written] = co_await asio::async_write(socket, pieces, kUseTuple);
-      metrics_.Request(route, reply.word, std::chrono::steady_clock::now() - start);
+      now = std::chrono::steady_clock::now();
+      metrics_.Request(route, reply.word, now - start);
       if (sampled) LogAccess(method_text, target_text, reply, start);
       base::GiveString(std::move(reply.body));  // for the next reply's JSON (base/string_pool.h)
       if (write_error || !keep_alive) break;

@@ -555,6 +555,28 @@ TEST_F(BadInputTest, MissingOrInvalidUserIdIs401) {
   EXPECT_EQ(Reserved(), 0);
 }
 
+// A header that names the caller, given twice (in any spelling of its name), is ambiguous: 400,
+// nothing sold. The same header once in another case is one header.
+TEST_F(BadInputTest, RepeatedIdentityHeadersAre400) {
+  const std::string head =
+      fmt::format("POST {} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n", kPurchasePath);
+  const std::string tail = "Content-Length: 0\r\n\r\n";
+  EXPECT_TRUE(IsClosingError(Raw(head + "X-User-Id: a\r\nX-User-Id: b\r\n" + tail), 400,
+                             "bad_request", "header X-User-Id appears more than once"));
+  EXPECT_TRUE(IsClosingError(Raw(head + "x-user-id: a\r\nX-USER-ID: a\r\n" + tail), 400,
+                             "bad_request", "header X-User-Id appears more than once"));
+  EXPECT_TRUE(IsClosingError(
+      Raw(head + "X-User-Id: a\r\nAuthorization: Bearer x\r\nauthorization: Bearer y\r\n" + tail),
+      400, "bad_request", "header Authorization appears more than once"));
+  EXPECT_TRUE(IsClosingError(
+      Raw(head + "X-User-Id: a\r\nX-Gateway-Secret: s\r\nx-gateway-secret: s\r\n" + tail), 400,
+      "bad_request", "header X-Gateway-Secret appears more than once"));
+  // Each once, whatever the case of the name: served.
+  const std::string once = Raw(head + "x-user-id: single\r\n" + tail);
+  EXPECT_NE(once.find(" 200 "), std::string::npos) << once;
+  EXPECT_EQ(Reserved(), 1);
+}
+
 // --- Framing -----------------------------------------------------------------------------------
 
 TEST_F(BadInputTest, InvalidContentLengthAndChunkingAre400) {
