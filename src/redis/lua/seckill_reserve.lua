@@ -12,14 +12,22 @@
 --   an idempotency key (idem_ttl_ms > 0): the outcome of the first call with that key (any
 --     outcome the script decided) is kept for idem_ttl_ms and returned to every retry, with the
 --     first call's order id.
--- The lean path: five Redis commands for a counted reservation without an idempotency key (the
--- meta HMGET once per batch, then HINCRBY buyers, DECRBY stock, HSETNX orders, XADD). It decides
--- optimistically and undoes on the rare paths; the script is atomic, so nobody sees the
--- intermediate state: the buyer's count is raised first (over the limit: lowered again), then the
--- stock taken (short: both given back), then the order record created only if the order id is
--- new (it existed: all undone, the recorded order replayed). Every outcome other than reserved
--- looks for the order id's record first, so a retry of a recorded order still replays. Itemised
--- stock: LPOP instead of DECRBY, and one LLEN per batch for the units left.
+-- The lean path, decided optimistically and undone on the rare paths (the script is atomic, so
+-- nobody sees the intermediate state): the buyer's count is raised first (over the limit: lowered
+-- again), then the stock taken (short: both given back), then the order record created only if
+-- the order id is new (it existed: all undone, the recorded order replayed). Every outcome other
+-- than reserved looks for the order id's record first, so a retry of a recorded order still
+-- replays. Redis commands on that path:
+--   a single reservation: five (HMGET meta, HINCRBY buyers, DECRBY stock, HSETNX orders, XADD);
+--   a batch of n: n + 6 (HMGET meta; HMGET of the batch's buyers and of its order ids, then the
+--     counts and records decided kept in Lua; DECRBY of the stock the rest of the batch asks for,
+--     at the first request that takes stock, the units not sold given back with one INCRBY at the
+--     end; one HSET of the new counts and one of the new records; an XADD per reservation).
+--   Writes come in that order, the XADDs last: a command that fails midway (the script stops
+--   there) leaves stock taken and unsold or a record without its intent, never an intent without
+--   its count, stock and record.
+-- Itemised stock: LPOP instead of DECRBY (the units the rest of the batch asks for, handed out in
+-- order; the ones left over pushed back to the head in their order), and one LLEN per batch.
 -- Not written (derived where read): `meta.reserved` (= total + released + oversold - remaining,
 -- seckill_status.lua), and no per-user order index: a user's orders not yet persisted are read
 -- from the stream's tail (seckill_user_orders.lua), which holds every intent until the order
@@ -38,8 +46,11 @@ local W = 6
 if #ARGV % W ~= 0 then
   return redis.error_reply('ERR flashsale: requests of six arguments expected')
 end
+local n = #ARGV / W
 -- Every request is checked before anything is written: a bad one refuses the whole call.
-for i = 1, #ARGV, W do
+local qtys, nows, ttls, iks = {}, {}, {}, {}
+for r = 1, n do
+  local i = (r - 1) * W + 1
   local qty, now, ttl, slot = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
     tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
   if not qty or qty < 1 or qty % 1 ~= 0 or not now or not ttl or not slot or slot % 1 ~= 0
@@ -47,24 +58,90 @@ for i = 1, #ARGV, W do
     return redis.error_reply('ERR flashsale: quantity must be an integer >= 1, now_ms and '
       .. 'idem_ttl_ms numbers, idem_slot a declared key (with idem_ttl_ms > 0)')
   end
+  qtys[r], nows[r], ttls[r], iks[r] = qty, now, ttl, 6 + slot
 end
 
 local reply = {}
 local function answer(code, replayed, remaining, bought, id, items)
-  local n = #reply
-  reply[n + 1], reply[n + 2], reply[n + 3] = code, replayed, remaining
-  reply[n + 4], reply[n + 5], reply[n + 6] = bought, id, items
+  local k = #reply
+  reply[k + 1], reply[k + 2], reply[k + 3] = code, replayed, remaining
+  reply[k + 4], reply[k + 5], reply[k + 6] = bought, id, items
 end
 local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind')
 if not m[1] then
-  for _ = 1, #ARGV, W do answer(-4, 0, 0, 0, '', '') end
+  for _ = 1, n do answer(-4, 0, 0, 0, '', '') end
   return reply
 end
 local open, start_ms, end_ms = m[1] == 'open', tonumber(m[2]), tonumber(m[3])
 local limit, counted = tonumber(m[4]), m[5] == 'counted'
+-- A batch keeps the buyers' counts and the order records in Lua (read once, written once); a
+-- single reservation (or a batch too large to unpack at once) reads and writes them directly.
+local bulk = n > 1 and n <= 1000
 
--- Units left, read once and then kept up to date by this script's own writes.
-local left
+-- The buyers' counts. bulk: `held` (user -> count) as read, `held_new` what this call makes it.
+local held, held_new
+local function load_held()
+  local users = {}
+  for r = 1, n do users[r] = ARGV[(r - 1) * W + 2] end
+  local got = redis.call('HMGET', KEYS[4], unpack(users))
+  held, held_new = {}, {}
+  for r = 1, n do
+    local v = tonumber(got[r] or '0')
+    held[users[r]], held_new[users[r]] = v, v
+  end
+end
+-- Raises the user's count by qty; the count now.
+local function hold(user, qty)
+  if not bulk then return redis.call('HINCRBY', KEYS[4], user, qty) end
+  if not held then load_held() end
+  local now_held = held_new[user] + qty
+  held_new[user] = now_held
+  return now_held
+end
+-- Lowers it again (to nothing: the field goes, as if never raised).
+local function unhold(user, qty, now_held)
+  if bulk then
+    held_new[user] = now_held - qty
+  elseif now_held == qty then
+    redis.call('HDEL', KEYS[4], user)
+  else
+    redis.call('HINCRBY', KEYS[4], user, -qty)
+  end
+end
+
+-- The order records. bulk: `records` (order id -> record, false: none) as read plus the ones
+-- this call creates, listed in `created`.
+local records, created = nil, {}
+local function record_of(id)
+  if not bulk then return redis.call('HGET', KEYS[5], id) end
+  if not records then
+    local ids = {}
+    for r = 1, n do ids[r] = ARGV[(r - 1) * W + 1] end
+    local got = redis.call('HMGET', KEYS[5], unpack(ids))
+    records = {}
+    for r = 1, n do records[ids[r]] = got[r] end
+  end
+  local record = records[id]
+  if record == nil then  -- an order id from an idempotency key, not one of the batch's
+    record = redis.call('HGET', KEYS[5], id)
+    records[id] = record
+  end
+  return record
+end
+-- Records the order unless its id exists; whether it was new.
+local function create(id, record)
+  if not bulk then return redis.call('HSETNX', KEYS[5], id, record) == 1 end
+  if record_of(id) then return false end
+  records[id] = record
+  created[#created + 1] = id
+  return true
+end
+
+-- The stock. `left`: the units left, once known (read once, then kept up to date here). The
+-- first request that takes stock takes what the rest of the batch asks for (`taken`); `sold`
+-- of it is sold; the rest goes back at the end. Itemised: `pool` holds the items taken, `used`
+-- of them handed out.
+local left, took, taken, sold, pool, used = nil, false, 0, 0, nil, 0
 local function remaining()
   if not left then
     if counted then left = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -72,16 +149,38 @@ local function remaining()
   end
   return left
 end
--- Gives popped items back to the head of the list, in their order.
-local function unpop(items)
+-- Takes stock for requests r..n (once per call); afterwards `left` counts every unit.
+local function take(r)
+  local want = 0
+  for k = r, n do want = want + qtys[k] end
+  took, taken = true, want
+  if counted then
+    left = redis.call('DECRBY', KEYS[2], want) + want
+  else
+    pool = redis.call('LPOP', KEYS[3], want) or {}
+    -- Fewer than asked: the list is empty now.
+    left = #pool < want and #pool or #pool + redis.call('LLEN', KEYS[3])
+  end
+end
+-- Gives back what was taken and not sold.
+local function give_back()
+  if taken == sold then return end
+  if counted then
+    redis.call('INCRBY', KEYS[2], taken - sold)
+    return
+  end
+  -- LPUSH of the items left over, last first, so they are back at the head in their order;
+  -- unpack() is bounded by the Lua stack: in chunks.
   local back = {}
-  for k = #items, 1, -1 do back[#back + 1] = items[k] end
-  redis.call('LPUSH', KEYS[3], unpack(back))
+  for k = #pool, used + 1, -1 do back[#back + 1] = pool[k] end
+  for k = 1, #back, 1000 do
+    redis.call('LPUSH', KEYS[3], unpack(back, k, math.min(k + 999, #back)))
+  end
 end
 
 -- The reply for an order already recorded: the same reservation again (false: no such order).
 local function replay(order_id, user)
-  local record = redis.call('HGET', KEYS[5], order_id)
+  local record = record_of(order_id)
   if not record then return false end
   local who, items = string.match(record, '^%a|([^|]*)|%d+|%d+|(.*)$')
   if who ~= user then
@@ -98,16 +197,12 @@ local function refuse(code, bought, id, user, ik, ttl)
   if ik > 6 then redis.call('SET', KEYS[ik], code .. '|' .. bought .. '|' .. id, 'PX', ttl) end
   answer(code, 0, remaining(), bought, id, '')
 end
--- Lowers the buyer's count again (to nothing: the field goes, as if never raised).
-local function unhold(user, qty, held)
-  if held == qty then
-    redis.call('HDEL', KEYS[4], user)
-  else
-    redis.call('HINCRBY', KEYS[4], user, -qty)
-  end
-end
 
-local function decide(id, user, qty, ts, now, ttl, ik)
+-- The intents of the reservations, appended to the stream after every other write.
+local intents = {}
+local function decide(r)
+  local i = (r - 1) * W + 1
+  local id, user, qty, ik, ttl, now = ARGV[i], ARGV[i + 1], qtys[r], iks[r], ttls[r], nows[r]
   if ik > 6 then
     local first = redis.call('GET', KEYS[ik])
     if first then
@@ -119,51 +214,57 @@ local function decide(id, user, qty, ts, now, ttl, ik)
   if not open then return refuse(-5, 0, id, user, ik, ttl) end
   if now < start_ms then return refuse(-2, 0, id, user, ik, ttl) end
   if now >= end_ms then return refuse(-3, 0, id, user, ik, ttl) end
-  local held = redis.call('HINCRBY', KEYS[4], user, qty)
-  if held > limit then
-    unhold(user, qty, held)
-    return refuse(0, held - qty, id, user, ik, ttl)
+  local now_held = hold(user, qty)
+  if now_held > limit then
+    unhold(user, qty, now_held)
+    return refuse(0, now_held - qty, id, user, ik, ttl)
   end
-  local items
-  if counted then
-    left = redis.call('DECRBY', KEYS[2], qty)
-    if left < 0 then
-      left = redis.call('INCRBY', KEYS[2], qty)
-      unhold(user, qty, held)
-      return refuse(-1, held - qty, id, user, ik, ttl)
-    end
-  else
-    items = redis.call('LPOP', KEYS[3], qty) or {}
-    if #items < qty then
-      if #items > 0 then unpop(items) end
-      left = #items
-      unhold(user, qty, held)
-      return refuse(-1, held - qty, id, user, ik, ttl)
-    end
-    if left then left = left - qty else left = redis.call('LLEN', KEYS[3]) end
+  if not took then take(r) end
+  if left < qty then
+    unhold(user, qty, now_held)
+    return refuse(-1, now_held - qty, id, user, ik, ttl)
   end
-  local item_list = items and table.concat(items, ' ') or ''
-  local record = 'R|' .. user .. '|' .. qty .. '|' .. ts .. '|' .. item_list
-  if redis.call('HSETNX', KEYS[5], id, record) == 0 then
-    if counted then
-      left = redis.call('INCRBY', KEYS[2], qty)
-    else
-      unpop(items)
-      left = left + qty
-    end
-    unhold(user, qty, held)
+  local item_list = ''
+  if not counted then
+    item_list = table.concat(pool, ' ', used + 1, used + qty)
+  end
+  local ts = ARGV[i + 3]
+  if not create(id, 'R|' .. user .. '|' .. qty .. '|' .. ts .. '|' .. item_list) then
+    unhold(user, qty, now_held)
     return replay(id, user)
   end
-  -- `limit`: the per-user limit the order was sold under; the record decides with it (a limit
-  -- changed before the order is persisted does not change what the order was).
-  redis.call('XADD', KEYS[6], '*', 'order_id', id, 'user_id', user, 'quantity', qty,
-    'items', item_list, 'ts', ts, 'limit', m[4])
+  left, sold = left - qty, sold + qty
+  if not counted then used = used + qty end
+  local k = #intents
+  intents[k + 1], intents[k + 2], intents[k + 3], intents[k + 4] = id, user, qty, item_list
+  intents[k + 5] = ts
   if ik > 6 then redis.call('SET', KEYS[ik], '1|0|' .. id, 'PX', ttl) end
-  answer(1, 0, left, held, id, item_list)
+  answer(1, 0, left, now_held, id, item_list)
 end
 
-for i = 1, #ARGV, W do
-  decide(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 3]),
-    tonumber(ARGV[i + 4]), 6 + tonumber(ARGV[i + 5]))
+for r = 1, n do decide(r) end
+if held then
+  local changed = {}
+  for user, v in pairs(held_new) do
+    if v ~= held[user] then
+      changed[#changed + 1] = user
+      changed[#changed + 1] = string.format('%d', v)  -- not '1e+15': an exact integer
+    end
+  end
+  if #changed > 0 then redis.call('HSET', KEYS[4], unpack(changed)) end
+end
+if #created > 0 then
+  local fields = {}
+  for k = 1, #created do
+    fields[2 * k - 1], fields[2 * k] = created[k], records[created[k]]
+  end
+  redis.call('HSET', KEYS[5], unpack(fields))
+end
+give_back()
+-- `limit`: the per-user limit the order was sold under; the record decides with it (a limit
+-- changed before the order is persisted does not change what the order was).
+for k = 1, #intents, 5 do
+  redis.call('XADD', KEYS[6], '*', 'order_id', intents[k], 'user_id', intents[k + 1],
+    'quantity', intents[k + 2], 'items', intents[k + 3], 'ts', intents[k + 4], 'limit', m[4])
 end
 return reply
