@@ -81,6 +81,40 @@ class SeckillBatchTest : public SeckillFixture {
     }
   }
 
+  // What the decisions left in Redis, with the stream's entry ids left out: the buyers' counts
+  // and the order records (sorted), the stock, the items left in their order, every intent's
+  // fields in order.
+  std::vector<std::string> Stored(const std::string& activity) {
+    const SeckillKeys keys = Keys(activity);
+    std::vector<std::string> out;
+    const auto strings = [&](const redisReply* reply) {
+      for (size_t i = 0; reply != nullptr && i < reply->elements; ++i) {
+        out.emplace_back(reply->element[i]->str, reply->element[i]->len);
+      }
+    };
+    for (const std::string* hash : {&keys.buyers(), &keys.orders()}) {
+      out.push_back(hash == &keys.buyers() ? "buyers" : "orders");
+      auto all = server_->Command({"HGETALL", *hash});
+      std::map<std::string, std::string> sorted;
+      for (size_t i = 0; i + 1 < all->elements; i += 2) {
+        sorted[all->element[i]->str] = all->element[i + 1]->str;
+      }
+      for (const auto& [field, value] : sorted) out.push_back(field + "=" + value);
+    }
+    auto stock = server_->Command({"GET", keys.stock()});
+    out.push_back("stock " + (stock->str != nullptr ? std::string(stock->str) : "nil"));
+    out.push_back("items");
+    strings(server_->Command({"LRANGE", keys.items(), "0", "-1"}).get());
+    out.push_back("stream");
+    auto entries = server_->Command({"XRANGE", keys.stream(), "-", "+"});
+    for (size_t i = 0; i < entries->elements; ++i) strings(entries->element[i]->element[1]);
+    return out;
+  }
+  // Two activities set up alike and asked alike hold the same.
+  void ExpectSameStored(const std::string& a, const std::string& b) {
+    EXPECT_EQ(Stored(a), Stored(b));
+  }
+
   // Units reserved per user by the results, checked against the buyers hash and the limit.
   void ExpectTotals(const std::string& activity, int64_t loaded, int64_t limit,
                     const std::vector<base::Result<Reservation>>& results, const Batch& batch) {
@@ -136,6 +170,7 @@ TEST_F(SeckillBatchTest, CountedBatchesDecideAsSinglesAcrossLimitAndSellOut) {
   EXPECT_EQ(a.reserved, b.reserved);
   EXPECT_EQ(a.reserved, a.total - a.remaining);
   EXPECT_EQ(a.stream_length, b.stream_length);
+  ExpectSameStored("a", "b");
   // Sold out, or every user at the limit: the batches crossed a boundary.
   EXPECT_EQ(a.remaining, 0);
 }
@@ -166,6 +201,7 @@ TEST_F(SeckillBatchTest, ItemisedBatchesDecideAsSingles) {
     Batch batch = MixedBatch(round + 99, "r" + std::to_string(round) + "-");
     ExpectSameAsSingles("i", "j", batch);
     if (HasFatalFailure()) return;
+    ExpectSameStored("i", "j");
   }
   const auto status = Status("i");
   EXPECT_EQ(status.remaining, 0);
@@ -195,6 +231,7 @@ TEST_F(SeckillBatchTest, OtherOutcomesAndBadInputInOneBatch) {
   batch.Add("o4", "carol", 0);            // bad quantity
   batch.Add("o5", "carol", 1, "", 2000);  // ended
   ExpectSameAsSingles("w", "x", batch);
+  ExpectSameStored("w", "x");
   auto results = RunBatch("w", batch);  // all again: every one replays or decides the same
   ASSERT_TRUE(results.ok());
   ASSERT_EQ(results->size(), 8u);

@@ -26,6 +26,8 @@
 -- for a draw that wins nothing, six for a win. Decided optimistically as in seckill_reserve.lua:
 -- the draw count is raised first and lowered again on the rare paths (the limit reached, every
 -- prize gone, a replay), and every outcome but a draw looks for the order id's record first.
+-- The script defines no functions (as seckill_reserve.lua: Redis would build every closure and
+-- its upvalues again on each call): each draw is decided inline in one loop.
 -- Not written: `meta.reserved` (derived, seckill_status.lua) and a per-user order index (a
 -- user's wins not yet persisted are read from the stream, seckill_user_orders.lua).
 -- KEYS: meta prizes buyers orders stream fence idem...
@@ -59,16 +61,15 @@ for i = 1, #ARGV, W do
   end
 end
 
-local reply = {}
-local function answer(code, replayed, remaining, draws, id, prize)
-  local n = #reply
-  reply[n + 1], reply[n + 2], reply[n + 3] = code, replayed, remaining
-  reply[n + 4], reply[n + 5], reply[n + 6] = draws, id, prize
-end
+local reply, nr = {}, 0
 local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind', 'none',
   'weights')
 if not m[1] or m[5] ~= 'lottery' then
-  for _ = 1, #ARGV, W do answer(-4, 0, 0, 0, '', '') end
+  for _ = 1, #ARGV, W do
+    reply[nr + 1], reply[nr + 2], reply[nr + 3] = -4, 0, 0
+    reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+    nr = nr + 6
+  end
   return reply
 end
 local open, start_ms, end_ms, limit = m[1] == 'open', tonumber(m[2]), tonumber(m[3]),
@@ -80,121 +81,127 @@ for id, w in string.gmatch(m[7], '([^ :]+):(%d+)') do
   weights[#weights + 1] = tonumber(w)
 end
 local stock = redis.call('HMGET', KEYS[2], unpack(ids))
-local remaining = 0
-for i = 1, #ids do
-  stock[i] = tonumber(stock[i] or '0')
-  remaining = remaining + stock[i]
-end
-
--- The reply for a draw already recorded: the same draw again (false: no such order).
-local function replay(id, user)
-  local record = redis.call('HGET', KEYS[4], id)
-  if not record then return false end
-  local kind, who, prize = string.match(record, '^(%a)|([^|]*)|%d+|%d+|(.*)$')
-  if who ~= user then
-    answer(-6, 0, 0, 0, '', '')
-  elseif kind == 'N' then
-    answer(2, 1, remaining, 0, id, '')
-  else
-    answer(1, 1, remaining, 0, id, prize)
-  end
-  return true
-end
--- An outcome, kept for the idempotency key KEYS[ik] (if any).
-local function decided(code, draws, prize, id, user, ik, ttl)
-  if ik > 6 then
-    redis.call('SET', KEYS[ik], code .. '|' .. draws .. '|' .. id .. '|' .. user, 'PX', ttl)
-  end
-  answer(code, 0, remaining, draws, id, prize)
-end
--- An outcome other than a draw: the order id's record first.
-local function refuse(code, draws, id, user, ik, ttl)
-  if replay(id, user) then return end
-  decided(code, draws, '', id, user, ik, ttl)
-end
--- Lowers the user's draw count again (to nothing: the field goes, as if never raised).
-local function undraw(user, draws)
-  if draws == 1 then
-    redis.call('HDEL', KEYS[3], user)
-  else
-    redis.call('HINCRBY', KEYS[3], user, -1)
-  end
-end
--- The prize a draw wins (its index), or nil: no prize.
-local function choose(pick, fallback)
-  -- 1. By weight among "no prize" and every prize.
-  local total = none
-  for i = 1, #ids do total = total + weights[i] end
-  local target, chosen = pick % total, nil
-  if target < none then return nil end
-  target = target - none
-  for i = 1, #ids do
-    if target < weights[i] then chosen = i break end
-    target = target - weights[i]
-  end
-  -- 2. Out of stock: fall through to the prizes left, by weight.
-  if stock[chosen] == 0 then
-    local left = 0
-    for i = 1, #ids do if stock[i] > 0 then left = left + weights[i] end end
-    target, chosen = fallback % left, nil
-    for i = 1, #ids do
-      if stock[i] > 0 then
-        if target < weights[i] then chosen = i break end
-        target = target - weights[i]
-      end
-    end
-  end
-  return chosen
-end
-
-local function decide(id, user, ts, now, ttl, pick, fallback, ik)
-  if ik > 6 then
-    local first = redis.call('GET', KEYS[ik])
-    if first and string.sub(first, 1, 2) == 'P|' then
-      if string.sub(first, 3) ~= user then return answer(-6, 0, 0, 0, '', '') end
-    elseif first then
-      local code, draws, first_order = string.match(first, '^(-?%d+)|(%d+)|([^|]*)|')
-      if not code then
-        return redis.error_reply('ERR flashsale: unreadable idempotency record')
-      end
-      code = tonumber(code)
-      if (code == 1 or code == 2) and replay(first_order, user) then return end
-      return answer(code, 1, remaining, tonumber(draws), first_order, '')
-    end
-  end
-  if not open then return refuse(-5, 0, id, user, ik, ttl) end
-  if now < start_ms then return refuse(-2, 0, id, user, ik, ttl) end
-  if now >= end_ms then return refuse(-3, 0, id, user, ik, ttl) end
-  local draws = redis.call('HINCRBY', KEYS[3], user, 1)
-  if draws > limit then
-    undraw(user, draws)
-    return refuse(0, draws - 1, id, user, ik, ttl)
-  end
-  if remaining == 0 then
-    undraw(user, draws)
-    return refuse(-1, draws - 1, id, user, ik, ttl)
-  end
-  local chosen = choose(pick, fallback)
-  local prize = chosen and ids[chosen] or ''
-  local record = (chosen and 'R|' or 'N|') .. user .. (chosen and '|1|' or '|0|') .. ts .. '|'
-    .. prize
-  if redis.call('HSETNX', KEYS[4], id, record) == 0 then
-    undraw(user, draws)
-    replay(id, user)
-    return
-  end
-  if not chosen then return decided(2, draws, '', id, user, ik, ttl) end
-  redis.call('HINCRBY', KEYS[2], prize, -1)
-  stock[chosen] = stock[chosen] - 1
-  remaining = remaining - 1
-  redis.call('XADD', KEYS[5], '*', 'order_id', id, 'user_id', user, 'quantity', 1,
-    'items', prize, 'ts', ts, 'draw', draws, 'limit', m[4])
-  decided(1, draws, prize, id, user, ik, ttl)
+local remaining, total = 0, none
+for k = 1, #ids do
+  stock[k] = tonumber(stock[k] or '0')
+  remaining = remaining + stock[k]
+  total = total + weights[k]
 end
 
 for i = 1, #ARGV, W do
-  local failed = decide(ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 2]),
-    tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), 6 + tonumber(ARGV[i + 7]))
-  if failed then return failed end
+  local id, user, ts = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local now, ttl, pick, fallback = tonumber(ts), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]),
+    tonumber(ARGV[i + 5])
+  local ik = 6 + tonumber(ARGV[i + 7])
+  -- code: the outcome decided (nil: the order id was recorded before, a replay); held: the
+  -- user's draws once raised; draws: what the reply says; prize: the prize won; conflict: a
+  -- pending ticket of another user; first_code: the idempotency key's outcome (replayed, with
+  -- first_draws and its order id in `look`).
+  local code, held, draws, prize, conflict = nil, nil, 0, '', false
+  local look, first_code, first_draws = id, nil, nil
+  repeat
+    if ik > 6 then
+      local first = redis.call('GET', KEYS[ik])
+      if first and string.sub(first, 1, 2) == 'P|' then
+        if string.sub(first, 3) ~= user then conflict = true break end
+      elseif first then
+        local c, d, o = string.match(first, '^(-?%d+)|(%d+)|([^|]*)|')
+        if not c then
+          return redis.error_reply('ERR flashsale: unreadable idempotency record')
+        end
+        first_code, first_draws, look = tonumber(c), tonumber(d), o
+        break
+      end
+    end
+    if not open then code = -5 break end
+    if now < start_ms then code = -2 break end
+    if now >= end_ms then code = -3 break end
+    held = redis.call('HINCRBY', KEYS[3], user, 1)
+    if held > limit then code, draws = 0, held - 1 break end
+    if remaining == 0 then code, draws = -1, held - 1 break end
+    -- The choice: 1. by weight among "no prize" and every prize.
+    local target, chosen = pick % total, nil
+    if target >= none then
+      target = target - none
+      for k = 1, #ids do
+        if target < weights[k] then chosen = k break end
+        target = target - weights[k]
+      end
+      -- 2. Out of stock: fall through to the prizes left, by weight.
+      if stock[chosen] == 0 then
+        local left = 0
+        for k = 1, #ids do if stock[k] > 0 then left = left + weights[k] end end
+        target, chosen = fallback % left, nil
+        for k = 1, #ids do
+          if stock[k] > 0 then
+            if target < weights[k] then chosen = k break end
+            target = target - weights[k]
+          end
+        end
+      end
+    end
+    prize = chosen and ids[chosen] or ''
+    local record = (chosen and 'R|' or 'N|') .. user .. (chosen and '|1|' or '|0|') .. ts .. '|'
+      .. prize
+    if redis.call('HSETNX', KEYS[4], id, record) == 0 then break end
+    draws = held
+    if not chosen then
+      code = 2
+    else
+      code = 1
+      redis.call('HINCRBY', KEYS[2], prize, -1)
+      stock[chosen] = stock[chosen] - 1
+      remaining = remaining - 1
+      redis.call('XADD', KEYS[5], '*', 'order_id', id, 'user_id', user, 'quantity', 1,
+        'items', prize, 'ts', ts, 'draw', held, 'limit', m[4])
+    end
+  until true
+  if held and code ~= 1 and code ~= 2 then
+    -- The draw count lowered again (to nothing: the field goes, as if never raised).
+    if held == 1 then
+      redis.call('HDEL', KEYS[3], user)
+    else
+      redis.call('HINCRBY', KEYS[3], user, -1)
+    end
+  end
+
+  if conflict then
+    reply[nr + 1], reply[nr + 2], reply[nr + 3] = -6, 0, 0
+    reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+  elseif code == 1 or code == 2 then
+    if ik > 6 then
+      redis.call('SET', KEYS[ik], code .. '|' .. draws .. '|' .. id .. '|' .. user, 'PX', ttl)
+    end
+    reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, remaining
+    reply[nr + 4], reply[nr + 5], reply[nr + 6] = draws, id, prize
+  else
+    -- Any other outcome: the order id's record first (for an idempotency key's draw or win:
+    -- that order's record), so a retry of a recorded draw replays.
+    local record = (not first_code or first_code == 1 or first_code == 2)
+      and redis.call('HGET', KEYS[4], look)
+    if record then
+      local kind, who, won = string.match(record, '^(%a)|([^|]*)|%d+|%d+|(.*)$')
+      if who ~= user then
+        reply[nr + 1], reply[nr + 2], reply[nr + 3] = -6, 0, 0
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+      elseif kind == 'N' then
+        reply[nr + 1], reply[nr + 2], reply[nr + 3] = 2, 1, remaining
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, ''
+      else
+        reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 1, remaining
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, won
+      end
+    elseif first_code then
+      reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, remaining
+      reply[nr + 4], reply[nr + 5], reply[nr + 6] = first_draws, look, ''
+    else
+      if ik > 6 then
+        redis.call('SET', KEYS[ik], code .. '|' .. draws .. '|' .. id .. '|' .. user, 'PX', ttl)
+      end
+      reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, remaining
+      reply[nr + 4], reply[nr + 5], reply[nr + 6] = draws, id, ''
+    end
+  end
+  nr = nr + 6
 end
 return reply

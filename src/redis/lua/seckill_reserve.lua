@@ -12,14 +12,25 @@
 --   an idempotency key (idem_ttl_ms > 0): the outcome of the first call with that key (any
 --     outcome the script decided) is kept for idem_ttl_ms and returned to every retry, with the
 --     first call's order id.
--- The lean path: five Redis commands for a counted reservation without an idempotency key (the
--- meta HMGET once per batch, then HINCRBY buyers, DECRBY stock, HSETNX orders, XADD). It decides
--- optimistically and undoes on the rare paths; the script is atomic, so nobody sees the
--- intermediate state: the buyer's count is raised first (over the limit: lowered again), then the
--- stock taken (short: both given back), then the order record created only if the order id is
--- new (it existed: all undone, the recorded order replayed). Every outcome other than reserved
--- looks for the order id's record first, so a retry of a recorded order still replays. Itemised
--- stock: LPOP instead of DECRBY, and one LLEN per batch for the units left.
+-- The lean path, decided optimistically and undone on the rare paths (the script is atomic, so
+-- nobody sees the intermediate state): the buyer's count is raised first (over the limit: lowered
+-- again), then the stock taken (short: both given back), then the order record created only if
+-- the order id is new (it existed: all undone, the recorded order replayed). Every outcome other
+-- than reserved looks for the order id's record first, so a retry of a recorded order still
+-- replays. Redis commands on that path:
+--   a single reservation: five (HMGET meta, HINCRBY buyers, DECRBY stock, HSETNX orders, XADD);
+--   a batch of n: n + 6 (HMGET meta; HMGET of the batch's buyers and of its order ids, then the
+--     counts and records decided kept in Lua; DECRBY of the stock the rest of the batch asks for,
+--     at the first request that takes stock, the units not sold given back with one INCRBY at the
+--     end; one HSET of the new counts and one of the new records; an XADD per reservation).
+--   Writes come in that order, the XADDs last: a command that fails midway (the script stops
+--   there) leaves stock taken and unsold or a record without its intent, never an intent without
+--   its count, stock and record.
+-- The script defines no functions: Redis runs it as a new call each time, and every closure it
+-- made would be built again per call with its upvalues (microseconds per call, more than a
+-- Redis command), so each request is decided inline in one loop.
+-- Itemised stock: LPOP instead of DECRBY (the units the rest of the batch asks for, handed out in
+-- order; the ones left over pushed back to the head in their order), and one LLEN per batch.
 -- Not written (derived where read): `meta.reserved` (= total + released + oversold - remaining,
 -- seckill_status.lua), and no per-user order index: a user's orders not yet persisted are read
 -- from the stream's tail (seckill_user_orders.lua), which holds every intent until the order
@@ -38,132 +49,212 @@ local W = 6
 if #ARGV % W ~= 0 then
   return redis.error_reply('ERR flashsale: requests of six arguments expected')
 end
--- Every request is checked before anything is written: a bad one refuses the whole call.
+local n = #ARGV / W
+-- Every request is checked before anything is written: a bad one refuses the whole call. The
+-- quantity is written as given (into the record and the intent), so it must be canonical.
 for i = 1, #ARGV, W do
-  local qty, now, ttl, slot = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
-    tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  if not qty or qty < 1 or qty % 1 ~= 0 or not now or not ttl or not slot or slot % 1 ~= 0
-      or slot < 0 or 6 + slot > #KEYS or (slot > 0) ~= (ttl > 0) then
+  local now, ttl, slot = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  if not string.find(ARGV[i + 2], '^[1-9]%d*$') or not now or not ttl or not slot
+      or slot % 1 ~= 0 or slot < 0 or 6 + slot > #KEYS or (slot > 0) ~= (ttl > 0) then
     return redis.error_reply('ERR flashsale: quantity must be an integer >= 1, now_ms and '
       .. 'idem_ttl_ms numbers, idem_slot a declared key (with idem_ttl_ms > 0)')
   end
 end
 
-local reply = {}
-local function answer(code, replayed, remaining, bought, id, items)
-  local n = #reply
-  reply[n + 1], reply[n + 2], reply[n + 3] = code, replayed, remaining
-  reply[n + 4], reply[n + 5], reply[n + 6] = bought, id, items
-end
+local reply, nr = {}, 0
 local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind')
 if not m[1] then
-  for _ = 1, #ARGV, W do answer(-4, 0, 0, 0, '', '') end
+  for _ = 1, n do
+    reply[nr + 1], reply[nr + 2], reply[nr + 3] = -4, 0, 0
+    reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+    nr = nr + 6
+  end
   return reply
 end
 local open, start_ms, end_ms = m[1] == 'open', tonumber(m[2]), tonumber(m[3])
 local limit, counted = tonumber(m[4]), m[5] == 'counted'
+-- A batch keeps the buyers' counts and the order records in Lua (read once, written once); a
+-- single reservation (or a batch too large to unpack at once) reads and writes them directly.
+local bulk = n > 1 and n <= 1000
+-- bulk: `held` the users' counts as read, `held_new` as this call leaves them; `records` the
+-- order records (order id -> record, false: none) as read plus those this call creates, listed
+-- in `created`.
+local held, held_new, records, created = nil, nil, nil, {}
+-- The stock. `left`: the units left, once known (read once, then kept up to date here). The
+-- first request that takes stock takes what the rest of the batch asks for (`taken`); `sold` of
+-- it is sold, the rest goes back at the end. Itemised: `pool` holds the items taken, `used` of
+-- them handed out.
+local left, took, taken, sold, pool, used = nil, false, 0, 0, nil, 0
+-- The reservations' intents (five values each), appended to the stream after every other write.
+local intents, ni = {}, 0
 
--- Units left, read once and then kept up to date by this script's own writes.
-local left
-local function remaining()
-  if not left then
-    if counted then left = tonumber(redis.call('GET', KEYS[2]) or '0')
-    else left = redis.call('LLEN', KEYS[3]) end
-  end
-  return left
-end
--- Gives popped items back to the head of the list, in their order.
-local function unpop(items)
-  local back = {}
-  for k = #items, 1, -1 do back[#back + 1] = items[k] end
-  redis.call('LPUSH', KEYS[3], unpack(back))
-end
-
--- The reply for an order already recorded: the same reservation again (false: no such order).
-local function replay(order_id, user)
-  local record = redis.call('HGET', KEYS[5], order_id)
-  if not record then return false end
-  local who, items = string.match(record, '^%a|([^|]*)|%d+|%d+|(.*)$')
-  if who ~= user then
-    answer(-6, 0, 0, 0, '', '')
-  else
-    answer(1, 1, remaining(), 0, order_id, items)
-  end
-  return true
-end
--- An outcome other than reserved: the order id's record first, then the outcome (kept for the
--- idempotency key KEYS[ik], if any).
-local function refuse(code, bought, id, user, ik, ttl)
-  if replay(id, user) then return end
-  if ik > 6 then redis.call('SET', KEYS[ik], code .. '|' .. bought .. '|' .. id, 'PX', ttl) end
-  answer(code, 0, remaining(), bought, id, '')
-end
--- Lowers the buyer's count again (to nothing: the field goes, as if never raised).
-local function unhold(user, qty, held)
-  if held == qty then
-    redis.call('HDEL', KEYS[4], user)
-  else
-    redis.call('HINCRBY', KEYS[4], user, -qty)
-  end
-end
-
-local function decide(id, user, qty, ts, now, ttl, ik)
-  if ik > 6 then
-    local first = redis.call('GET', KEYS[ik])
-    if first then
-      local code, bought, first_order = string.match(first, '^(-?%d+)|(%d+)|(.*)$')
-      if tonumber(code) == 1 and replay(first_order, user) then return end
-      return answer(tonumber(code), 1, remaining(), tonumber(bought), first_order, '')
+for r = 1, n do
+  local i = (r - 1) * W + 1
+  local id, user, qty_s, ts = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local qty, now, ttl, ik = tonumber(qty_s), tonumber(ts), tonumber(ARGV[i + 4]),
+    6 + tonumber(ARGV[i + 5])
+  -- code: the outcome decided (nil: the order id was recorded before, a replay); first: the
+  -- idempotency key's record (its outcome is replayed); raised: the user's count was raised.
+  local code, bought, first, raised, now_held, item_list = nil, 0, nil, false, 0, ''
+  repeat
+    if ik > 6 then
+      first = redis.call('GET', KEYS[ik])
+      if first then break end
     end
-  end
-  if not open then return refuse(-5, 0, id, user, ik, ttl) end
-  if now < start_ms then return refuse(-2, 0, id, user, ik, ttl) end
-  if now >= end_ms then return refuse(-3, 0, id, user, ik, ttl) end
-  local held = redis.call('HINCRBY', KEYS[4], user, qty)
-  if held > limit then
-    unhold(user, qty, held)
-    return refuse(0, held - qty, id, user, ik, ttl)
-  end
-  local items
-  if counted then
-    left = redis.call('DECRBY', KEYS[2], qty)
-    if left < 0 then
-      left = redis.call('INCRBY', KEYS[2], qty)
-      unhold(user, qty, held)
-      return refuse(-1, held - qty, id, user, ik, ttl)
-    end
-  else
-    items = redis.call('LPOP', KEYS[3], qty) or {}
-    if #items < qty then
-      if #items > 0 then unpop(items) end
-      left = #items
-      unhold(user, qty, held)
-      return refuse(-1, held - qty, id, user, ik, ttl)
-    end
-    if left then left = left - qty else left = redis.call('LLEN', KEYS[3]) end
-  end
-  local item_list = items and table.concat(items, ' ') or ''
-  local record = 'R|' .. user .. '|' .. qty .. '|' .. ts .. '|' .. item_list
-  if redis.call('HSETNX', KEYS[5], id, record) == 0 then
-    if counted then
-      left = redis.call('INCRBY', KEYS[2], qty)
+    if not open then code = -5 break end
+    if now < start_ms then code = -2 break end
+    if now >= end_ms then code = -3 break end
+    -- The buyer's count, raised first (lowered again below unless reserved).
+    if bulk then
+      if not held then
+        local users = {}
+        for k = 1, n do users[k] = ARGV[(k - 1) * W + 2] end
+        local got = redis.call('HMGET', KEYS[4], unpack(users))
+        held, held_new = {}, {}
+        for k = 1, n do
+          local v = tonumber(got[k] or '0')
+          held[users[k]], held_new[users[k]] = v, v
+        end
+      end
+      now_held = held_new[user] + qty
+      held_new[user] = now_held
     else
-      unpop(items)
-      left = left + qty
+      now_held = redis.call('HINCRBY', KEYS[4], user, qty)
     end
-    unhold(user, qty, held)
-    return replay(id, user)
+    raised = true
+    if now_held > limit then code, bought = 0, now_held - qty break end
+    -- The stock: what the rest of the batch asks for, taken once.
+    if not took then
+      local want = 0
+      for k = i, #ARGV, W do want = want + tonumber(ARGV[k + 2]) end
+      took, taken = true, want
+      if counted then
+        left = redis.call('DECRBY', KEYS[2], want) + want
+      else
+        pool = redis.call('LPOP', KEYS[3], want) or {}
+        -- Fewer than asked: the list is empty now.
+        left = #pool < want and #pool or #pool + redis.call('LLEN', KEYS[3])
+      end
+    end
+    if left < qty then code, bought = -1, now_held - qty break end
+    if not counted then item_list = table.concat(pool, ' ', used + 1, used + qty) end
+    -- The order record, only if the order id is new.
+    local record = 'R|' .. user .. '|' .. qty_s .. '|' .. ts .. '|' .. item_list
+    if bulk then
+      if not records then
+        local ids = {}
+        for k = 1, n do ids[k] = ARGV[(k - 1) * W + 1] end
+        local got = redis.call('HMGET', KEYS[5], unpack(ids))
+        records = {}
+        for k = 1, n do records[ids[k]] = got[k] end
+      end
+      if not records[id] then
+        records[id] = record
+        created[#created + 1] = id
+        code = 1
+      end
+    elseif redis.call('HSETNX', KEYS[5], id, record) == 1 then
+      code = 1
+    end
+  until true
+  if raised and code ~= 1 then
+    -- Lowered again (to nothing: the field goes, as if never raised).
+    if bulk then
+      held_new[user] = now_held - qty
+    elseif now_held == qty then
+      redis.call('HDEL', KEYS[4], user)
+    else
+      redis.call('HINCRBY', KEYS[4], user, -qty)
+    end
   end
-  -- `limit`: the per-user limit the order was sold under; the record decides with it (a limit
-  -- changed before the order is persisted does not change what the order was).
-  redis.call('XADD', KEYS[6], '*', 'order_id', id, 'user_id', user, 'quantity', qty,
-    'items', item_list, 'ts', ts, 'limit', m[4])
-  if ik > 6 then redis.call('SET', KEYS[ik], '1|0|' .. id, 'PX', ttl) end
-  answer(1, 0, left, held, id, item_list)
+
+  if code == 1 then
+    left, sold = left - qty, sold + qty
+    if not counted then used = used + qty end
+    intents[ni + 1], intents[ni + 2], intents[ni + 3] = id, user, qty_s
+    intents[ni + 4], intents[ni + 5] = item_list, ts
+    ni = ni + 5
+    if ik > 6 then redis.call('SET', KEYS[ik], '1|0|' .. id, 'PX', ttl) end
+    reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 0, left
+    reply[nr + 4], reply[nr + 5], reply[nr + 6] = now_held, id, item_list
+  else
+    -- Any other outcome: the order id's record first, so a retry of a recorded order replays
+    -- (for an idempotency key's reservation: that order's record).
+    local look, first_code, first_bought = id, nil, nil
+    if first then
+      first_code, first_bought, look = string.match(first, '^(-?%d+)|(%d+)|(.*)$')
+      first_code = tonumber(first_code)
+    end
+    local record = false
+    if not first or first_code == 1 then
+      if bulk and records then record = records[look] end
+      if record == nil or not bulk or not records then
+        record = redis.call('HGET', KEYS[5], look)
+        if bulk and records then records[look] = record end
+      end
+    end
+    local who, items
+    if record then who, items = string.match(record, '^%a|([^|]*)|%d+|%d+|(.*)$') end
+    if record and who ~= user then
+      reply[nr + 1], reply[nr + 2], reply[nr + 3] = -6, 0, 0
+      reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+    else
+      if not left then
+        if counted then left = tonumber(redis.call('GET', KEYS[2]) or '0')
+        else left = redis.call('LLEN', KEYS[3]) end
+      end
+      if record then
+        reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 1, left
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, items
+      elseif first then
+        reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, left
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = tonumber(first_bought), look, ''
+      else
+        if ik > 6 then
+          redis.call('SET', KEYS[ik], code .. '|' .. bought .. '|' .. id, 'PX', ttl)
+        end
+        reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, left
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = bought, id, ''
+      end
+    end
+  end
+  nr = nr + 6
 end
 
-for i = 1, #ARGV, W do
-  decide(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 3]),
-    tonumber(ARGV[i + 4]), 6 + tonumber(ARGV[i + 5]))
+if held then
+  local changed = {}
+  for user, v in pairs(held_new) do
+    if v ~= held[user] then
+      changed[#changed + 1] = user
+      changed[#changed + 1] = string.format('%d', v)  -- not '1e+15': an exact integer
+    end
+  end
+  if #changed > 0 then redis.call('HSET', KEYS[4], unpack(changed)) end
+end
+if #created > 0 then
+  local fields = {}
+  for k = 1, #created do
+    fields[2 * k - 1], fields[2 * k] = created[k], records[created[k]]
+  end
+  redis.call('HSET', KEYS[5], unpack(fields))
+end
+-- What was taken and not sold goes back: the count, or the items left over, last first, so they
+-- are back at the head in their order (unpack() is bounded by the Lua stack: in chunks).
+if taken > sold then
+  if counted then
+    redis.call('INCRBY', KEYS[2], taken - sold)
+  else
+    local back = {}
+    for k = #pool, used + 1, -1 do back[#back + 1] = pool[k] end
+    for k = 1, #back, 1000 do
+      redis.call('LPUSH', KEYS[3], unpack(back, k, math.min(k + 999, #back)))
+    end
+  end
+end
+-- `limit`: the per-user limit the order was sold under; the record decides with it (a limit
+-- changed before the order is persisted does not change what the order was).
+for k = 1, ni, 5 do
+  redis.call('XADD', KEYS[6], '*', 'order_id', intents[k], 'user_id', intents[k + 1],
+    'quantity', intents[k + 2], 'items', intents[k + 3], 'ts', intents[k + 4], 'limit', m[4])
 end
 return reply
