@@ -62,49 +62,27 @@ Error BadActivityId(std::string_view id) {
                    "activity id '{}' must be 1-64 characters of [A-Za-z0-9_-]", id);
 }
 
-// Splits a batch into the requests refused before Redis (their error in their slot) and the ones
-// to send; `send` runs with those and a callback that fills the other slots in order.
-template <typename Request, typename T, typename Check, typename Send>
-void Batch(ScriptRunner& runner, std::span<const Request> requests, Check check, Send send,
-           Handler<std::vector<Result<T>>> handler) {
-  using Results = std::vector<Result<T>>;
-  auto results = std::make_shared<Results>();
-  results->reserve(requests.size());
-  std::vector<const Request*> sent;
-  sent.reserve(requests.size());
-  for (const Request& request : requests) {
-    if (auto valid = check(request); !valid) {
-      results->emplace_back(std::move(valid).error());
-    } else {
-      results->emplace_back(T{});
-      sent.push_back(&request);
-    }
-  }
-  if (sent.empty()) {
-    return asio::post(runner.connection().executor(),
-                      asio::append(std::move(handler), Result<Results>(std::move(*results))));
-  }
-  send(std::span<const Request* const>(sent),
-       Handler<std::vector<T>>(
-           [handler = std::move(handler), results](Result<std::vector<T>> decided) mutable {
-             if (!decided.ok())
-               return std::move(handler)(Result<Results>(std::move(decided).error()));
-             size_t next = 0;
-             for (Result<T>& slot : *results) {
-               if (slot.ok()) slot = Result<T>(std::move((*decided)[next++]));
-             }
-             std::move(handler)(Result<Results>(std::move(*results)));
-           }));
-}
-
-// One result of a batch of one.
+// The first result of a batch of one, or the batch's error.
 template <typename T>
-Handler<std::vector<T>> First(Handler<T> handler) {
-  return Handler<std::vector<T>>(
-      [handler = std::move(handler)](Result<std::vector<T>> result) mutable {
-        std::move(handler)(result.ok() ? Result<T>(std::move(result->front()))
+Handler<std::vector<Result<T>>> First(Handler<T> handler) {
+  return Handler<std::vector<Result<T>>>(
+      [handler = std::move(handler)](Result<std::vector<Result<T>>> result) mutable {
+        std::move(handler)(result.ok() ? std::move(result->front())
                                        : Result<T>(std::move(result).error()));
       });
+}
+
+// A batch's results into a vector of their own (the forms without a caller's vector).
+template <typename T, typename Start>
+void IntoOwnVector(Handler<std::vector<Result<T>>> handler, Start start) {
+  using Results = std::vector<Result<T>>;
+  auto out = std::make_shared<Results>();
+  Results& results = *out;
+  start(results, Handler<void>([out = std::move(out),
+                                handler = std::move(handler)](base::Status status) mutable {
+          std::move(handler)(status.ok() ? Result<Results>(std::move(*out))
+                                         : Result<Results>(std::move(status).error()));
+        }));
 }
 
 }  // namespace
@@ -129,7 +107,15 @@ SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activi
 }
 
 std::string SeckillKeys::Idempotency(std::string_view token) const {
-  return fmt::format("{}idem:{}", prefix_, token);
+  std::string key;
+  AssignIdempotency(key, token);
+  return key;
+}
+
+void SeckillKeys::AssignIdempotency(std::string& out, std::string_view token) const {
+  out.assign(prefix_);
+  out.append("idem:");
+  out.append(token);
 }
 
 std::string SeckillKeys::PendingTickets(std::string_view user_token) const {
@@ -323,21 +309,27 @@ base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& re
 }
 
 // What a reserve call refers to until it is sent: the keys, the idempotency keys of the requests
-// that have one, and every request's six arguments (seckill_reserve.lua).
+// that have one, and every request's six arguments (seckill_reserve.lua), in `scratch`'s
+// strings. `sent(i)` says whether request i goes in the call.
+template <typename Sent>
 struct ReserveCall {
   ReserveCall(const SeckillKeys& keys, const Script& script,
-              std::span<const ReserveRequest* const> requests)
-      : keys(keys), call(script) {
-    args.reserve(requests.size() * 6);
-    for (const ReserveRequest* request : requests) {
-      const bool idempotent = !request->idempotency_token.empty();
-      if (idempotent) idem_keys.push_back(keys.Idempotency(request->idempotency_token));
-      args.emplace_back(request->order_id);
-      args.emplace_back(request->user_id);
-      args.push_back(std::to_string(request->quantity));
-      args.push_back(std::to_string(request->now_ms));
-      args.push_back(std::to_string(idempotent ? request->idempotency_ttl_ms : 0));
-      args.push_back(std::to_string(idempotent ? idem_keys.size() : 0));
+              std::span<const ReserveRequest> requests, Sent sent,
+              SeckillScripts::CallScratch& scratch)
+      : call(script) {
+    scratch.idem_keys.Reset();
+    scratch.args.Reset();
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!sent(i)) continue;
+      const ReserveRequest& request = requests[i];
+      const bool idempotent = !request.idempotency_token.empty();
+      if (idempotent) keys.AssignIdempotency(scratch.idem_keys.Next(), request.idempotency_token);
+      scratch.args.Add(request.order_id);
+      scratch.args.Add(request.user_id);
+      scratch.args.AddInt(request.quantity);
+      scratch.args.AddInt(request.now_ms);
+      scratch.args.AddInt(idempotent ? request.idempotency_ttl_ms : 0);
+      scratch.args.AddInt(idempotent ? static_cast<int64_t>(scratch.idem_keys.size()) : 0);
     }
     call.Key("meta", keys.meta())
         .Key("stock", keys.stock())
@@ -345,94 +337,11 @@ struct ReserveCall {
         .Key("buyers", keys.buyers())
         .Key("orders", keys.orders())
         .Key("stream", keys.stream())
-        .RestKeys("idem", idem_keys)
-        .Rest("request", args);
+        .RestKeys("idem", scratch.idem_keys.view())
+        .Rest("request", scratch.args.view());
   }
-  const SeckillKeys& keys;
-  std::vector<std::string> idem_keys;
-  std::vector<std::string> args;
   ScriptCall call;
 };
-
-}  // namespace
-
-Result<std::vector<std::string>> SeckillScripts::ReserveArgv(std::string_view activity_id,
-                                                             const ReserveRequest& request) const {
-  return ReserveBatchArgv(activity_id, std::span<const ReserveRequest>(&request, 1));
-}
-
-Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
-    std::string_view activity_id, std::span<const ReserveRequest> requests) const {
-  std::vector<const ReserveRequest*> checked;
-  for (const ReserveRequest& request : requests) {
-    if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
-    checked.push_back(&request);
-  }
-  const SeckillKeys keys(namespace_, activity_id);
-  const ReserveCall reserve(keys, reserve_, checked);
-  auto argv = reserve.call.BuildArgv();
-  if (!argv) return std::move(argv).error();
-  return std::vector<std::string>(argv->begin(), argv->end());
-}
-
-const SeckillKeys& SeckillScripts::KeysOf(std::string_view activity_id) {
-  if (auto known = keys_.find(activity_id); known != keys_.end()) return known->second;
-  if (keys_.size() >= kKeptKeys) keys_.clear();
-  return keys_.try_emplace(std::string(activity_id), namespace_, activity_id).first->second;
-}
-
-void SeckillScripts::SendReserve(std::string_view activity_id,
-                                 std::span<const ReserveRequest* const> requests,
-                                 Handler<std::vector<Reservation>> handler) {
-  const ReserveCall reserve(KeysOf(activity_id), reserve_, requests);
-  Run<std::vector<Reservation>>(
-      runner_, reserve.call, std::move(handler),
-      [replies = replies_,
-       count = requests.size()](const ScriptReply& reply) -> Result<std::vector<Reservation>> {
-        const Replies::Reserve& f = replies->reserve;
-        if (reply.Rows() != count) {
-          return MakeError(ErrorCode::kProtocol, "script {} answered {} requests of {}",
-                           reply.script().name, reply.Rows(), count);
-        }
-        std::vector<Reservation> reservations(count);
-        for (size_t i = 0; i < count; ++i) {
-          auto outcome = core::OutcomeFromCode(reply.Int(f.code, i));
-          if (!outcome) return UnknownCode(reply, reply.Int(f.code, i));
-          Reservation& r = reservations[i];
-          r.outcome = *outcome;
-          r.replayed = reply.Int(f.replayed, i) == 1;
-          r.remaining = reply.Int(f.remaining, i);
-          r.bought = reply.Int(f.bought, i);
-          r.order_id = reply.Str(f.order_id, i);
-          r.items = base::SplitWords(reply.Str(f.items, i));
-        }
-        return reservations;
-      });
-}
-
-void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
-                             Handler<Reservation> handler) {
-  if (auto valid = CheckReserve(activity_id, request); !valid) {
-    return Reject(runner_, std::move(handler), std::move(valid).error());
-  }
-  const ReserveRequest* one[] = {&request};
-  SendReserve(activity_id, one, First(std::move(handler)));
-}
-
-void SeckillScripts::ReserveBatch(std::string_view activity_id,
-                                  std::span<const ReserveRequest> requests,
-                                  Handler<std::vector<Result<Reservation>>> handler) {
-  Batch<ReserveRequest, Reservation>(
-      runner_, requests,
-      [activity_id](const ReserveRequest& request) { return CheckReserve(activity_id, request); },
-      [this, activity_id](std::span<const ReserveRequest* const> sent,
-                          Handler<std::vector<Reservation>> done) {
-        SendReserve(activity_id, sent, std::move(done));
-      },
-      std::move(handler));
-}
-
-namespace {
 
 // What Draw refuses before Redis.
 base::Status CheckDraw(std::string_view activity_id, const DrawRequest& request) {
@@ -454,23 +363,28 @@ base::Status CheckDraw(std::string_view activity_id, const DrawRequest& request)
 }
 
 // What a draw call refers to until it is sent (lottery_draw.lua): the keys, the idempotency keys
-// (or tickets) of the requests that have one, and every request's eight arguments.
+// (or tickets) of the requests that have one, and every request's eight arguments, in
+// `scratch`'s strings; `sent(i)` as ReserveCall.
+template <typename Sent>
 struct DrawCall {
-  DrawCall(const SeckillKeys& keys, const Script& script,
-           std::span<const DrawRequest* const> requests)
-      : keys(keys), call(script) {
-    args.reserve(requests.size() * 8);
-    for (const DrawRequest* request : requests) {
-      const bool idempotent = !request->idempotency_token.empty();
-      if (idempotent) idem_keys.push_back(keys.Idempotency(request->idempotency_token));
-      args.emplace_back(request->order_id);
-      args.emplace_back(request->user_id);
-      args.push_back(std::to_string(request->now_ms));
-      args.push_back(std::to_string(idempotent ? request->idempotency_ttl_ms : 0));
-      args.push_back(std::to_string(request->pick));
-      args.push_back(std::to_string(request->fallback));
-      args.push_back(std::to_string(request->fence));
-      args.push_back(std::to_string(idempotent ? idem_keys.size() : 0));
+  DrawCall(const SeckillKeys& keys, const Script& script, std::span<const DrawRequest> requests,
+           Sent sent, SeckillScripts::CallScratch& scratch)
+      : call(script) {
+    scratch.idem_keys.Reset();
+    scratch.args.Reset();
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!sent(i)) continue;
+      const DrawRequest& request = requests[i];
+      const bool idempotent = !request.idempotency_token.empty();
+      if (idempotent) keys.AssignIdempotency(scratch.idem_keys.Next(), request.idempotency_token);
+      scratch.args.Add(request.order_id);
+      scratch.args.Add(request.user_id);
+      scratch.args.AddInt(request.now_ms);
+      scratch.args.AddInt(idempotent ? request.idempotency_ttl_ms : 0);
+      scratch.args.AddInt(static_cast<int64_t>(request.pick));
+      scratch.args.AddInt(static_cast<int64_t>(request.fallback));
+      scratch.args.AddInt(request.fence);
+      scratch.args.AddInt(idempotent ? static_cast<int64_t>(scratch.idem_keys.size()) : 0);
     }
     call.Key("meta", keys.meta())
         .Key("prizes", keys.prizes())
@@ -478,64 +392,185 @@ struct DrawCall {
         .Key("orders", keys.orders())
         .Key("stream", keys.stream())
         .Key("fence", keys.queue_fence())
-        .RestKeys("idem", idem_keys)
-        .Rest("request", args);
+        .RestKeys("idem", scratch.idem_keys.view())
+        .Rest("request", scratch.args.view());
   }
-  const SeckillKeys& keys;
-  std::vector<std::string> idem_keys;
-  std::vector<std::string> args;
   ScriptCall call;
 };
 
+// Every request goes in the call (checked already).
+constexpr auto kAll = [](size_t) { return true; };
+
 }  // namespace
 
-void SeckillScripts::SendDraw(std::string_view activity_id,
-                              std::span<const DrawRequest* const> requests,
-                              Handler<std::vector<DrawResult>> handler) {
-  const DrawCall draw(KeysOf(activity_id), draw_, requests);
-  Run<std::vector<DrawResult>>(
-      runner_, draw.call, std::move(handler),
-      [replies = replies_,
-       count = requests.size()](const ScriptReply& reply) -> Result<std::vector<DrawResult>> {
-        const Replies::Draw& f = replies->draw;
-        if (reply.Rows() != count) {
-          return MakeError(ErrorCode::kProtocol, "script {} answered {} requests of {}",
-                           reply.script().name, reply.Rows(), count);
+std::string& SeckillScripts::StringSlots::Next() {
+  if (used_ == strings_.size()) strings_.emplace_back();
+  std::string& next = strings_[used_++];
+  next.clear();
+  return next;
+}
+
+void SeckillScripts::StringSlots::AddInt(int64_t value) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  Next().assign(digits, end);
+}
+
+Result<std::vector<std::string>> SeckillScripts::ReserveArgv(std::string_view activity_id,
+                                                             const ReserveRequest& request) const {
+  return ReserveBatchArgv(activity_id, std::span<const ReserveRequest>(&request, 1));
+}
+
+Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
+    std::string_view activity_id, std::span<const ReserveRequest> requests) const {
+  for (const ReserveRequest& request : requests) {
+    if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
+  }
+  const SeckillKeys keys(namespace_, activity_id);
+  CallScratch scratch;
+  const ReserveCall reserve(keys, reserve_, requests, kAll, scratch);
+  auto argv = reserve.call.BuildArgv();
+  if (!argv) return std::move(argv).error();
+  return std::vector<std::string>(argv->begin(), argv->end());
+}
+
+const SeckillKeys& SeckillScripts::KeysOf(std::string_view activity_id) {
+  if (auto known = keys_.find(activity_id); known != keys_.end()) return known->second;
+  if (keys_.size() >= kKeptKeys) keys_.clear();
+  return keys_.try_emplace(std::string(activity_id), namespace_, activity_id).first->second;
+}
+
+template <typename Request, typename T, typename Check, typename Send>
+void SeckillScripts::Batch(std::span<const Request> requests, std::vector<Result<T>>& out,
+                           Check check, Send send, Handler<void> handler) {
+  out.clear();
+  bool any = false;
+  for (const Request& request : requests) {
+    if (auto valid = check(request); !valid) {
+      out.emplace_back(std::move(valid).error());
+    } else {
+      out.emplace_back(T{});
+      any = true;
+    }
+  }
+  if (!any) {
+    return asio::post(runner_.connection().executor(),
+                      asio::append(std::move(handler), base::Status()));
+  }
+  send(std::move(handler));
+}
+
+template <typename T, typename Field, typename Fill>
+void SeckillScripts::SendRows(const ScriptCall& call, std::vector<Result<T>>& out,
+                              const Field& code, Fill fill, Handler<void> handler) {
+  size_t rows = 0;
+  for (const Result<T>& slot : out) rows += slot.ok() ? 1 : 0;
+  runner_.Eval(
+      call, runner_.connection().DefaultDeadline(),
+      ReplyHandler([handler = std::move(handler), out = &out, rows, &code, fill, replies = replies_,
+                    &script = call.script()](Result<Reply> reply) mutable {
+        auto read = ScriptReply::Read(script, reply);
+        base::Status status;
+        if (!read.ok()) {
+          status = std::move(read).error();
+        } else if (read->Rows() != rows) {
+          status = MakeError(ErrorCode::kProtocol, "script {} answered {} requests of {}",
+                             script.name, read->Rows(), rows);
+        } else {
+          size_t row = 0;
+          for (Result<T>& slot : *out) {
+            if (!slot.ok()) continue;
+            auto outcome = core::OutcomeFromCode(read->Int(code, row));
+            if (!outcome) {
+              status = UnknownCode(*read, read->Int(code, row));
+              break;
+            }
+            slot->outcome = *outcome;
+            fill(*read, row, *slot);
+            ++row;
+          }
         }
-        std::vector<DrawResult> draws(count);
-        for (size_t i = 0; i < count; ++i) {
-          auto outcome = core::OutcomeFromCode(reply.Int(f.code, i));
-          if (!outcome) return UnknownCode(reply, reply.Int(f.code, i));
-          DrawResult& d = draws[i];
-          d.outcome = *outcome;
-          d.replayed = reply.Int(f.replayed, i) == 1;
-          d.remaining = reply.Int(f.remaining, i);
-          d.draws = reply.Int(f.draws, i);
-          d.order_id = reply.Str(f.order_id, i);
-          d.prize_id = reply.Str(f.prize_id, i);
-        }
-        return draws;
-      });
+        std::move(handler)(std::move(status));
+      }));
+}
+
+void SeckillScripts::SendReserve(std::string_view activity_id,
+                                 std::span<const ReserveRequest> requests,
+                                 std::vector<Result<Reservation>>& out, Handler<void> handler) {
+  const ReserveCall reserve(
+      KeysOf(activity_id), reserve_, requests, [&out](size_t i) { return out[i].ok(); }, scratch_);
+  const Replies::Reserve& f = replies_->reserve;
+  SendRows(
+      reserve.call, out, f.code,
+      [&f](const ScriptReply& reply, size_t row, Reservation& r) {
+        r.replayed = reply.Int(f.replayed, row) == 1;
+        r.remaining = reply.Int(f.remaining, row);
+        r.bought = reply.Int(f.bought, row);
+        r.order_id = reply.Str(f.order_id, row);
+        r.items = base::SplitWords(reply.Str(f.items, row));
+      },
+      std::move(handler));
+}
+
+void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
+                             Handler<Reservation> handler) {
+  ReserveBatch(activity_id, std::span<const ReserveRequest>(&request, 1),
+               First(std::move(handler)));
+}
+
+void SeckillScripts::ReserveBatch(std::string_view activity_id,
+                                  std::span<const ReserveRequest> requests,
+                                  Handler<std::vector<Result<Reservation>>> handler) {
+  IntoOwnVector<Reservation>(std::move(handler), [&](auto& out, Handler<void> done) {
+    ReserveBatch(activity_id, requests, out, std::move(done));
+  });
+}
+
+void SeckillScripts::ReserveBatch(std::string_view activity_id,
+                                  std::span<const ReserveRequest> requests,
+                                  std::vector<Result<Reservation>>& out, Handler<void> handler) {
+  Batch<ReserveRequest, Reservation>(
+      requests, out,
+      [activity_id](const ReserveRequest& request) { return CheckReserve(activity_id, request); },
+      [&](Handler<void> done) { SendReserve(activity_id, requests, out, std::move(done)); },
+      std::move(handler));
+}
+
+void SeckillScripts::SendDraw(std::string_view activity_id, std::span<const DrawRequest> requests,
+                              std::vector<Result<DrawResult>>& out, Handler<void> handler) {
+  const DrawCall draw(
+      KeysOf(activity_id), draw_, requests, [&out](size_t i) { return out[i].ok(); }, scratch_);
+  const Replies::Draw& f = replies_->draw;
+  SendRows(
+      draw.call, out, f.code,
+      [&f](const ScriptReply& reply, size_t row, DrawResult& d) {
+        d.replayed = reply.Int(f.replayed, row) == 1;
+        d.remaining = reply.Int(f.remaining, row);
+        d.draws = reply.Int(f.draws, row);
+        d.order_id = reply.Str(f.order_id, row);
+        d.prize_id = reply.Str(f.prize_id, row);
+      },
+      std::move(handler));
 }
 
 void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request,
                           Handler<DrawResult> handler) {
-  if (auto valid = CheckDraw(activity_id, request); !valid) {
-    return Reject(runner_, std::move(handler), std::move(valid).error());
-  }
-  const DrawRequest* one[] = {&request};
-  SendDraw(activity_id, one, First(std::move(handler)));
+  DrawBatch(activity_id, std::span<const DrawRequest>(&request, 1), First(std::move(handler)));
 }
 
 void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
                                Handler<std::vector<Result<DrawResult>>> handler) {
+  IntoOwnVector<DrawResult>(std::move(handler), [&](auto& out, Handler<void> done) {
+    DrawBatch(activity_id, requests, out, std::move(done));
+  });
+}
+
+void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                               std::vector<Result<DrawResult>>& out, Handler<void> handler) {
   Batch<DrawRequest, DrawResult>(
-      runner_, requests,
+      requests, out,
       [activity_id](const DrawRequest& request) { return CheckDraw(activity_id, request); },
-      [this, activity_id](std::span<const DrawRequest* const> sent,
-                          Handler<std::vector<DrawResult>> done) {
-        SendDraw(activity_id, sent, std::move(done));
-      },
+      [&](Handler<void> done) { SendDraw(activity_id, requests, out, std::move(done)); },
       std::move(handler));
 }
 

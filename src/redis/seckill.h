@@ -79,6 +79,8 @@ class SeckillKeys {
   std::string Ticket(std::string_view ticket_id) const { return Idempotency(ticket_id); }
   std::string PendingTickets(std::string_view user_token) const;
   std::string Idempotency(std::string_view token) const;
+  // Idempotency(token) written into `out` (its capacity reused).
+  void AssignIdempotency(std::string& out, std::string_view token) const;
   std::string RateLimit(std::string_view kind, std::string_view token) const;
 
  private:
@@ -219,6 +221,16 @@ class SeckillScripts {
   // counted reservation.
   void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
                     Handler<std::vector<base::Result<Reservation>>> handler);
+  // The same into `out`, for a caller that keeps one vector per queue (service/coalescer.h):
+  // `out` is cleared and refilled, its capacity reused, and must stay alive until `handler` is
+  // called. An ok status means `out` holds one result per request, in order (a request refused
+  // before Redis: its error in its slot); an error is the whole call's. The handler is invoked
+  // directly on the connection's thread when the reply is read (posted there if nothing was
+  // sent), not dispatched to an executor of its own. The call's arguments are built in strings
+  // this object keeps, so in steady state the binding allocates nothing but the reply's own
+  // strings (the order id of each result, its items).
+  void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
+                    std::vector<base::Result<Reservation>>& out, Handler<void> handler);
   // A lottery draw (the activity must be a lottery; a sale answers kUnknownActivity).
   void Draw(std::string_view activity_id, const DrawRequest& request, Handler<DrawResult> handler);
   // Several draws of one lottery decided in order, as ReserveBatch (each exactly as a single Draw
@@ -226,6 +238,9 @@ class SeckillScripts {
   // any request refuses the whole call (FENCED), before anything is written.
   void DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
                  Handler<std::vector<base::Result<DrawResult>>> handler);
+  // The same into `out`, as the ReserveBatch above.
+  void DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                 std::vector<base::Result<DrawResult>>& out, Handler<void> handler);
   // The EVALSHA arguments Reserve would send ("EVALSHA", sha, numkeys, keys..., args...), for
   // tools that send the call themselves (redis-benchmark in bench/); the same checks first.
   base::Result<std::vector<std::string>> ReserveArgv(std::string_view activity_id,
@@ -303,15 +318,49 @@ class SeckillScripts {
     });
   }
 
+  // Strings reused call after call (the arguments of the call being built): Next() hands the
+  // next one, emptied, its capacity kept. Used only while a call is built, before it is sent
+  // (seckill.cc builds the reserve and draw calls in them).
+  class StringSlots {
+   public:
+    std::string& Next();
+    void Add(std::string_view value) { Next().assign(value); }
+    void AddInt(int64_t value);
+    std::span<const std::string> view() const { return {strings_.data(), used_}; }
+    size_t size() const { return used_; }
+    void Reset() { used_ = 0; }
+
+   private:
+    std::vector<std::string> strings_;
+    size_t used_ = 0;
+  };
+  struct CallScratch {
+    StringSlots idem_keys;
+    StringSlots args;
+  };
+
   const std::string& key_namespace() const { return namespace_; }
 
  private:
-  // One reserve script call deciding `requests` (checked already) in order.
-  void SendReserve(std::string_view activity_id, std::span<const ReserveRequest* const> requests,
-                   Handler<std::vector<Reservation>> handler);
-  // One draw script call deciding `requests` (checked already) in order.
-  void SendDraw(std::string_view activity_id, std::span<const DrawRequest* const> requests,
-                Handler<std::vector<DrawResult>> handler);
+  CallScratch scratch_;
+
+  // Checks each request, puts its error or a placeholder in its slot of `out`, then sends the
+  // ones that passed as one script call with `send`, or posts `handler` if none did.
+  template <typename Request, typename T, typename Check, typename Send>
+  void Batch(std::span<const Request> requests, std::vector<base::Result<T>>& out, Check check,
+             Send send, Handler<void> handler);
+  // One script call (built in `call`) deciding the requests of the ok slots of `out`, one reply
+  // row each, in order: `fill(reply, row, result)` reads a row into its slot; the outcome code
+  // (field `code`) is read here.
+  template <typename T, typename Field, typename Fill>
+  void SendRows(const ScriptCall& call, std::vector<base::Result<T>>& out, const Field& code,
+                Fill fill, Handler<void> handler);
+  // One reserve script call deciding the requests of the ok slots of `out` in order.
+  void SendReserve(std::string_view activity_id, std::span<const ReserveRequest> requests,
+                   std::vector<base::Result<Reservation>>& out, Handler<void> handler);
+  // One draw script call deciding the requests of the ok slots of `out` in order.
+  void SendDraw(std::string_view activity_id, std::span<const DrawRequest> requests,
+                std::vector<base::Result<DrawResult>>& out, Handler<void> handler);
   // The keys of an activity, built once per activity and kept (the hot path names them on every
   // call; at most kKeptKeys activities, then the cache starts over).
   const SeckillKeys& KeysOf(std::string_view activity_id);

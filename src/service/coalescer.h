@@ -16,11 +16,28 @@
 // behind and its own, and each is one call with the Redis client's command timeout.
 //
 // What a batch means is the sender's business (service/script_batches.h: one script call that
-// decides the requests in order). The sender must call `done` exactly once, with one reply per
-// request in order, or one error for the whole batch.
+// decides the requests in order). The sender gets a Done and must call it exactly once: with an
+// ok status after filling `Done::replies()` with one reply per request, in order, or with one
+// error for the whole batch.
+//
+// One queue hop per request: a call's completion is posted to the executor once (never handled
+// inside the sender's call, so a sender that completes at once does not re-enter the lane being
+// sent); from there the lane's next batch is sent first, then the waiters of the completed batch
+// are resumed directly, in slot order (their handlers are invoked inline; a waiter with an
+// executor of its own is responsible for getting there). A waiter that submits again while
+// resumed queues behind the batch just sent (or, if nothing was queued, is sent at once as the
+// lane's next call), exactly as any other request arriving while a call is in flight. Each
+// waiter's handler is moved out of the lane and destroyed before the next one runs, so a waiter
+// that owns the last reference to something releases it at once.
+//
+// Storage: per key, a lane with a queue and two batch slots (the call in flight and the one whose
+// waiters are being resumed), whose vectors keep their capacity; the Done handed to the sender
+// refers to its slot and carries Asio's recycling allocator, so in steady state a request costs
+// no heap allocation here (the type-erased handler of each waiter, and of a Done the sender wraps
+// in one, come from Asio's per-thread recycling cache).
 //
 // Threading: one Coalescer per I/O thread (ServiceContext); every member function must be called
-// on its executor. Not thread-safe, by design.
+// on its executor, and the sender must call Done on it too. Not thread-safe, by design.
 //
 // Lifetime: as with any Asio operation, what a Request refers to (string views) must stay alive
 // until the operation completes; a coroutine that co_awaits the reply keeps it so. Cancellation
@@ -28,17 +45,18 @@
 // bounded wait; the request may already be in Redis). Destroying the Coalescer destroys the
 // waiters still queued (their coroutines are destroyed, never resumed: what happens to any
 // pending Asio operation when its io_context goes) and sends nothing more; a batch in flight
-// completes its waiters when its reply comes.
+// completes its waiters when its reply comes (its lane is kept alive by the call's Done).
 
+#include <algorithm>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/append.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/recycling_allocator.hpp>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <string>
@@ -63,9 +81,50 @@ inline constexpr size_t kDefaultMaxBatch = 64;
 
 template <typename Request, typename Reply>
 class Coalescer {
+ private:
+  struct State;
+  struct Lane;
+
  public:
   using Replies = std::vector<base::Result<Reply>>;
-  using Done = boost::asio::any_completion_handler<void(base::Result<Replies>)>;
+
+  // The completion of one call, handed to the sender. Call it exactly once, on the coalescer's
+  // executor: with an ok Status once replies() holds one reply per request (in order), or with
+  // the error of the whole call. The Result<Replies> form moves a vector in first (for senders
+  // that build their own). Movable only; destroying it uncalled leaves the lane stuck in flight,
+  // so a sender never drops it.
+  class Done {
+   public:
+    using allocator_type = boost::asio::recycling_allocator<void>;
+    allocator_type get_allocator() const { return {}; }
+
+    Done(Done&&) noexcept = default;
+    Done& operator=(Done&&) noexcept = default;
+    Done(const Done&) = delete;
+    Done& operator=(const Done&) = delete;
+
+    // Where the replies go: empty, with the capacity of earlier batches of the lane.
+    Replies& replies() const { return lane_->slots[slot_].replies; }
+
+    void operator()(base::Status status) && {
+      std::shared_ptr<State> state = std::move(state_);
+      boost::asio::post(state->executor, Completion{state, lane_, slot_, std::move(status)});
+    }
+    void operator()(base::Result<Replies> replies) && {
+      if (!replies.ok()) return std::move(*this)(base::Status(std::move(replies).error()));
+      this->replies() = std::move(*replies);
+      std::move (*this)(base::Status());
+    }
+
+   private:
+    friend class Coalescer;
+    Done(std::shared_ptr<State> state, Lane* lane, int slot)
+        : state_(std::move(state)), lane_(lane), slot_(slot) {}
+    std::shared_ptr<State> state_;
+    Lane* lane_;
+    int slot_;
+  };
+
   // Sends `requests` (all of `key`, in arrival order) as one call; calls `done` once.
   using Sender =
       std::function<void(std::string_view key, std::span<const Request> requests, Done done)>;
@@ -76,9 +135,14 @@ class Coalescer {
                                        max_batch == 0 ? 1 : max_batch)) {}
   ~Coalescer() {
     state_->closed = true;
-    // Destroyed outside the map: a waiter's destruction must not find the map half-cleared.
-    Lanes lanes = std::move(state_->lanes);
-    state_->lanes.clear();
+    // The queued waiters are destroyed outside the lanes: a waiter's destruction must not find a
+    // queue half-cleared. The lanes themselves stay with the state while a call is in flight.
+    std::vector<Waiter> queued;
+    for (auto& [key, lane] : state_->lanes) {
+      std::move(lane.waiters.begin(), lane.waiters.end(), std::back_inserter(queued));
+      lane.waiters.clear();
+      lane.requests.clear();
+    }
   }
   Coalescer(const Coalescer&) = delete;
   Coalescer& operator=(const Coalescer&) = delete;
@@ -88,7 +152,7 @@ class Coalescer {
   auto AsyncSubmit(std::string_view key, const Request& request, Token&& token) {
     return boost::asio::async_initiate<Token, void(base::Result<Reply>)>(
         [state = state_](auto handler, std::string_view key, const Request& request) {
-          Submit(state, key, request, Waiter(std::move(handler)));
+          Submit(*state, key, request, Waiter(Handler(std::move(handler))));
         },
         token, key, request);
   }
@@ -97,13 +161,40 @@ class Coalescer {
   size_t max_batch() const { return state_->max_batch; }
 
  private:
-  using Waiter = boost::asio::any_completion_handler<void(base::Result<Reply>)>;
+  using Handler = boost::asio::any_completion_handler<void(base::Result<Reply>)>;
+  // A waiter's handler, move-assignable: Boost 1.81's any_completion_handler move assignment
+  // copies its argument as an lvalue, i.e. wraps the handler in another one, endlessly. The
+  // vectors of waiters move-assign when they erase the front of the queue.
+  struct Waiter {
+    explicit Waiter(Handler h) noexcept : handler(std::move(h)) {}
+    Waiter(Waiter&& other) noexcept : handler(std::move(other.handler)) {}
+    Waiter& operator=(Waiter&& other) noexcept {
+      Handler taken(std::move(other.handler));
+      handler.swap(taken);
+      return *this;
+    }
+    Handler handler;
+  };
 
-  // One key's queue: the requests waiting for the call in flight to complete.
+  // A call's requests (alive until it completes: the sender may refer to them), its waiters and
+  // the replies the sender fills. Cleared after use; the vectors keep their capacity.
+  struct Slot {
+    std::vector<Request> requests;
+    std::vector<Waiter> waiters;
+    Replies replies;
+  };
+  static constexpr int kNoSlot = -1;
+
+  // One key's queue and its two batch slots: at most one call in flight, and at most one
+  // completed batch whose waiters are being resumed.
   struct Lane {
-    bool in_flight = false;
-    std::deque<Request> requests;
-    std::deque<Waiter> waiters;
+    std::string_view key;  // the lanes' map key (a node's, stable)
+    std::vector<Request> requests;
+    std::vector<Waiter> waiters;
+    Slot slots[2];
+    int in_flight = kNoSlot;
+    int resuming = kNoSlot;
+    bool idle() const { return in_flight == kNoSlot && resuming == kNoSlot && waiters.empty(); }
   };
   struct StringHash {
     using is_transparent = void;
@@ -111,15 +202,8 @@ class Coalescer {
   };
   using Lanes = std::unordered_map<std::string, Lane, StringHash, std::equal_to<>>;
 
-  // A call in flight: its requests stay alive (the sender may refer to them) until it completes.
-  struct Batch {
-    std::string key;
-    std::vector<Request> requests;
-    std::vector<Waiter> waiters;
-  };
-
   // Shared with the calls in flight, which may complete after the Coalescer is gone.
-  struct State {
+  struct State : std::enable_shared_from_this<State> {
     State(boost::asio::any_io_executor executor, Sender sender, size_t max_batch)
         : executor(std::move(executor)), sender(std::move(sender)), max_batch(max_batch) {}
     boost::asio::any_io_executor executor;
@@ -130,77 +214,82 @@ class Coalescer {
     bool closed = false;
   };
 
+  // The posted completion of a call (Done's one queue hop).
+  struct Completion {
+    std::shared_ptr<State> state;
+    Lane* lane;
+    int slot;
+    base::Status status;
+    void operator()() { Complete(state, *lane, slot, std::move(status)); }
+  };
+
   // Lanes of idle keys are kept (one per activity, reused); beyond this many, an idle lane is
   // dropped when its call completes.
   static constexpr size_t kKeptLanes = 256;
 
-  static void Submit(const std::shared_ptr<State>& state, std::string_view key,
-                     const Request& request, Waiter waiter) {
-    if (state->closed) return;  // the waiter is destroyed with its handler
-    auto it = state->lanes.find(key);
-    if (it == state->lanes.end()) it = state->lanes.try_emplace(std::string(key)).first;
+  static void Submit(State& state, std::string_view key, const Request& request, Waiter waiter) {
+    if (state.closed) return;  // the waiter is destroyed with its handler
+    auto it = state.lanes.find(key);
+    if (it == state.lanes.end()) {
+      it = state.lanes.try_emplace(std::string(key)).first;
+      it->second.key = it->first;
+    }
     Lane& lane = it->second;
     lane.requests.push_back(request);
     lane.waiters.push_back(std::move(waiter));
-    if (!lane.in_flight) SendNext(state, it->first, lane);
+    if (lane.in_flight == kNoSlot) SendNext(state, lane);
   }
 
-  // Sends up to max_batch of the lane's queued requests as one call.
-  static void SendNext(const std::shared_ptr<State>& state, const std::string& key, Lane& lane) {
-    const size_t count = std::min(lane.requests.size(), state->max_batch);
-    auto batch = std::make_shared<Batch>();
-    batch->key = key;
-    batch->requests.reserve(count);
-    batch->waiters.reserve(count);
-    for (size_t i = 0; i < count; ++i) {
-      batch->requests.push_back(std::move(lane.requests.front()));
-      lane.requests.pop_front();
-      batch->waiters.push_back(std::move(lane.waiters.front()));
-      lane.waiters.pop_front();
-    }
-    lane.in_flight = true;
-    CoalescerStats& stats = state->stats;
+  // Sends up to max_batch of the lane's queued requests as one call, from the free slot.
+  static void SendNext(State& state, Lane& lane) {
+    const int index = lane.resuming == 0 ? 1 : 0;
+    Slot& slot = lane.slots[index];
+    const size_t count = std::min(lane.requests.size(), state.max_batch);
+    const auto requests_end = lane.requests.begin() + static_cast<std::ptrdiff_t>(count);
+    const auto waiters_end = lane.waiters.begin() + static_cast<std::ptrdiff_t>(count);
+    std::move(lane.requests.begin(), requests_end, std::back_inserter(slot.requests));
+    std::move(lane.waiters.begin(), waiters_end, std::back_inserter(slot.waiters));
+    lane.requests.erase(lane.requests.begin(), requests_end);
+    lane.waiters.erase(lane.waiters.begin(), waiters_end);
+    slot.replies.clear();
+    lane.in_flight = index;
+    CoalescerStats& stats = state.stats;
     ++stats.calls;
     stats.requests += static_cast<int64_t>(count);
     if (count > 1) ++stats.batched_calls;
     stats.largest_batch = std::max(stats.largest_batch, static_cast<int64_t>(count));
-    // The completion is always handled from the executor's queue, never inside the sender's
-    // call: a sender that completes at once does not re-enter the lane being sent.
-    Done done([state, batch](base::Result<Replies> replies) mutable {
-      boost::asio::post(state->executor, [state = std::move(state), batch = std::move(batch),
-                                          replies = std::move(replies)]() mutable {
-        Complete(state, std::move(*batch), std::move(replies));
-      });
-    });
-    const std::span<const Request> requests(batch->requests);
-    state->sender(batch->key, requests, std::move(done));
+    // The Done keeps the state (and with it this lane) alive until the call completes.
+    state.sender(lane.key, std::span<const Request>(slot.requests),
+                 Done(state.shared_from_this(), &lane, index));
   }
 
-  // Routes each reply to its waiter (or the whole-call error to all), then sends what queued up.
-  static void Complete(const std::shared_ptr<State>& state, Batch batch,
-                       base::Result<Replies> replies) {
-    const size_t count = batch.waiters.size();
-    if (replies.ok() && replies->size() != count) {
-      replies = base::MakeError(base::ErrorCode::kInternal, "a batch of {} requests got {} replies",
-                                count, replies->size());
+  // Sends what queued up first, then routes each reply to its waiter (or the whole-call error to
+  // all), resuming them one by one.
+  static void Complete(const std::shared_ptr<State>& state, Lane& lane, int index,
+                       base::Status status) {
+    Slot& slot = lane.slots[index];
+    lane.in_flight = kNoSlot;
+    lane.resuming = index;
+    if (!state->closed && !lane.requests.empty()) SendNext(*state, lane);
+    const size_t count = slot.waiters.size();
+    if (status.ok() && slot.replies.size() != count) {
+      status = base::MakeError(base::ErrorCode::kInternal, "a batch of {} requests got {} replies",
+                               count, slot.replies.size());
     }
     for (size_t i = 0; i < count; ++i) {
-      base::Result<Reply> reply =
-          replies.ok() ? std::move((*replies)[i]) : base::Result<Reply>(replies.error());
-      // Posted (then run on the waiter's own executor, if it has one): a waiter resumed here
-      // could submit again while this loop runs.
-      boost::asio::post(state->executor,
-                        boost::asio::append(std::move(batch.waiters[i]), std::move(reply)));
+      Handler waiter = std::move(slot.waiters[i].handler);
+      if (status.ok()) {
+        std::move(waiter)(std::move(slot.replies[i]));
+      } else {
+        std::move(waiter)(base::Result<Reply>(status.error()));
+      }
     }
-    if (state->closed) return;
-    auto it = state->lanes.find(batch.key);
-    if (it == state->lanes.end()) return;
-    Lane& lane = it->second;
-    lane.in_flight = false;
-    if (!lane.requests.empty()) {
-      SendNext(state, it->first, lane);
-    } else if (state->lanes.size() > kKeptLanes) {
-      state->lanes.erase(it);
+    slot.waiters.clear();
+    slot.requests.clear();
+    slot.replies.clear();
+    lane.resuming = kNoSlot;
+    if (!state->closed && lane.idle() && state->lanes.size() > kKeptLanes) {
+      state->lanes.erase(state->lanes.find(lane.key));
     }
   }
 

@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -227,6 +228,156 @@ TEST_F(CoalescerTest, KeysDoNotWaitForEachOther) {
   ASSERT_EQ(calls_.size(), 3u);
   EXPECT_EQ(calls_[2].key, "spring");
   EXPECT_EQ(calls_[2].Numbers(), std::vector<int>{3});
+}
+
+TEST_F(CoalescerTest, ABatchCompletesInOneQueueHop) {
+  TestCoalescer coalescer = Make();
+  Submit(coalescer, "sale", 1);
+  for (int number : {2, 3, 4}) Submit(coalescer, "sale", number);
+  calls_[0].Answer();
+  Run();
+  ASSERT_EQ(calls_.size(), 2u);
+  calls_[1].Answer();
+  // One handler ran: the posted completion, which resumed every waiter of the batch itself.
+  io_.restart();
+  EXPECT_EQ(io_.poll_one(), 1u);
+  EXPECT_EQ(order_, (std::vector<int>{1, 2, 3, 4})) << "replies in slot order";
+  EXPECT_EQ(io_.poll(), 0u) << "no reply was posted again";
+}
+
+TEST_F(CoalescerTest, TheNextBatchIsSentBeforeTheWaitersRun) {
+  TestCoalescer coalescer = Make();
+  std::vector<size_t> calls_seen;  // calls made when each waiter of the first batch ran
+  coalescer.AsyncSubmit("sale", Ask{"u1", 1},
+                        [&](Result<int>) { calls_seen.push_back(calls_.size()); });
+  Submit(coalescer, "sale", 2);
+  Submit(coalescer, "sale", 3);
+  calls_[0].Answer();
+  Run();
+  ASSERT_EQ(calls_seen.size(), 1u);
+  EXPECT_EQ(calls_seen[0], 2u) << "the batch {2, 3} was sent before the waiter of 1 resumed";
+  EXPECT_EQ(calls_[1].Numbers(), (std::vector<int>{2, 3}));
+}
+
+TEST_F(CoalescerTest, AWaiterThatSubmitsAgainQueuesBehindTheBatchInFlight) {
+  TestCoalescer coalescer = Make();
+  // 1's waiter submits 10 when resumed; 2 and 3 were queued, so {2, 3} is already in flight.
+  coalescer.AsyncSubmit("sale", Ask{"u1", 1}, [&](Result<int> reply) {
+    order_.push_back(1);
+    replies_.insert_or_assign(1, std::move(reply));
+    Submit(coalescer, "sale", 10);
+  });
+  Submit(coalescer, "sale", 2);
+  Submit(coalescer, "sale", 3);
+  calls_[0].Answer();
+  Run();
+  ASSERT_EQ(calls_.size(), 2u) << "10 waits for the batch in flight";
+  EXPECT_EQ(calls_[1].Numbers(), (std::vector<int>{2, 3}));
+  calls_[1].Answer();
+  Run();
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2].Numbers(), std::vector<int>{10});
+  calls_[2].Answer();
+  Run();
+  EXPECT_EQ(order_, (std::vector<int>{1, 2, 3, 10}));
+  EXPECT_EQ(*replies_.at(10), 100);
+}
+
+TEST_F(CoalescerTest, AWaiterThatSubmitsAgainOnAnIdleLaneIsSentAtOnce) {
+  TestCoalescer coalescer = Make();
+  // A lone request whose waiter submits twice when resumed: nothing was queued, so the lane is
+  // idle and 11 goes at once; 12 queues behind it.
+  coalescer.AsyncSubmit("sale", Ask{"u1", 1}, [&](Result<int> reply) {
+    order_.push_back(1);
+    replies_.insert_or_assign(1, std::move(reply));
+    Submit(coalescer, "sale", 11);
+    Submit(coalescer, "sale", 12);
+  });
+  calls_[0].Answer();
+  Run();
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(calls_[1].Numbers(), std::vector<int>{11});
+  calls_[1].Answer();
+  Run();
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2].Numbers(), std::vector<int>{12});
+  calls_[2].Answer();
+  Run();
+  EXPECT_EQ(order_, (std::vector<int>{1, 11, 12}));
+  for (int number : {11, 12}) EXPECT_EQ(*replies_.at(number), number * 10);
+}
+
+TEST_F(CoalescerTest, EachWaitersHandlerIsReleasedBeforeTheNextRuns) {
+  TestCoalescer coalescer = Make();
+  std::vector<std::string> log;
+  struct Owned {
+    std::vector<std::string>* log;
+    int number;
+    ~Owned() { log->push_back("released " + std::to_string(number)); }
+  };
+  Submit(coalescer, "sale", 0);
+  for (int number : {1, 2}) {
+    auto owned = std::make_shared<Owned>(Owned{&log, number});
+    coalescer.AsyncSubmit("sale", Ask{"u", number}, [&log, owned = std::move(owned)](Result<int>) {
+      log.push_back("reply " + std::to_string(owned->number));
+    });
+  }
+  calls_[0].Answer();
+  Run();
+  log.clear();  // the temporaries' destructors above logged too
+  calls_[1].Answer();
+  Run();
+  EXPECT_EQ(log, (std::vector<std::string>{"reply 1", "released 1", "reply 2", "released 2"}));
+}
+
+TEST_F(CoalescerTest, AWaiterMayDestroyTheCoalescer) {
+  std::optional<TestCoalescer> coalescer;
+  coalescer.emplace(io_.get_executor(), Recorder());
+  Submit(*coalescer, "sale", 0);
+  coalescer->AsyncSubmit("sale", Ask{"u1", 1}, [&](Result<int> reply) {
+    order_.push_back(1);
+    replies_.insert_or_assign(1, std::move(reply));
+    coalescer.reset();  // its last owner goes while its batch is being resumed
+  });
+  Submit(*coalescer, "sale", 2);
+  calls_[0].Answer();
+  Run();
+  ASSERT_EQ(calls_.size(), 2u);
+  Submit(*coalescer, "sale", 3);  // queued behind {1, 2}
+  Submit(*coalescer, "sale", 4);
+  calls_[1].Answer();
+  Run();
+  EXPECT_FALSE(coalescer.has_value());
+  EXPECT_EQ(order_, (std::vector<int>{0, 1, 2})) << "2 shares 1's batch: still answered";
+  EXPECT_EQ(*replies_.at(2), 20);
+  // {3, 4} was sent before 1's waiter ran: in flight, it completes its waiters all the same.
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2].Numbers(), (std::vector<int>{3, 4}));
+  calls_[2].Answer();
+  Run();
+  EXPECT_EQ(order_, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(calls_.size(), 3u);
+}
+
+TEST_F(CoalescerTest, AWaiterThatDestroysTheCoalescerDestroysTheQueuedWaiters) {
+  std::optional<TestCoalescer> coalescer;
+  coalescer.emplace(io_.get_executor(), Recorder(), 1);
+  coalescer->AsyncSubmit("sale", Ask{"u1", 1}, [&](Result<int> reply) {
+    order_.push_back(1);
+    replies_.insert_or_assign(1, std::move(reply));
+    coalescer.reset();
+  });
+  Submit(*coalescer, "sale", 2);  // max_batch 1: 2 goes next, 3 stays queued
+  Submit(*coalescer, "sale", 3);
+  calls_[0].Answer();
+  Run();
+  EXPECT_FALSE(coalescer.has_value());
+  ASSERT_EQ(calls_.size(), 2u) << "{2} was sent before 1's waiter ran, {3} never";
+  calls_[1].Answer();
+  Run();
+  EXPECT_EQ(order_, (std::vector<int>{1, 2}));
+  EXPECT_EQ(replies_.count(3), 0u) << "queued when the coalescer went: destroyed, not answered";
+  EXPECT_EQ(calls_.size(), 2u);
 }
 
 TEST_F(CoalescerTest, ASenderThatCompletesAtOnceDoesNotReenter) {

@@ -7,12 +7,14 @@ namespace flashsale::service {
 void SendReserveBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
                       std::span<const redis::ReserveRequest> requests,
                       ReserveCoalescer::Done done) {
-  seckill.ReserveBatch(activity_id, requests, std::move(done));
+  auto& replies = done.replies();
+  seckill.ReserveBatch(activity_id, requests, replies, redis::Handler<void>(std::move(done)));
 }
 
 void SendDrawBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
                    std::span<const redis::DrawRequest> requests, DrawCoalescer::Done done) {
-  seckill.DrawBatch(activity_id, requests, std::move(done));
+  auto& replies = done.replies();
+  seckill.DrawBatch(activity_id, requests, replies, redis::Handler<void>(std::move(done)));
 }
 
 }  // namespace flashsale::service

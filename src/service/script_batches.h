@@ -4,7 +4,9 @@
 //
 // A batch is decided in arrival order, each request exactly as a call of its own would decide it:
 // the reserve and draw scripts take a batch of requests and decide them in one call
-// (redis::SeckillScripts::ReserveBatch, DrawBatch; a single request is a batch of one).
+// (redis::SeckillScripts::ReserveBatch, DrawBatch; a single request is a batch of one). The
+// replies go straight into the coalescer's slot (Done::replies(), its capacity reused), and the
+// Done is invoked on the connection's thread when the reply is read.
 
 #include <span>
 #include <string_view>
