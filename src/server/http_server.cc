@@ -166,7 +166,7 @@ class HttpServer::Worker {
         random_(deps.random()),
         service_(*deps.service_settings, runner_, *deps.store, deps.db_executor, *deps.registry,
                  *deps.clock, *random_),
-        metrics_(deps.metrics->AddShard(&redis_->stats())),
+        metrics_(deps.metrics->AddShard(&redis_->stats(), &service_.reserves(), &service_.draws())),
         services_{
             service_,  metrics_, *deps.metrics, deps_.identity, [this] { return CheckReady(); },
             &draining_},

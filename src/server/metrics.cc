@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace flashsale::server {
 
 namespace {
@@ -27,10 +29,14 @@ void MetricsShard::LocalRefusal(service::LocalReason reason) {
   local_refusals_[static_cast<size_t>(reason)].Add();
 }
 
-MetricsShard& Metrics::AddShard(const redis::ConnectionStats* redis) {
+MetricsShard& Metrics::AddShard(const redis::ConnectionStats* redis,
+                                const service::ReserveCoalescer* reserves,
+                                const service::DrawCoalescer* draws) {
   std::lock_guard lock(mutex_);
   MetricsShard& shard = shards_.emplace_back();
   shard.redis_ = redis;
+  shard.reserves_ = reserves;
+  shard.draws_ = draws;
   return shard;
 }
 
@@ -112,6 +118,36 @@ std::string Metrics::RenderPrometheus() const {
       commands, unavailable, unknown, remote, timeouts, reconnects);
   base::AppendPrometheusHistogram(out, "flashsale_redis_command_duration_seconds", "",
                                   redis_latency);
+
+  // Script calls and the requests they carried, by kind: requests / calls is the mean batch the
+  // coalescers formed (service/coalescer.h).
+  service::CoalescerStats reserve_calls, draw_calls;
+  const auto add = [](service::CoalescerStats& sum, const service::CoalescerStats& one) {
+    sum.calls += one.calls;
+    sum.requests += one.requests;
+    sum.largest_batch = std::max(sum.largest_batch, one.largest_batch);
+  };
+  for (const auto& shard : shards_) {
+    if (shard.reserves_ != nullptr) add(reserve_calls, shard.reserves_->stats());
+    if (shard.draws_ != nullptr) add(draw_calls, shard.draws_->stats());
+  }
+  out += fmt::format(
+      "# HELP flashsale_script_calls_total Reserve and draw script calls sent to Redis, each "
+      "deciding a batch of one or more requests of one activity.\n"
+      "# TYPE flashsale_script_calls_total counter\n"
+      "flashsale_script_calls_total{{kind=\"reserve\"}} {}\n"
+      "flashsale_script_calls_total{{kind=\"draw\"}} {}\n"
+      "# HELP flashsale_script_requests_total Requests decided by those calls (divided by the "
+      "calls: the mean batch).\n"
+      "# TYPE flashsale_script_requests_total counter\n"
+      "flashsale_script_requests_total{{kind=\"reserve\"}} {}\n"
+      "flashsale_script_requests_total{{kind=\"draw\"}} {}\n"
+      "# HELP flashsale_script_largest_batch Most requests one call has carried since the start.\n"
+      "# TYPE flashsale_script_largest_batch gauge\n"
+      "flashsale_script_largest_batch{{kind=\"reserve\"}} {}\n"
+      "flashsale_script_largest_batch{{kind=\"draw\"}} {}\n",
+      reserve_calls.calls, draw_calls.calls, reserve_calls.requests, draw_calls.requests,
+      reserve_calls.largest_batch, draw_calls.largest_batch);
   for (const auto& source : sources_) source(out);
   return out;
 }

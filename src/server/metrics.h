@@ -13,6 +13,7 @@
 #include "redis/connection.h"
 #include "server/reply.h"
 #include "service/purchase.h"
+#include "service/script_batches.h"
 
 namespace flashsale::server {
 
@@ -46,12 +47,17 @@ class MetricsShard {
   std::array<base::LatencyHistogram, kRoutes> latency_;
   std::array<base::Counter, 6> local_refusals_;  // by service::LocalReason
   const redis::ConnectionStats* redis_ = nullptr;
+  const service::ReserveCoalescer* reserves_ = nullptr;
+  const service::DrawCoalescer* draws_ = nullptr;
 };
 
 class Metrics {
  public:
-  // A shard for one I/O thread; `redis` is that thread's connection's stats (may be null).
-  MetricsShard& AddShard(const redis::ConnectionStats* redis);
+  // A shard for one I/O thread; `redis` is that thread's connection's stats, `reserves` and
+  // `draws` its coalescers (each may be null).
+  MetricsShard& AddShard(const redis::ConnectionStats* redis,
+                         const service::ReserveCoalescer* reserves = nullptr,
+                         const service::DrawCoalescer* draws = nullptr);
   // Extra lines appended by other parts (e.g. the order pipeline's lag), called at scrape time.
   void AddSource(std::function<void(std::string&)> source);
   std::string RenderPrometheus() const;

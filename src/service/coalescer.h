@@ -37,7 +37,8 @@
 // in one, come from Asio's per-thread recycling cache).
 //
 // Threading: one Coalescer per I/O thread (ServiceContext); every member function must be called
-// on its executor, and the sender must call Done on it too. Not thread-safe, by design.
+// on its executor, and the sender must call Done on it too. Not thread-safe, by design; only
+// stats() may be read from another thread.
 //
 // Lifetime: as with any Asio operation, what a Request refers to (string views) must stay alive
 // until the operation completes; a coroutine that co_awaits the reply keeps it so. Cancellation
@@ -48,6 +49,7 @@
 // completes its waiters when its reply comes (its lane is kept alive by the call's Done).
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -75,6 +77,36 @@ struct CoalescerStats {
   int64_t requests = 0;       // requests sent in them
   int64_t batched_calls = 0;  // calls that carried more than one request
   int64_t largest_batch = 0;  // most requests in one call
+};
+
+// The counters behind CoalescerStats: written by the Coalescer's thread only, read by any
+// (a /metrics scrape runs on whichever I/O thread took it). Relaxed loads and stores: one writer,
+// no read-modify-write, so the hot path pays plain moves.
+class CoalescerCounters {
+ public:
+  void Count(int64_t batch) {
+    Bump(calls_, 1);
+    Bump(requests_, batch);
+    if (batch > 1) Bump(batched_calls_, 1);
+    if (batch > largest_batch_.load(std::memory_order_relaxed)) {
+      largest_batch_.store(batch, std::memory_order_relaxed);
+    }
+  }
+  CoalescerStats Read() const {
+    return {.calls = calls_.load(std::memory_order_relaxed),
+            .requests = requests_.load(std::memory_order_relaxed),
+            .batched_calls = batched_calls_.load(std::memory_order_relaxed),
+            .largest_batch = largest_batch_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  static void Bump(std::atomic<int64_t>& counter, int64_t by) {
+    counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+  std::atomic<int64_t> calls_{0};
+  std::atomic<int64_t> requests_{0};
+  std::atomic<int64_t> batched_calls_{0};
+  std::atomic<int64_t> largest_batch_{0};
 };
 
 inline constexpr size_t kDefaultMaxBatch = 64;
@@ -157,7 +189,8 @@ class Coalescer {
         token, key, request);
   }
 
-  const CoalescerStats& stats() const { return state_->stats; }
+  // A snapshot of what this Coalescer has sent; safe to call from any thread.
+  CoalescerStats stats() const { return state_->stats.Read(); }
   size_t max_batch() const { return state_->max_batch; }
 
  private:
@@ -210,7 +243,7 @@ class Coalescer {
     Sender sender;
     size_t max_batch;
     Lanes lanes;
-    CoalescerStats stats;
+    CoalescerCounters stats;
     bool closed = false;
   };
 
@@ -253,11 +286,7 @@ class Coalescer {
     lane.waiters.erase(lane.waiters.begin(), waiters_end);
     slot.replies.clear();
     lane.in_flight = index;
-    CoalescerStats& stats = state.stats;
-    ++stats.calls;
-    stats.requests += static_cast<int64_t>(count);
-    if (count > 1) ++stats.batched_calls;
-    stats.largest_batch = std::max(stats.largest_batch, static_cast<int64_t>(count));
+    state.stats.Count(static_cast<int64_t>(count));
     // The Done keeps the state (and with it this lane) alive until the call completes.
     state.sender(lane.key, std::span<const Request>(slot.requests),
                  Done(state.shared_from_this(), &lane, index));

@@ -56,12 +56,14 @@ class HttpTest : public ::testing::Test {
     headers["X-User-Id"] = user;
     return client.Post("/api/v1/activities/" + activity + "/purchase", body, headers);
   }
-  uint64_t RedisCommands() {
+  // The value of one series (name with its labels), or -1 when /metrics does not have it.
+  int64_t Series(std::string_view series) {
     const std::string text = server_->metrics().RenderPrometheus();
-    const std::string_view key = "\nflashsale_redis_commands_total ";
+    const std::string key = "\n" + std::string(series) + " ";
     const size_t at = text.find(key);
-    return at == std::string::npos ? 0 : std::stoull(text.substr(at + key.size()));
+    return at == std::string::npos ? -1 : std::stoll(text.substr(at + key.size()));
   }
+  int64_t RedisCommands() { return Series("flashsale_redis_commands_total"); }
 
   static RedisServer* redis_;
   std::unique_ptr<ServerFixture> server_;
@@ -154,6 +156,21 @@ TEST_F(HttpTest, EveryOutcomeHasItsCodeAndStatus) {
   expect("later", "u1", 200, 1, "reserved");
 }
 
+TEST_F(HttpTest, ScriptCallsAndTheRequestsTheyCarriedAreCountedByKind) {
+  ASSERT_EQ(Create(R"({"id":"counted","stock":10,"per_user_limit":1})").status, 201);
+  EXPECT_EQ(Series("flashsale_script_calls_total{kind=\"reserve\"}"), 0);
+  HttpClient client = server_->Client();
+  // One client, one request at a time: nothing arrives while a call is in flight, so every
+  // call carries one request.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(Int(Json(Buy(client, "counted", "buyer" + std::to_string(i))), "code"), 1);
+  }
+  EXPECT_EQ(Series("flashsale_script_calls_total{kind=\"reserve\"}"), 5);
+  EXPECT_EQ(Series("flashsale_script_requests_total{kind=\"reserve\"}"), 5);
+  EXPECT_EQ(Series("flashsale_script_largest_batch{kind=\"reserve\"}"), 1);
+  EXPECT_EQ(Series("flashsale_script_calls_total{kind=\"draw\"}"), 0);
+}
+
 TEST_F(HttpTest, RefusalsThatNeedNoRedisCostNoRedisCall) {
   // The registry's own polling (one GET every registry_poll) would be counted too: none here.
   ServerFixtureOptions quiet;
@@ -164,7 +181,7 @@ TEST_F(HttpTest, RefusalsThatNeedNoRedisCostNoRedisCall) {
   ASSERT_EQ(Int(Json(Buy(client, "flash", "first")), "code"), 1);
   // The first sold-out reply comes from Redis and sets this thread's flag...
   for (int i = 0; i < 4; ++i) Buy(client, "flash", "late" + std::to_string(i));
-  const uint64_t before = RedisCommands();
+  const int64_t before = RedisCommands();
   for (int i = 0; i < 50; ++i) {
     auto reply = Buy(client, "flash", "later" + std::to_string(i));
     ASSERT_EQ(Int(Json(reply), "code"), -1);
