@@ -51,6 +51,11 @@ struct ConsumerOptions {
   std::chrono::milliseconds trim_every{5000};  // also refreshes the gauges
   int64_t max_deliveries = 5;
   std::chrono::milliseconds backoff_max{5000};  // database retries
+  // The nice value of the consumer threads and of the pipeline's own database thread (0: the
+  // threads keep the process's priority and the pipeline uses the shared database executor).
+  // Persisting is deferrable (the stream is the outbox): at a lower priority a burst's CPU goes
+  // to answering purchases and the backlog drains when the burst ends (docs/durability.md).
+  int nice = 19;
 };
 
 // Shared by every consumer of a process; read by /metrics.

@@ -1,5 +1,8 @@
 #include "service/pipeline.h"
 
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -11,6 +14,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include "redis/scripts.h"
@@ -59,7 +64,7 @@ class OrderPipeline::Runner {
     return {};
   }
 
-  void Run(bool poll_registry, std::chrono::milliseconds poll_every, bool run_jobs) {
+  void Run(bool poll_registry, std::chrono::milliseconds poll_every, bool run_jobs, int nice) {
     connection_->Start();
     asio::co_spawn(io_, consumer_.Run(&stop_), [this](std::exception_ptr) { done_ = true; });
     asio::co_spawn(io_, RunQueues(), [this](std::exception_ptr) { queue_done_ = true; });
@@ -73,7 +78,10 @@ class OrderPipeline::Runner {
       jobs_done_ = true;
     }
     io_.restart();
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this, nice] {
+      if (nice > 0) LowerThreadPriority(nice);
+      io_.run();
+    });
   }
 
   void Stop() {
@@ -161,11 +169,31 @@ std::string OrderPipeline::DefaultName() {
   return fmt::format("{}-{}", host, ::getpid());
 }
 
+bool OrderPipeline::LowerThreadPriority(int nice) {
+  // setpriority(PRIO_PROCESS, tid) sets one thread's nice value on Linux (NPTL threads are
+  // scheduled each on its own); raising it needs no privilege.
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  if (::setpriority(PRIO_PROCESS, tid, nice) != 0) {
+    spdlog::warn("order pipeline: nice {} for thread {} refused: {}", nice, tid,
+                 std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 base::Status OrderPipeline::Start() {
+  PipelineDeps deps = deps_;
+  if (options_.nice > 0 && consumers_ > 0) {
+    // The consumers' inserts run on a thread of their own at the consumers' priority, so a
+    // burst's CPU goes to the purchases first; the store serializes its callers itself.
+    persist_pool_ = std::make_unique<asio::thread_pool>(1);
+    asio::post(*persist_pool_, [nice = options_.nice] { LowerThreadPriority(nice); });
+    deps.db_executor = persist_pool_->get_executor();
+  }
   for (int i = 0; i < consumers_; ++i) {
     ConsumerOptions options = options_;
     options.name = fmt::format("{}-{}", options_.name, i);
-    runners_.push_back(std::make_unique<Runner>(deps_, std::move(options)));
+    runners_.push_back(std::make_unique<Runner>(deps, std::move(options)));
   }
   if (poll_registry_ && !runners_.empty()) {
     if (auto loaded = runners_[0]->LoadRegistry(); !loaded) {
@@ -174,7 +202,7 @@ base::Status OrderPipeline::Start() {
     }
   }
   for (size_t i = 0; i < runners_.size(); ++i) {
-    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_, i == 0);
+    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_, i == 0, options_.nice);
   }
   return {};
 }
@@ -183,6 +211,10 @@ void OrderPipeline::Stop() {
   for (auto& runner : runners_) runner->Stop();
   for (auto& runner : runners_) runner->Join(std::chrono::seconds(10));
   runners_.clear();
+  if (persist_pool_) {
+    persist_pool_->join();  // the jobs in hand (each bounded by the store's busy timeout)
+    persist_pool_.reset();
+  }
 }
 
 }  // namespace flashsale::service
