@@ -216,12 +216,20 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
       }
       groups_ready_[id] = true;
     }
-    auto entries = co_await stream_.ReadNew(id, options_.name, options_.batch);
+    int64_t& count = read_count_[id];
+    if (count < options_.batch) count = options_.batch;
+    auto entries = co_await stream_.ReadNew(id, options_.name, count);
     if (!entries.ok()) {
       // A stream deleted from under us (Redis lost its data): make the group again next pass.
       if (entries.error().message.starts_with("NOGROUP")) groups_ready_[id] = false;
+      count = options_.batch;
       continue;
     }
+    // A full read means a backlog: the next one takes more (fewer commits and round trips per
+    // order while it drains).
+    count = static_cast<int64_t>(entries->size()) == count
+                ? std::min(count * 2, std::max(options_.max_batch, options_.batch))
+                : options_.batch;
     bool redelivered = false;
     if (claim_due && static_cast<int64_t>(entries->size()) < options_.batch) {
       auto claimed = co_await stream_.Claim(id, options_.name, options_.claim_idle.count(),

@@ -45,6 +45,10 @@ namespace flashsale::service {
 struct ConsumerOptions {
   std::string name;  // unique among the consumers of one Redis (host, pid, index)
   int64_t batch = 100;
+  // While an activity's stream has a backlog (a read came back full), each next read of it asks
+  // for twice as many, up to this (never below `batch`): one transaction and one XACK for more
+  // orders. Back to `batch` once a read is not full.
+  int64_t max_batch = 1000;
   std::chrono::milliseconds idle_poll{20};      // pause when no stream had anything
   std::chrono::milliseconds claim_idle{30000};  // a pending entry this idle is claimed
   std::chrono::milliseconds claim_every{1000};
@@ -121,6 +125,7 @@ class OrderConsumer {
   ConsumerOptions options_;
   PipelineMetrics& metrics_;
   std::map<std::string, bool> groups_ready_;
+  std::map<std::string, int64_t> read_count_;  // per activity: the next read's count
   std::chrono::steady_clock::time_point next_claim_{};
   std::chrono::steady_clock::time_point next_trim_{};
 };

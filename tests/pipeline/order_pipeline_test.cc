@@ -392,6 +392,26 @@ TEST_F(PipelineTest, AnUnavailableDatabaseHoldsTheBatchAndDrainsLater) {
   EXPECT_EQ(OrderIdsInDb("busy"), std::set<std::string>(orders.begin(), orders.end()));
 }
 
+// A backlog is read in growing batches (up to max_batch), each written in one transaction, and
+// every intent still becomes exactly one row.
+TEST_F(PipelineTest, ABacklogIsReadInGrowingBatchesAndEveryIntentWrittenOnce) {
+  CreateActivity("backlog", 1000);
+  const auto orders = Reserve("backlog", 700);
+  ConsumerOptions options = Options("grow");  // batch 50
+  options.max_batch = 200;
+  OrderConsumer consumer(*context_, context_->order_stream(), options, metrics_);
+  std::vector<int64_t> passes;
+  for (int i = 0; i < 100; ++i) {
+    const int64_t handled = io_.Run(consumer.Pass(&stop_));
+    if (handled == 0) break;
+    passes.push_back(handled);
+  }
+  // 50, 100, 200, 200, 150 (not full: the next read asks for 50 again).
+  EXPECT_EQ(passes, (std::vector<int64_t>{50, 100, 200, 200, 150}));
+  EXPECT_EQ(OrderIdsInDb("backlog"), std::set<std::string>(orders.begin(), orders.end()));
+  EXPECT_EQ(metrics_.persisted.value(), 700u);
+}
+
 // The nice value of each thread of this process, from /proc (field 19 of a task's stat).
 std::vector<int> ThreadNiceValues() {
   std::vector<int> values;
