@@ -13,6 +13,7 @@
 #include "base/failpoint.h"
 #include "base/ids.h"
 #include "base/strings.h"
+#include "service/blocking.h"
 #include "service/redis_watch.h"
 
 namespace flashsale::service {
@@ -346,7 +347,17 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
     const auto write = [orders, now_ms = context_.clock().NowMs(), fence](store::Store& store) {
       return store.InsertOrders(*orders, now_ms, fence);
     };
-    auto outcomes = co_await context_.OnDb(write);
+    Result<std::vector<store::InsertOutcome>> outcomes = std::vector<store::InsertOutcome>{};
+    if (persist_) {
+      const auto job = [&store = context_.store(), write] { return write(store); };
+      auto done = co_await RunBlocking(*persist_, job, context_.settings().db_timeout);
+      outcomes =
+          done ? std::move(*done)
+               : MakeError(ErrorCode::kUnavailable, "the database ({}) did not answer within {} ms",
+                           context_.store().Describe(), context_.settings().db_timeout.count());
+    } else {
+      outcomes = co_await context_.OnDb(write);
+    }
     if (!outcomes.ok() && outcomes.error().code == ErrorCode::kCancelled) {
       // Fenced: read before a Redis restart or failover that the repair has counted without
       // it. Left pending, never acknowledged: if this Redis still holds the entries, they are

@@ -27,7 +27,8 @@ namespace asio = boost::asio;
 
 class OrderPipeline::Runner {
  public:
-  Runner(const PipelineDeps& deps, ConsumerOptions options)
+  Runner(const PipelineDeps& deps, ConsumerOptions options,
+         std::optional<asio::any_io_executor> persist)
       : work_(asio::make_work_guard(io_)),
         connection_(redis::Connection::Create(io_.get_executor(), deps.redis)),
         runner_(connection_, redis::ScriptSet::Embedded()),
@@ -39,7 +40,9 @@ class OrderPipeline::Runner {
         queue_consumer_(context_, QueueOptions(options), deps.metrics->queue),
         jobs_(deps.jobs),
         job_metrics_(&deps.metrics->jobs),
-        poll_timer_(io_) {}
+        poll_timer_(io_) {
+    if (persist) consumer_.PersistOn(*persist);
+  }
 
   ~Runner() {
     io_.stop();
@@ -64,7 +67,7 @@ class OrderPipeline::Runner {
     return {};
   }
 
-  void Run(bool poll_registry, std::chrono::milliseconds poll_every, bool run_jobs, int nice) {
+  void Run(bool poll_registry, std::chrono::milliseconds poll_every, bool run_jobs) {
     connection_->Start();
     asio::co_spawn(io_, consumer_.Run(&stop_), [this](std::exception_ptr) { done_ = true; });
     asio::co_spawn(io_, RunQueues(), [this](std::exception_ptr) { queue_done_ = true; });
@@ -78,10 +81,7 @@ class OrderPipeline::Runner {
       jobs_done_ = true;
     }
     io_.restart();
-    thread_ = std::thread([this, nice] {
-      if (nice > 0) LowerThreadPriority(nice);
-      io_.run();
-    });
+    thread_ = std::thread([this] { io_.run(); });
   }
 
   void Stop() {
@@ -182,18 +182,19 @@ bool OrderPipeline::LowerThreadPriority(int nice) {
 }
 
 base::Status OrderPipeline::Start() {
-  PipelineDeps deps = deps_;
+  std::optional<asio::any_io_executor> persist;
   if (options_.nice > 0 && consumers_ > 0) {
-    // The consumers' inserts run on a thread of their own at the consumers' priority, so a
-    // burst's CPU goes to the purchases first; the store serializes its callers itself.
+    // The order inserts run on a thread of their own at a low priority, so a burst's CPU goes
+    // to the purchases first; the store serializes its callers itself. Everything else of the
+    // consumer threads (reads, jobs, the lost-write repair) keeps the shared executor.
     persist_pool_ = std::make_unique<asio::thread_pool>(1);
     asio::post(*persist_pool_, [nice = options_.nice] { LowerThreadPriority(nice); });
-    deps.db_executor = persist_pool_->get_executor();
+    persist = persist_pool_->get_executor();
   }
   for (int i = 0; i < consumers_; ++i) {
     ConsumerOptions options = options_;
     options.name = fmt::format("{}-{}", options_.name, i);
-    runners_.push_back(std::make_unique<Runner>(deps, std::move(options)));
+    runners_.push_back(std::make_unique<Runner>(deps_, std::move(options), persist));
   }
   if (poll_registry_ && !runners_.empty()) {
     if (auto loaded = runners_[0]->LoadRegistry(); !loaded) {
@@ -202,7 +203,7 @@ base::Status OrderPipeline::Start() {
     }
   }
   for (size_t i = 0; i < runners_.size(); ++i) {
-    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_, i == 0, options_.nice);
+    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_, i == 0);
   }
   return {};
 }

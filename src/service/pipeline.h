@@ -51,7 +51,7 @@ class OrderPipeline {
   static std::string DefaultName();
 
   // Sets the calling thread's nice value (Linux: per thread); false with a warning logged when
-  // the system refuses. For the consumer and persist threads, and for tests.
+  // the system refuses. For the persist thread.
   static bool LowerThreadPriority(int nice);
 
  private:
@@ -62,8 +62,8 @@ class OrderPipeline {
   bool poll_registry_;
   std::chrono::milliseconds registry_poll_;
   std::vector<std::unique_ptr<Runner>> runners_;
-  // With options.nice > 0: the consumers' database thread, at that nice value (the shared one
-  // in deps.db_executor keeps serving the HTTP threads at normal priority).
+  // With options.nice > 0: the thread the consumers' order inserts run on, at that nice value
+  // (the shared one in deps.db_executor keeps serving everything else at normal priority).
   std::unique_ptr<boost::asio::thread_pool> persist_pool_;
 };
 
