@@ -12,7 +12,11 @@
 # and 1,024 connections, and sold out (the activity's one unit is gone). Every load is
 # `flashsale load`, closed loop, 2 threads. CPU per request is user + system time from
 # /proc/<pid>/stat over the load's run (the process's threads; redis-server's reaped children
-# too), divided by the requests answered. Every hot run on the default is verified
+# too), divided by the requests answered; the order pipeline may leave a backlog that drains after
+# the load (its threads run at a lower priority: docs/durability.md), so the drain's time (from the
+# load's report to its verification, which waits for the stream to be empty and then checks every
+# order in the record) and the CPU per request counted until then are shown too. Every hot run on
+# the default is verified
 # (`flashsale load --verify`, each on a fresh activity); the script exits 1 if one does not.
 # Rounds alternate the systems; each figure is the median of the rounds, each ratio the median of
 # the rounds' ratios (the two systems measured seconds apart); the medians are shown beside it.
@@ -131,7 +135,7 @@ run() {  # key port activity connections "server pids" "redis pids" [load flags]
   local key=$1 port=$2 activity=$3 conns=$4 server=$5 redis=$6
   shift 6
   local log=$dir/$key-$round.log
-  local s0 r0 s1 r1
+  local s0 r0 s1 r1 s2 r2 t1 t2
   # shellcheck disable=SC2086  # the pid lists split on purpose
   s0=$(ticks $server)
   r0=$(ticks "$redis")
@@ -144,10 +148,15 @@ run() {  # key port activity connections "server pids" "redis pids" [load flags]
     kill -0 "$load_pid" 2>/dev/null || break
     sleep 0.01
   done
+  t1=$EPOCHREALTIME
   # shellcheck disable=SC2086
   s1=$(ticks $server)
   r1=$(ticks "$redis")
   wait "$load_pid" || true
+  t2=$EPOCHREALTIME
+  # shellcheck disable=SC2086
+  s2=$(ticks $server)
+  r2=$(ticks "$redis")
   local rps p99 errors answered
   read -r rps p99 errors answered < <(bench_load_summary "$log")
   answered=${answered:-0}
@@ -155,9 +164,17 @@ run() {  # key port activity connections "server pids" "redis pids" [load flags]
   us_server=$(awk -v t=$((s1 - s0)) -v n="$answered" -v u="$tick_us" 'BEGIN { printf "%.1f", (n > 0 ? t * u / n : 0) }')
   us_redis=$(awk -v t=$((r1 - r0)) -v n="$answered" -v u="$tick_us" 'BEGIN { printf "%.1f", (n > 0 ? t * u / n : 0) }')
   [ -n "$redis" ] || us_redis=-
-  runs[$key]+="${rps:-0} ${p99:-0} ${errors:-0} $us_server $us_redis"$'\n'
+  # With a verification: the drain's seconds and the CPU per request until it ended.
+  local drain=- us_server_all=- us_redis_all=-
+  if [[ " $* " == *" --drain-timeout-ms "* ]]; then
+    drain=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
+    us_server_all=$(awk -v t=$((s2 - s0)) -v n="$answered" -v u="$tick_us" 'BEGIN { printf "%.1f", (n > 0 ? t * u / n : 0) }')
+    us_redis_all=$(awk -v t=$((r2 - r0)) -v n="$answered" -v u="$tick_us" 'BEGIN { printf "%.1f", (n > 0 ? t * u / n : 0) }')
+  fi
+  runs[$key]+="${rps:-0} ${p99:-0} ${errors:-0} $us_server $us_redis $drain $us_server_all $us_redis_all"$'\n'
   echo "round $round: $key ${rps:-0} requests/s, p99 ${p99:-0} ms, ${errors:-0} errors," \
-    "CPU/request $us_server us server, $us_redis us Redis" >&2
+    "CPU/request $us_server us server, $us_redis us Redis; drained and verified in $drain s," \
+    "CPU/request until then $us_server_all us server, $us_redis_all us Redis" >&2
   if [ "$port" != "$nginx_port" ] && [[ "$activity" == hot* ]] &&
     ! grep -Eq '^  outcomes +1 reserved: [0-9]+;$' "$log"; then
     verify_failed=1
@@ -180,7 +197,7 @@ rb_run() {  # key per-call call...
   rps=$(awk -v r="${rps:-0}" -v k="$per_call" 'BEGIN { printf "%.0f", r * k }')
   local us
   us=$(awk -v t=$((r1 - r0)) -v n=$((rb_requests * per_call)) -v u="$tick_us" 'BEGIN { printf "%.1f", t * u / n }')
-  runs[$key]+="$rps ${p99:-0} 0 - $us"$'\n'
+  runs[$key]+="$rps ${p99:-0} 0 - $us - - -"$'\n'
   echo "round $round: $key $rps reservations/s, $us us Redis CPU each" >&2
 }
 
@@ -230,16 +247,28 @@ echo "runs: $rounds rounds, ${seconds}s each, flashsale load closed loop, $threa
 echo "      the servers, Redis and the load tool share these cores; loopback only;" \
   "load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-printf '%-44s %11s %8s %6s %14s %14s\n' "system, phase, connections" requests/s "p99 ms" errors \
-  "us CPU/server" "us CPU/Redis"
-one_decimal() { if [ "$1" = - ]; then echo -; else printf '%.1f' "$1"; fi; }
+printf '%-44s %11s %8s %6s %14s %14s %8s %14s\n' "system, phase, connections" requests/s "p99 ms" \
+  errors "us CPU/server" "us CPU/Redis" "drain s" "us CPU+drain"
+one_decimal() { if [ "$1" = - ] || [ "$1" = n/a ]; then echo -; else printf '%.1f' "$1"; fi; }
+col_or_dash() {  # key column: the median, or - where the runs have none
+  if awk -v c="$2" 'NF && $c == "-" { found = 1 } END { exit !found }' <<<"${runs[$1]:-}"; then
+    echo -
+  else
+    col "$1" "$2"
+  fi
+}
 detail() {  # label key
   if [ -z "${runs[$2]:-}" ]; then
     printf '%-44s %11s\n' "$1" n/a
     return
   fi
-  printf '%-44s %11.0f %8.2f %6s %14s %14s\n' "$1" "$(col "$2" 1)" "$(col "$2" 2)" "$(errors_sum "$2")" \
-    "$(one_decimal "$(col "$2" 4)")" "$(one_decimal "$(col "$2" 5)")"
+  local all=-
+  if [ "$(col_or_dash "$2" 7)" != - ]; then
+    all="$(one_decimal "$(col "$2" 7)") + $(one_decimal "$(col "$2" 8)")"
+  fi
+  printf '%-44s %11.0f %8.2f %6s %14s %14s %8s %14s\n' "$1" "$(col "$2" 1)" "$(col "$2" 2)" \
+    "$(errors_sum "$2")" "$(one_decimal "$(col_or_dash "$2" 4)")" \
+    "$(one_decimal "$(col_or_dash "$2" 5)")" "$(one_decimal "$(col_or_dash "$2" 6)")" "$all"
 }
 detail "default, hot, 128" default_hot
 detail "default, hot, 1024" default_hot1k
@@ -293,7 +322,12 @@ aim "  of which the order consumer: (bare + c.) / bare" "$(pair_ratio consumer_h
   ", $(minus "$(col consumer_hot 4)" "$(col bare_hot 4)") us flashsale" "" ""
 aim "  and the AOF: default / (bare + consumer)" "$(pair_ratio default_hot consumer_hot)" \
   ", $(minus "$(col default_hot 5)" "$(col consumer_hot 5)") us Redis" "" ""
+aim "  drain after the hot load (default), seconds" "$(one_decimal "$(col_or_dash default_hot 6)")" \
+  " s" "" ""
 echo
+forks=$(redis-cli -s "$dir/default/redis.sock" info stats | awk -F: '/^total_forks/ { print $2 + 0 }')
+echo "the default's redis-server forked $forks times (AOF rewrites); its AOF directory holds" \
+  "$(du -sh "$dir/default/redis" | cut -f1)"
 verified=$(grep -l '^verified:' "$dir"/{default,consumer}_hot*-*.log 2>/dev/null | wc -l)
 echo "hot runs verified (default, bare + consumer): $verified of $((3 * rounds)); took" \
   "$(($(date +%s) - started)) s"

@@ -319,6 +319,7 @@ RunResult RunOne(Backend backend, int64_t batch, int64_t n, const testing::Redis
   service::ConsumerOptions options;
   options.name = "bench";
   options.batch = batch;
+  options.max_batch = batch;  // each row measures its batch size, not the growth to a larger one
   service::PipelineMetrics metrics;
   service::OrderConsumer consumer(context, context.order_stream(), options, metrics);
   const bool stop = false;

@@ -13,6 +13,7 @@
 #include "base/failpoint.h"
 #include "base/ids.h"
 #include "base/strings.h"
+#include "service/blocking.h"
 #include "service/redis_watch.h"
 
 namespace flashsale::service {
@@ -216,12 +217,20 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
       }
       groups_ready_[id] = true;
     }
-    auto entries = co_await stream_.ReadNew(id, options_.name, options_.batch);
+    int64_t& count = read_count_[id];
+    if (count < options_.batch) count = options_.batch;
+    auto entries = co_await stream_.ReadNew(id, options_.name, count);
     if (!entries.ok()) {
       // A stream deleted from under us (Redis lost its data): make the group again next pass.
       if (entries.error().message.starts_with("NOGROUP")) groups_ready_[id] = false;
+      count = options_.batch;
       continue;
     }
+    // A full read means a backlog: the next one takes more (fewer commits and round trips per
+    // order while it drains).
+    count = static_cast<int64_t>(entries->size()) == count
+                ? std::min(count * 2, std::max(options_.max_batch, options_.batch))
+                : options_.batch;
     bool redelivered = false;
     if (claim_due && static_cast<int64_t>(entries->size()) < options_.batch) {
       auto claimed = co_await stream_.Claim(id, options_.name, options_.claim_idle.count(),
@@ -338,7 +347,17 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
     const auto write = [orders, now_ms = context_.clock().NowMs(), fence](store::Store& store) {
       return store.InsertOrders(*orders, now_ms, fence);
     };
-    auto outcomes = co_await context_.OnDb(write);
+    Result<std::vector<store::InsertOutcome>> outcomes = std::vector<store::InsertOutcome>{};
+    if (persist_) {
+      const auto job = [&store = context_.store(), write] { return write(store); };
+      auto done = co_await RunBlocking(*persist_, job, context_.settings().db_timeout);
+      outcomes =
+          done ? std::move(*done)
+               : MakeError(ErrorCode::kUnavailable, "the database ({}) did not answer within {} ms",
+                           context_.store().Describe(), context_.settings().db_timeout.count());
+    } else {
+      outcomes = co_await context_.OnDb(write);
+    }
     if (!outcomes.ok() && outcomes.error().code == ErrorCode::kCancelled) {
       // Fenced: read before a Redis restart or failover that the repair has counted without
       // it. Left pending, never acknowledged: if this Redis still holds the entries, they are

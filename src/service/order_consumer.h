@@ -45,12 +45,22 @@ namespace flashsale::service {
 struct ConsumerOptions {
   std::string name;  // unique among the consumers of one Redis (host, pid, index)
   int64_t batch = 100;
+  // While an activity's stream has a backlog (a read came back full), each next read of it asks
+  // for twice as many, up to this (never below `batch`): one transaction and one XACK for more
+  // orders. Back to `batch` once a read is not full.
+  int64_t max_batch = 1000;
   std::chrono::milliseconds idle_poll{20};      // pause when no stream had anything
   std::chrono::milliseconds claim_idle{30000};  // a pending entry this idle is claimed
   std::chrono::milliseconds claim_every{1000};
   std::chrono::milliseconds trim_every{5000};  // also refreshes the gauges
   int64_t max_deliveries = 5;
   std::chrono::milliseconds backoff_max{5000};  // database retries
+  // The nice value of the thread the pipeline's order inserts run on (0: they run on the shared
+  // database executor at the process's priority). Persisting is deferrable (the stream is the
+  // outbox): at a lower priority a burst's CPU goes to answering purchases and the backlog
+  // drains when the burst ends (docs/durability.md). The consumer threads themselves (their
+  // reads wait on those inserts; the jobs and the lost-write repair run there) keep theirs.
+  int nice = 19;
 };
 
 // Shared by every consumer of a process; read by /metrics.
@@ -91,6 +101,10 @@ class OrderConsumer {
   // refreshes gauges when due. The number of entries handled. For Run and for tests.
   boost::asio::awaitable<int64_t> Pass(const bool* stop);
 
+  // The batches' inserts run on `executor` (with the context's db_timeout) instead of the
+  // context's database executor: OrderPipeline's low-priority persist thread.
+  void PersistOn(boost::asio::any_io_executor executor) { persist_ = std::move(executor); }
+
  private:
   // `fence`: the record's epoch the batch was read under (service/redis_watch.h), if any.
   // `redelivered`: some of `entries` were claimed (delivered before, so they may have failure
@@ -116,6 +130,8 @@ class OrderConsumer {
   ConsumerOptions options_;
   PipelineMetrics& metrics_;
   std::map<std::string, bool> groups_ready_;
+  std::map<std::string, int64_t> read_count_;
+  std::optional<boost::asio::any_io_executor> persist_;  // per activity: the next read's count
   std::chrono::steady_clock::time_point next_claim_{};
   std::chrono::steady_clock::time_point next_trim_{};
 };

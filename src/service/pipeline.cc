@@ -1,5 +1,8 @@
 #include "service/pipeline.h"
 
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -11,6 +14,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include "redis/scripts.h"
@@ -22,7 +27,8 @@ namespace asio = boost::asio;
 
 class OrderPipeline::Runner {
  public:
-  Runner(const PipelineDeps& deps, ConsumerOptions options)
+  Runner(const PipelineDeps& deps, ConsumerOptions options,
+         std::optional<asio::any_io_executor> persist)
       : work_(asio::make_work_guard(io_)),
         connection_(redis::Connection::Create(io_.get_executor(), deps.redis)),
         runner_(connection_, redis::ScriptSet::Embedded()),
@@ -34,7 +40,9 @@ class OrderPipeline::Runner {
         queue_consumer_(context_, QueueOptions(options), deps.metrics->queue),
         jobs_(deps.jobs),
         job_metrics_(&deps.metrics->jobs),
-        poll_timer_(io_) {}
+        poll_timer_(io_) {
+    if (persist) consumer_.PersistOn(*persist);
+  }
 
   ~Runner() {
     io_.stop();
@@ -161,11 +169,32 @@ std::string OrderPipeline::DefaultName() {
   return fmt::format("{}-{}", host, ::getpid());
 }
 
+bool OrderPipeline::LowerThreadPriority(int nice) {
+  // setpriority(PRIO_PROCESS, tid) sets one thread's nice value on Linux (NPTL threads are
+  // scheduled each on its own); raising it needs no privilege.
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  if (::setpriority(PRIO_PROCESS, tid, nice) != 0) {
+    spdlog::warn("order pipeline: nice {} for thread {} refused: {}", nice, tid,
+                 std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 base::Status OrderPipeline::Start() {
+  std::optional<asio::any_io_executor> persist;
+  if (options_.nice > 0 && consumers_ > 0) {
+    // The order inserts run on a thread of their own at a low priority, so a burst's CPU goes
+    // to the purchases first; the store serializes its callers itself. Everything else of the
+    // consumer threads (reads, jobs, the lost-write repair) keeps the shared executor.
+    persist_pool_ = std::make_unique<asio::thread_pool>(1);
+    asio::post(*persist_pool_, [nice = options_.nice] { LowerThreadPriority(nice); });
+    persist = persist_pool_->get_executor();
+  }
   for (int i = 0; i < consumers_; ++i) {
     ConsumerOptions options = options_;
     options.name = fmt::format("{}-{}", options_.name, i);
-    runners_.push_back(std::make_unique<Runner>(deps_, std::move(options)));
+    runners_.push_back(std::make_unique<Runner>(deps_, std::move(options), persist));
   }
   if (poll_registry_ && !runners_.empty()) {
     if (auto loaded = runners_[0]->LoadRegistry(); !loaded) {
@@ -183,6 +212,10 @@ void OrderPipeline::Stop() {
   for (auto& runner : runners_) runner->Stop();
   for (auto& runner : runners_) runner->Join(std::chrono::seconds(10));
   runners_.clear();
+  if (persist_pool_) {
+    persist_pool_->join();  // the jobs in hand (each bounded by the store's busy timeout)
+    persist_pool_.reset();
+  }
 }
 
 }  // namespace flashsale::service

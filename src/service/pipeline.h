@@ -4,6 +4,7 @@
 // of processes on any hosts, may run against one Redis and one database.
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -49,6 +50,10 @@ class OrderPipeline {
   // "<host>-<pid>": unique per process on a host, so unique among a Redis's consumers.
   static std::string DefaultName();
 
+  // Sets the calling thread's nice value (Linux: per thread); false with a warning logged when
+  // the system refuses. For the persist thread.
+  static bool LowerThreadPriority(int nice);
+
  private:
   class Runner;
   PipelineDeps deps_;
@@ -57,6 +62,9 @@ class OrderPipeline {
   bool poll_registry_;
   std::chrono::milliseconds registry_poll_;
   std::vector<std::unique_ptr<Runner>> runners_;
+  // With options.nice > 0: the thread the consumers' order inserts run on, at that nice value
+  // (the shared one in deps.db_executor keeps serving everything else at normal priority).
+  std::unique_ptr<boost::asio::thread_pool> persist_pool_;
 };
 
 }  // namespace flashsale::service

@@ -6,20 +6,27 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "base/clock.h"
 #include "redis/seckill.h"
+#include "redis/url.h"
 #include "service/admin.h"
 #include "service/draw.h"
 #include "service/jobs.h"
 #include "service/order_consumer.h"
+#include "service/pipeline.h"
 #include "service/queries.h"
 #include "service/reconcile.h"
 #include "service/redis_watch.h"
@@ -342,6 +349,84 @@ TEST_F(PipelineTest, AnUnavailableDatabaseHoldsTheBatchAndDrainsLater) {
   EXPECT_EQ(metrics_.dead_letters.value(), 0u);
   EXPECT_EQ(metrics_.entry_failures.value(), 0u);
   EXPECT_EQ(OrderIdsInDb("busy"), std::set<std::string>(orders.begin(), orders.end()));
+}
+
+// A backlog is read in growing batches (up to max_batch), each written in one transaction, and
+// every intent still becomes exactly one row.
+TEST_F(PipelineTest, ABacklogIsReadInGrowingBatchesAndEveryIntentWrittenOnce) {
+  CreateActivity("backlog", 1000);
+  const auto orders = Reserve("backlog", 700);
+  ConsumerOptions options = Options("grow");  // batch 50
+  options.max_batch = 200;
+  OrderConsumer consumer(*context_, context_->order_stream(), options, metrics_);
+  std::vector<int64_t> passes;
+  for (int i = 0; i < 100; ++i) {
+    const int64_t handled = io_.Run(consumer.Pass(&stop_));
+    if (handled == 0) break;
+    passes.push_back(handled);
+  }
+  // 50, 100, 200, 200, 150 (not full: the next read asks for 50 again).
+  EXPECT_EQ(passes, (std::vector<int64_t>{50, 100, 200, 200, 150}));
+  EXPECT_EQ(OrderIdsInDb("backlog"), std::set<std::string>(orders.begin(), orders.end()));
+  EXPECT_EQ(metrics_.persisted.value(), 700u);
+}
+
+// The nice value of each thread of this process, from /proc (field 19 of a task's stat).
+std::vector<int> ThreadNiceValues() {
+  std::vector<int> values;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string field;
+    // After the name: state is field 3 of the line, nice is field 19.
+    for (int i = 3; i <= 19 && (fields >> field); ++i) {
+    }
+    values.push_back(std::stoi(field));
+  }
+  return values;
+}
+
+// A pipeline at a lower priority (ConsumerOptions::nice): the thread its inserts run on has that
+// nice value, the consumer thread and the shared database executor are left alone, and every
+// intent still becomes exactly one row.
+TEST_F(PipelineTest, ALowPriorityPipelinePersistsEveryIntentOnItsOwnThread) {
+  CreateActivity("calm", 500);
+  const auto orders = Reserve("calm", 400);
+  PipelineDeps deps;
+  auto endpoint = redis::ParseUrl(redis_->unix_url());
+  ASSERT_TRUE(endpoint.ok());
+  deps.redis.endpoint = *endpoint;
+  deps.store = store_.get();
+  deps.db_executor = db_.get_executor();
+  deps.registry = &registry_;
+  deps.settings = &settings_;
+  deps.clock = &clock_;
+  deps.random = [] { return std::make_unique<base::SeededRandom>(5); };
+  deps.metrics = &metrics_;
+  ConsumerOptions options = Options("low");
+  options.nice = 7;
+  std::promise<int> shared_nice;
+  asio::post(db_, [&] { shared_nice.set_value(::getpriority(PRIO_PROCESS, 0)); });
+  const int before = shared_nice.get_future().get();
+  OrderPipeline pipeline(deps, options, 1, false, 1s);
+  ASSERT_TRUE(pipeline.Start().ok());
+  // Bounded: 60 s for 400 orders.
+  for (int i = 0; i < 600 && OrderIdsInDb("calm").size() < orders.size(); ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  const std::vector<int> nice = ThreadNiceValues();
+  EXPECT_EQ(std::count(nice.begin(), nice.end(), 7), 1) << "the pipeline's persist thread";
+  pipeline.Stop();
+  EXPECT_EQ(OrderIdsInDb("calm"), std::set<std::string>(orders.begin(), orders.end()));
+  EXPECT_EQ(metrics_.persisted.value(), orders.size());
+  EXPECT_EQ(metrics_.duplicates.value(), 0u);
+  // The executor the HTTP threads share kept its priority.
+  std::promise<int> after;
+  asio::post(db_, [&] { after.set_value(::getpriority(PRIO_PROCESS, 0)); });
+  EXPECT_EQ(after.get_future().get(), before);
 }
 
 TEST_F(PipelineTest, TrimmingKeepsWhatIsNotPersisted) {
