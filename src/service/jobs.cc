@@ -3,8 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -13,6 +11,7 @@
 #include "base/json_writer.h"
 #include "redis/lock.h"
 #include "redis/service_state.h"
+#include "service/lease_keeper.h"
 #include "service/redis_repair.h"
 #include "service/redis_watch.h"
 
@@ -31,29 +30,6 @@ constexpr std::chrono::milliseconds kExtendEvery{10'000};
 // within a tick of being noticed.
 constexpr std::chrono::milliseconds kScheduleTick{100};
 constexpr std::chrono::milliseconds kFrozenTick{100};
-
-// Shared by a run and its watchdog (which may outlive the run by one tick).
-struct Watch {
-  bool done = false;
-  bool lost = false;
-  asio::steady_timer timer;
-  explicit Watch(asio::any_io_executor executor) : timer(std::move(executor)) {}
-};
-
-// Extends the lease every kExtendEvery until the run is done; marks the run lost if it cannot.
-asio::awaitable<void> Watchdog(std::shared_ptr<Watch> watch,
-                               std::shared_ptr<redis::DistributedLock> lock, redis::Lease lease) {
-  while (!watch->done) {
-    watch->timer.expires_after(kExtendEvery);
-    co_await watch->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (watch->done) break;
-    auto extended = co_await lock->Extend(lease, kLease);
-    if (!extended.ok() || !*extended) {
-      watch->lost = true;
-      break;
-    }
-  }
-}
 
 // Prewarm of one activity: the JSON line of what happened.
 asio::awaitable<std::string> Prewarm(ServiceContext& context, const store::ActivityRecord& known) {
@@ -234,8 +210,8 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
                         ToString(request.job));
   }
   const redis::Lease lease = **taken;
-  auto watch = std::make_shared<Watch>(co_await asio::this_coro::executor);
-  asio::co_spawn(watch->timer.get_executor(), Watchdog(watch, lock, lease), asio::detached);
+  auto keeper =
+      LeaseKeeper::Start(co_await asio::this_coro::executor, lock, lease, kLease, kExtendEvery);
   if (metrics != nullptr) metrics->runs[static_cast<size_t>(request.job)].Add();
 
   const SnapshotPtr snapshot = context.snapshot();
@@ -247,7 +223,7 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
   for (const auto& record : snapshot->all()) {
     if (!request.activity_id.empty() && record.activity.id != request.activity_id) continue;
     found = true;
-    if (watch->lost) break;
+    if (keeper->lost()) break;
     auto line = co_await RunOn(context, request, record, metrics);
     if (!line.ok()) {
       failed = std::move(line).error();
@@ -256,9 +232,8 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
     w.Raw(*line);
   }
   w.EndArray();
-  const bool lost = watch->lost;
-  watch->done = true;
-  watch->timer.cancel();
+  const bool lost = keeper->lost();
+  keeper->Stop();
   if (lost) {
     if (metrics != nullptr) metrics->lock_lost.Add();
     co_return MakeError(ErrorCode::kUnavailable, "the {} job lost its lock and stopped",

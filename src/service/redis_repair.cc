@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "redis/service_state.h"
 #include "service/admin.h"
 #include "service/jobs.h"
+#include "service/lease_keeper.h"
 #include "service/reconcile.h"
 
 namespace flashsale::service {
@@ -23,7 +26,10 @@ using base::Result;
 
 namespace {
 
-constexpr std::chrono::milliseconds kRepairLease{300'000};
+// The repair's lease, kept alive by a LeaseKeeper while it runs: a repair cut short (its process
+// or its Redis gone) holds up the next one for at most this long.
+constexpr std::chrono::milliseconds kRepairLease{30'000};
+constexpr std::chrono::milliseconds kRepairExtendEvery{10'000};
 constexpr std::string_view kRepairJob = "repair";  // its lock: the job lock of "repair"
 
 RepairSummary FromMarker(const redis::RepairMarker& marker) {
@@ -95,7 +101,8 @@ asio::awaitable<Result<Marked>> ReadMarkers(ServiceContext& context, redis::Serv
 // with repairs after the event, each report kept.
 asio::awaitable<Result<RepairSummary>> RepairAll(ServiceContext& context,
                                                  redis::ServiceState& state,
-                                                 std::string_view servers) {
+                                                 std::string_view servers,
+                                                 const LeaseKeeper& keeper) {
   const auto advance = [](store::Store& store) { return store.AdvanceFence(); };
   auto epoch = co_await context.OnDb(advance);
   if (!epoch.ok()) co_return std::move(epoch).error();
@@ -105,6 +112,10 @@ asio::awaitable<Result<RepairSummary>> RepairAll(ServiceContext& context,
   RepairSummary summary;
   summary.epoch = *epoch;
   for (const auto& record : *activities) {
+    if (keeper.lost()) {
+      co_return base::MakeError(base::ErrorCode::kUnavailable,
+                                "redis {}: the repair lost its lock and stopped", servers);
+    }
     auto report = co_await Reconcile(context, record, /*repair=*/true, /*after_event=*/true);
     if (!report.ok()) {
       spdlog::warn("redis {}: repair of '{}' failed: {}", servers, record.activity.id,
@@ -142,13 +153,14 @@ struct Repaired {
 // of the current epoch), or repaired here and the markers written.
 asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::ServiceState& state,
                                              const RedisWatch& watch,
-                                             const std::vector<std::string>& pending) {
+                                             const std::vector<std::string>& pending,
+                                             const LeaseKeeper& keeper) {
   auto marked = co_await ReadMarkers(context, state, pending);
   if (!marked.ok()) co_return std::move(marked).error();
   if (marked->all) co_return Repaired{std::move(marked->summary), false};
   const std::string servers = base::JoinWords(pending);
   spdlog::warn("redis {}: lost-write repair starts", servers);
-  auto summary = co_await RepairAll(context, state, servers);
+  auto summary = co_await RepairAll(context, state, servers, keeper);
   if (!summary.ok()) co_return std::move(summary).error();
   const int64_t now_ms = context.clock().NowMs();
   for (const std::string& run_id : Covered(watch, pending)) {
@@ -200,13 +212,16 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   }
   if (!may_repair) co_return false;
 
-  redis::DistributedLock lock(context.runner(), state.keys().JobLock(kRepairJob),
-                              state.keys().JobFence(kRepairJob));
-  auto taken = co_await lock.TryAcquire(context.random(), kRepairLease);
+  auto lock = std::make_shared<redis::DistributedLock>(
+      context.runner(), state.keys().JobLock(kRepairJob), state.keys().JobFence(kRepairJob));
+  auto taken = co_await lock->TryAcquire(context.random(), kRepairLease);
   if (!taken.ok()) co_return std::move(taken).error();
   if (!taken->has_value()) co_return false;  // another instance repairs; its markers free us
-  auto repaired = co_await RepairOnce(context, state, watch, pending);
-  co_await lock.Release(**taken);
+  auto keeper = LeaseKeeper::Start(co_await asio::this_coro::executor, lock, **taken, kRepairLease,
+                                   kRepairExtendEvery);
+  auto repaired = co_await RepairOnce(context, state, watch, pending, *keeper);
+  keeper->Stop();
+  co_await lock->Release(**taken);
   if (!repaired.ok()) co_return std::move(repaired).error();
   watch.Confirm(pending, repaired->summary.epoch, repaired->summary);
   co_await CountAcknowledgedLost(context, watch);
