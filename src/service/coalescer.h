@@ -12,8 +12,9 @@
 //   - each waiter gets the reply of its own slot; an error of the whole call (the connection
 //     lost, no reply in time) reaches every waiter of that batch.
 //
-// Every wait is bounded by the sender's own: a waiter waits for at most the batch it is queued
-// behind and its own, and each is one call with the Redis client's command timeout.
+// Every wait is bounded by the sender's own: a waiter waits for the batches queued ahead of it
+// (one in flight, and one more per max_batch requests queued before it) and its own, each one
+// call with the Redis client's command timeout.
 //
 // What a batch means is the sender's business (service/script_batches.h: one script call that
 // decides the requests in order). The sender gets a Done and must call it exactly once: with an

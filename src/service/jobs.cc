@@ -212,6 +212,7 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
   const redis::Lease lease = **taken;
   auto keeper =
       LeaseKeeper::Start(co_await asio::this_coro::executor, lock, lease, kLease, kExtendEvery);
+  const LeaseKeeper::Guard keeping(keeper);
   if (metrics != nullptr) metrics->runs[static_cast<size_t>(request.job)].Add();
 
   const SnapshotPtr snapshot = context.snapshot();

@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <memory>
+#include <utility>
 
 #include "redis/lock.h"
 
@@ -31,6 +32,21 @@ class LeaseKeeper {
   bool lost() const { return lost_; }
   // The run is done: no extension after this (the lease is the caller's to release).
   void Stop();
+
+  // Ends the keeping when it goes out of scope, however the run ends (an exception thrown
+  // through the run's coroutine, or its frame destroyed with its io_context): no extension after
+  // the next tick. It only sets the flag (no timer call, safe during an io_context's shutdown);
+  // the run's own Stop() also wakes the keeper at once.
+  class Guard {
+   public:
+    explicit Guard(std::shared_ptr<LeaseKeeper> keeper) : keeper_(std::move(keeper)) {}
+    ~Guard() { keeper_->done_ = true; }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    std::shared_ptr<LeaseKeeper> keeper_;
+  };
 
   explicit LeaseKeeper(boost::asio::any_io_executor executor) : timer_(std::move(executor)) {}
 

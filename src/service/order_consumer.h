@@ -55,12 +55,12 @@ struct ConsumerOptions {
   std::chrono::milliseconds trim_every{5000};  // also refreshes the gauges
   int64_t max_deliveries = 5;
   std::chrono::milliseconds backoff_max{5000};  // database retries
-  // The nice value of the thread the pipeline's order inserts run on (0: they run on the shared
-  // database executor at the process's priority). Persisting is deferrable (the stream is the
-  // outbox): at a lower priority a burst's CPU goes to answering purchases and the backlog
-  // drains when the burst ends (docs/durability.md). The consumer threads themselves (their
-  // reads wait on those inserts; the jobs and the lost-write repair run there) keep theirs.
-  int nice = 19;
+  // The nice value of a thread of the pipeline's own for its order inserts (0, the default: they
+  // run on the shared database executor at the process's priority). Off by default: measured,
+  // it did not move a burst's CPU to the purchases, and a starved insert thread holds the
+  // store's lock that the repair and the HTTP threads wait on (docs/durability.md). The consumer
+  // threads themselves keep the process's priority in any case.
+  int nice = 0;
 };
 
 // Shared by every consumer of a process; read by /metrics.
@@ -130,8 +130,8 @@ class OrderConsumer {
   ConsumerOptions options_;
   PipelineMetrics& metrics_;
   std::map<std::string, bool> groups_ready_;
-  std::map<std::string, int64_t> read_count_;
-  std::optional<boost::asio::any_io_executor> persist_;  // per activity: the next read's count
+  std::map<std::string, int64_t> read_count_;            // per activity: the next read's count
+  std::optional<boost::asio::any_io_executor> persist_;  // where inserts run, when asked for
   std::chrono::steady_clock::time_point next_claim_{};
   std::chrono::steady_clock::time_point next_trim_{};
 };

@@ -184,9 +184,9 @@ bool OrderPipeline::LowerThreadPriority(int nice) {
 base::Status OrderPipeline::Start() {
   std::optional<asio::any_io_executor> persist;
   if (options_.nice > 0 && consumers_ > 0) {
-    // The order inserts run on a thread of their own at a low priority, so a burst's CPU goes
-    // to the purchases first; the store serializes its callers itself. Everything else of the
-    // consumer threads (reads, jobs, the lost-write repair) keeps the shared executor.
+    // Asked for (ConsumerOptions::nice, off by default): the order inserts run on a thread of
+    // their own at that lower priority; the store serializes its callers itself. Everything else
+    // of the consumer threads (reads, jobs, the lost-write repair) keeps the shared executor.
     persist_pool_ = std::make_unique<asio::thread_pool>(1);
     asio::post(*persist_pool_, [nice = options_.nice] { LowerThreadPriority(nice); });
     persist = persist_pool_->get_executor();
@@ -211,11 +211,14 @@ base::Status OrderPipeline::Start() {
 void OrderPipeline::Stop() {
   for (auto& runner : runners_) runner->Stop();
   for (auto& runner : runners_) runner->Join(std::chrono::seconds(10));
-  runners_.clear();
+  // The inserts in hand (each bounded by the store's busy timeout) finish before the runners'
+  // io_contexts go: a finished insert posts its result to its consumer's (stopped, still alive)
+  // context.
   if (persist_pool_) {
-    persist_pool_->join();  // the jobs in hand (each bounded by the store's busy timeout)
+    persist_pool_->join();
     persist_pool_.reset();
   }
+  runners_.clear();
 }
 
 }  // namespace flashsale::service

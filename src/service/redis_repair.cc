@@ -219,6 +219,7 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   if (!taken->has_value()) co_return false;  // another instance repairs; its markers free us
   auto keeper = LeaseKeeper::Start(co_await asio::this_coro::executor, lock, **taken, kRepairLease,
                                    kRepairExtendEvery);
+  const LeaseKeeper::Guard keeping(keeper);
   auto repaired = co_await RepairOnce(context, state, watch, pending, *keeper);
   keeper->Stop();
   co_await lock->Release(**taken);

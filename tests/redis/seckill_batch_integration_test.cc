@@ -265,6 +265,26 @@ TEST_F(SeckillBatchTest, RedisDownIsTheWholeCallsError) {
   scripts_ = std::make_unique<SeckillScripts>(*runner_, ns_);
 }
 
+// A command failing midway (here the XADD: the stream key holds a string) stops the script
+// after some writes; an idempotency key must not be among them, or a retry with it would replay
+// a reservation that has no intent (never persisted). Batches of two and of one.
+TEST_F(SeckillBatchTest, AnIdempotencyKeyIsNotSetWhenTheIntentCouldNotBeWritten) {
+  ASSERT_TRUE(Setup(Activity("f", 10)).ok());
+  const SeckillKeys keys(ns_, "f");
+  ASSERT_EQ(server_->String({"SET", keys.stream(), "not-a-stream"}), "OK");
+  Batch two;
+  two.Add("o1", "alice", 1, "token-1");
+  two.Add("o2", "bob", 1, "token-2");
+  EXPECT_FALSE(RunBatch("f", two).ok()) << "the XADD should have failed";
+  Batch one;
+  one.Add("o3", "carol", 1, "token-3");
+  EXPECT_FALSE(RunBatch("f", one).ok()) << "the XADD should have failed";
+  for (const char* token : {"token-1", "token-2", "token-3"}) {
+    EXPECT_EQ(server_->Integer({"EXISTS", keys.Idempotency(token)}), 0)
+        << token << ": a retry would replay a reservation without its intent";
+  }
+}
+
 // Draws: 64 per batch, users from a pool of 16 with a limit of 3 draws, prizes that run out.
 TEST_F(SeckillBatchTest, DrawBatchesDecideAsSingleDraws) {
   core::SeckillActivity lottery = Activity("la", 0, 3);

@@ -23,9 +23,10 @@
 --     counts and records decided kept in Lua; DECRBY of the stock the rest of the batch asks for,
 --     at the first request that takes stock, the units not sold given back with one INCRBY at the
 --     end; one HSET of the new counts and one of the new records; an XADD per reservation).
---   Writes come in that order, the XADDs last: a command that fails midway (the script stops
---   there) leaves stock taken and unsold or a record without its intent, never an intent without
---   its count, stock and record.
+--   Writes come in that order, the XADDs then the reservations' idempotency keys last: a command
+--   that fails midway (the script stops there) leaves stock taken and unsold or a record without
+--   its intent, never an intent without its count, stock and record, nor a key that replays a
+--   reservation without its record and intent.
 -- The script defines no functions: Redis runs it as a new call each time, and every closure it
 -- made would be built again per call with its upvalues (microseconds per call, more than a
 -- Redis command), so each request is decided inline in one loop.
@@ -87,6 +88,11 @@ local held, held_new, records, created = nil, nil, nil, {}
 local left, took, taken, sold, pool, used = nil, false, 0, 0, nil, 0
 -- The reservations' intents (five values each), appended to the stream after every other write.
 local intents, ni = {}, 0
+-- The idempotency keys of reservations, set after the intents (a key that replays a reservation
+-- is never left without the order's record and intent by a command failing midway): the key's
+-- value by key name (what a later request of the batch with the same key replays), and the keys
+-- (their KEYS index) in order with their ttl.
+local idem_value, idem_keys, idem_ttls = {}, {}, {}
 
 for r = 1, n do
   local i = (r - 1) * W + 1
@@ -98,7 +104,7 @@ for r = 1, n do
   local code, bought, first, raised, now_held, item_list = nil, 0, nil, false, 0, ''
   repeat
     if ik > 6 then
-      first = redis.call('GET', KEYS[ik])
+      first = idem_value[KEYS[ik]] or redis.call('GET', KEYS[ik])
       if first then break end
     end
     if not open then code = -5 break end
@@ -174,7 +180,11 @@ for r = 1, n do
     intents[ni + 1], intents[ni + 2], intents[ni + 3] = id, user, qty_s
     intents[ni + 4], intents[ni + 5] = item_list, ts
     ni = ni + 5
-    if ik > 6 then redis.call('SET', KEYS[ik], '1|0|' .. id, 'PX', ttl) end
+    if ik > 6 then
+      idem_value[KEYS[ik]] = '1|0|' .. id
+      local k = #idem_keys + 1
+      idem_keys[k], idem_ttls[k] = ik, ttl
+    end
     reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 0, left
     reply[nr + 4], reply[nr + 5], reply[nr + 6] = now_held, id, item_list
   else
@@ -256,5 +266,8 @@ end
 for k = 1, ni, 5 do
   redis.call('XADD', KEYS[6], '*', 'order_id', intents[k], 'user_id', intents[k + 1],
     'quantity', intents[k + 2], 'items', intents[k + 3], 'ts', intents[k + 4], 'limit', m[4])
+end
+for k = 1, #idem_keys do
+  redis.call('SET', KEYS[idem_keys[k]], idem_value[KEYS[idem_keys[k]]], 'PX', idem_ttls[k])
 end
 return reply
