@@ -667,6 +667,7 @@ void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus
 }
 
 void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view user_id,
+                                const PersistedOrders& persisted,
                                 Handler<std::vector<RecordedOrder>> handler) {
   if (!core::IsValidActivityId(activity_id)) {
     return Reject(runner_, std::move(handler), BadActivityId(activity_id));
@@ -680,7 +681,10 @@ void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view u
   call.Key("orders", keys.orders())
       .Key("stream", keys.stream())
       .Key("dead", keys.dead())
-      .Arg("user_id", user_id);
+      .Key("buyers", keys.buyers())
+      .Arg("user_id", user_id)
+      .Arg("persisted_units", persisted.live_units)
+      .Rest("persisted_order_id", persisted.order_ids);
   Run<std::vector<RecordedOrder>>(
       runner_, call, std::move(handler),
       [replies = replies_](const ScriptReply& reply) -> Result<std::vector<RecordedOrder>> {

@@ -164,6 +164,13 @@ struct RecordedOrder {
   std::vector<std::string> items;
 };
 
+// What the record already has of one user's orders in one activity, so that UserOrders reads of
+// the stream only what it does not (the stream is the pipeline's backlog).
+struct PersistedOrders {
+  int64_t live_units = 0;              // units of the user's reserved or paid orders
+  std::vector<std::string> order_ids;  // the user's orders, any state
+};
+
 enum class ReleaseOutcome {
   kReleased = 1,
   kAlreadyReleased = 0,
@@ -253,8 +260,9 @@ class SeckillScripts {
   void AddStock(std::string_view activity_id, int64_t units, std::span<const std::string> items,
                 Handler<AddStockResult> handler);
   void Status(std::string_view activity_id, Handler<ActivityStatus> handler);
+  // The user's orders of the activity Redis holds and the record does not have (`persisted`).
   void UserOrders(std::string_view activity_id, std::string_view user_id,
-                  Handler<std::vector<RecordedOrder>> handler);
+                  const PersistedOrders& persisted, Handler<std::vector<RecordedOrder>> handler);
 
   // Coroutine / completion-token forms. As with any Asio operation, the strings and the activity
   // passed in must stay alive until the operation completes; the small values are copied.
@@ -312,10 +320,12 @@ class SeckillScripts {
         token, [this, activity_id](auto h) { Status(activity_id, std::move(h)); });
   }
   template <typename Token>
-  auto AsyncUserOrders(std::string_view activity_id, std::string_view user_id, Token&& token) {
-    return Initiate<std::vector<RecordedOrder>>(token, [this, activity_id, user_id](auto h) {
-      UserOrders(activity_id, user_id, std::move(h));
-    });
+  auto AsyncUserOrders(std::string_view activity_id, std::string_view user_id,
+                       const PersistedOrders& persisted, Token&& token) {
+    return Initiate<std::vector<RecordedOrder>>(
+        token, [this, activity_id, user_id, p = &persisted](auto h) {
+          UserOrders(activity_id, user_id, *p, std::move(h));
+        });
   }
 
   // Strings reused call after call (the arguments of the call being built): Next() hands the

@@ -1,6 +1,7 @@
 #include "service/queries.h"
 
 #include <boost/asio/use_awaitable.hpp>
+#include <map>
 #include <set>
 
 #include "base/json_writer.h"
@@ -114,9 +115,15 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
   auto persisted = co_await context.OnDb(of_user);
   std::vector<UserOrder> orders;
   std::set<std::string, std::less<>> in_db;
+  // Per activity, what the record has: Redis is asked only for the rest (the stream it reads is
+  // the pipeline's backlog, seckill_user_orders.lua).
+  std::map<std::string, redis::PersistedOrders, std::less<>> of_activity;
   if (persisted.ok()) {
     for (auto& row : *persisted) {
       in_db.insert(row.order_id);
+      redis::PersistedOrders& known = of_activity[row.activity_id];
+      known.order_ids.push_back(row.order_id);
+      if (row.state != store::OrderState::kCancelled) known.live_units += row.quantity;
       UserOrder order{
           row.activity_id,
           {row.order_id, row.quantity, row.created_ms, false, false, std::move(row.items)},
@@ -125,9 +132,12 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
       orders.push_back(std::move(order));
     }
   }
+  const redis::PersistedOrders none;
   for (const auto& record : snapshot->all()) {
-    auto recorded = co_await context.seckill().AsyncUserOrders(record.activity.id, user_id,
-                                                               asio::use_awaitable);
+    const auto known = of_activity.find(record.activity.id);
+    auto recorded = co_await context.seckill().AsyncUserOrders(
+        record.activity.id, user_id, known == of_activity.end() ? none : known->second,
+        asio::use_awaitable);
     if (!recorded.ok()) {
       if (!persisted.ok()) co_return std::move(recorded).error();  // neither source answered
       continue;

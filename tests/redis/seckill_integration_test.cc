@@ -27,6 +27,19 @@ class SeckillTest : public SeckillFixture {
     }
     return entries;
   }
+  base::Result<std::vector<RecordedOrder>> UserOrders(const std::string& activity,
+                                                      const std::string& user,
+                                                      const PersistedOrders& persisted = {}) {
+    return io_.Run(
+        scripts_->AsyncUserOrders(activity, user, persisted, boost::asio::use_awaitable));
+  }
+  // XREVRANGE calls the server has run since its statistics were last reset.
+  int64_t StreamReads() {
+    const std::string info = server_->String({"INFO", "commandstats"});
+    const std::string name = "cmdstat_xrevrange:calls=";
+    const size_t at = info.find(name);
+    return at == std::string::npos ? 0 : std::stoll(info.substr(at + name.size()));
+  }
 };
 
 TEST_F(SeckillTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
@@ -315,7 +328,7 @@ TEST_F(SeckillTest, UserOrdersReadBackWhatWasReserved) {
   ASSERT_EQ(Reserve("uo", "o3", "alice", 1, 1700)->outcome, Outcome::kReserved);
   ASSERT_EQ(Release("uo", "o3")->outcome, ReleaseOutcome::kReleased);
 
-  auto orders = io_.Run(scripts_->AsyncUserOrders("uo", "alice", boost::asio::use_awaitable));
+  auto orders = UserOrders("uo", "alice");
   ASSERT_TRUE(orders.ok()) << orders.error().ToString();
   ASSERT_EQ(orders->size(), 2u);
   EXPECT_EQ((*orders)[0].order_id, "o1");
@@ -325,9 +338,52 @@ TEST_F(SeckillTest, UserOrdersReadBackWhatWasReserved) {
   EXPECT_FALSE((*orders)[0].released);
   EXPECT_EQ((*orders)[1].order_id, "o3");
   EXPECT_TRUE((*orders)[1].released);
-  auto none = io_.Run(scripts_->AsyncUserOrders("uo", "nobody", boost::asio::use_awaitable));
+  auto none = UserOrders("uo", "nobody");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// GET /api/v1/orders reads a user's orders from the stream for every activity, and the stream is
+// the pipeline's whole backlog: it is read only as far as the user's unpersisted units need.
+TEST_F(SeckillTest, UserOrdersReadOnlyAsMuchOfTheStreamAsNeeded) {
+  ASSERT_TRUE(Setup(Activity("scan", 5000)).ok());
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_EQ(Reserve("scan", "old" + std::to_string(i), "u" + std::to_string(i))->outcome,
+              Outcome::kReserved);
+  }
+  ASSERT_EQ(Reserve("scan", "mine", "alice")->outcome, Outcome::kReserved);
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_EQ(Reserve("scan", "new" + std::to_string(i), "v" + std::to_string(i))->outcome,
+              Outcome::kReserved);
+  }
+  ASSERT_EQ(server_->String({"CONFIG", "RESETSTAT"}), "OK");
+
+  // Someone who bought nothing: the stream is not read.
+  auto nobody = UserOrders("scan", "nobody");
+  ASSERT_TRUE(nobody.ok()) << nobody.error().ToString();
+  EXPECT_TRUE(nobody->empty());
+  EXPECT_EQ(StreamReads(), 0);
+
+  // A buyer: read from the newest entry back until the order is found (600 newer entries, in
+  // chunks of 256: three reads), not through the 600 older ones.
+  auto alice = UserOrders("scan", "alice");
+  ASSERT_TRUE(alice.ok()) << alice.error().ToString();
+  ASSERT_EQ(alice->size(), 1u);
+  EXPECT_EQ((*alice)[0].order_id, "mine");
+  EXPECT_EQ(StreamReads(), 3);
+
+  // The record has it: nothing is pending, nothing read, nothing reported twice.
+  auto persisted = UserOrders("scan", "alice", {.live_units = 1, .order_ids = {"mine"}});
+  ASSERT_TRUE(persisted.ok());
+  EXPECT_TRUE(persisted->empty());
+  EXPECT_EQ(StreamReads(), 3);
+
+  // A record that has the order as cancelled (its unit not yet back in Redis): the stream is
+  // read, and the order, which the record reports, is skipped.
+  auto cancelled = UserOrders("scan", "alice", {.live_units = 0, .order_ids = {"mine"}});
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_TRUE(cancelled->empty());
+  EXPECT_GT(StreamReads(), 3);
 }
 
 TEST(OrderRecordTest, ParsesAndRejects) {
