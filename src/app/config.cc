@@ -277,6 +277,21 @@ const std::vector<Setting>& Settings() {
        .help = "Order intents written to the database per transaction, at most, 1..10000",
        .min = 1,
        .max = 10000},
+      {.name = "consumer-nice",
+       .field = &ServeConfig::consumer_nice,
+       .placeholder = "N",
+       .help = "Nice value of the order consumers' threads, 0..19: above 0 a burst's purchases "
+               "get the CPU first and the record catches up after it (jobs and the lost-write "
+               "repair keep normal priority)",
+       .min = 0,
+       .max = 19},
+      {.name = "consumer-burst-rate",
+       .field = &ServeConfig::consumer_burst_rate,
+       .placeholder = "N",
+       .help = "While an activity's order stream grows by N intents a second or more (a burst), "
+               "its consumers leave it unread for up to 10 s at a time, so the burst's "
+               "purchases get Redis first; 0: never",
+       .min = 0},
       {.name = "claim-idle-ms",
        .field = &ServeConfig::claim_idle_ms,
        .placeholder = "MS",

@@ -181,6 +181,8 @@ service::ConsumerOptions ConsumerOptionsFor(const ServeConfig& config) {
   service::ConsumerOptions options;
   options.name = service::OrderPipeline::DefaultName();
   options.batch = config.consumer_batch;
+  options.nice = static_cast<int>(config.consumer_nice);
+  options.burst_rate = config.consumer_burst_rate;
   options.claim_idle = std::chrono::milliseconds(config.claim_idle_ms);
   options.max_deliveries = config.max_deliveries;
   return options;

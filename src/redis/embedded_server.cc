@@ -32,6 +32,8 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;  // 107 on Linux
 constexpr auto kPingInterval = std::chrono::milliseconds(10);
+// After asking for an AOF rewrite, the next request waits at least this long.
+constexpr auto kAofRetryAfter = std::chrono::seconds(10);
 constexpr size_t kLogTailBytes = 4096;
 constexpr int kLogTailLines = 15;
 
@@ -127,6 +129,26 @@ bool AnswersPing(const std::string& socket_path) {
   }
   redisFree(context);
   return ok;
+}
+
+// One command on a short-lived connection to the socket (bounded by 500 ms): the reply's text
+// (a status or bulk string), nothing on any failure.
+std::optional<std::string> QueryText(const std::string& socket_path, const char* command) {
+  const ScopedNoSigpipe no_sigpipe;
+  const timeval timeout{0, 500 * 1000};
+  redisContext* context = redisConnectUnixWithTimeout(socket_path.c_str(), timeout);
+  if (context == nullptr) return std::nullopt;
+  std::optional<std::string> text;
+  if (context->err == 0 && redisSetTimeout(context, timeout) == REDIS_OK) {
+    auto* reply = static_cast<redisReply*>(redisCommand(context, command));
+    if (reply != nullptr &&
+        (reply->type == REDIS_REPLY_STATUS || reply->type == REDIS_REPLY_STRING)) {
+      text.emplace(reply->str, reply->len);
+    }
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+  redisFree(context);
+  return text;
 }
 
 // Percent-encodes everything in a path but unreserved characters and '/', so that a directory
@@ -255,25 +277,29 @@ base::Result<base::Subprocess> SpawnServer(const EmbeddedServerOptions& options,
   const std::string redis_dir = (dir / "redis").string();
   const std::string log_path = (dir / "redis.log").string();
   const uintmax_t log_start = FileSize(log_path);
-  const std::vector<std::string> argv = {options.binary,
-                                         "--port",
-                                         "0",
-                                         "--unixsocket",
-                                         socket_path,
-                                         "--unixsocketperm",
-                                         "700",
-                                         "--dir",
-                                         redis_dir,
-                                         "--appendonly",
-                                         "yes",
-                                         "--appendfsync",
-                                         options.appendfsync,
-                                         "--save",
-                                         "",
-                                         "--daemonize",
-                                         "no",
-                                         "--logfile",
-                                         log_path};
+  std::vector<std::string> argv = {options.binary,
+                                   "--port",
+                                   "0",
+                                   "--unixsocket",
+                                   socket_path,
+                                   "--unixsocketperm",
+                                   "700",
+                                   "--dir",
+                                   redis_dir,
+                                   "--appendonly",
+                                   "yes",
+                                   "--appendfsync",
+                                   options.appendfsync,
+                                   "--save",
+                                   "",
+                                   "--daemonize",
+                                   "no",
+                                   "--logfile",
+                                   log_path};
+  if (options.supervise) {
+    // The supervisor decides when the AOF is rewritten (see the header).
+    argv.insert(argv.end(), {"--auto-aof-rewrite-percentage", "0"});
+  }
   // redis-server inherits the lock (see the header): it is released only when both are gone.
   auto spawned = base::Subprocess::Spawn(argv, log_path, {lock_fd}, SIGTERM);
   if (!spawned) {
@@ -408,8 +434,13 @@ void EmbeddedServer::Supervise() {
     std::lock_guard lock(mutex_);
     return stopping_;
   };
+  auto next_aof_check = std::chrono::steady_clock::now() + options_.aof_check_every;
   while (SleepUnlessStopped(options_.watch_interval)) {
     if (process_->Running()) {
+      if (const auto now = std::chrono::steady_clock::now(); now >= next_aof_check) {
+        next_aof_check = now + options_.aof_check_every;
+        CheckAofRewrite();
+      }
       // Up for a while: the next failure starts the backoff from the beginning again.
       if (attempt > 0 &&
           std::chrono::steady_clock::now() - up_since >= options_.restart_backoff_max * 2) {
@@ -438,6 +469,7 @@ void EmbeddedServer::Supervise() {
         pid_ = process_->pid();
         restarts_.fetch_add(1);
         up_ = true;
+        aof_seen_size_.reset();  // its AOF as it reloaded it: a new baseline
         up_since = std::chrono::steady_clock::now();
         spdlog::warn(
             "embedded redis: redis-server back up (pid {}) after {} ms, attempt {}",
@@ -451,6 +483,43 @@ void EmbeddedServer::Supervise() {
                     process.error().message);
     }
   }
+}
+
+void EmbeddedServer::CheckAofRewrite() {
+  const auto info = QueryText(socket_path_, "INFO persistence");
+  const auto state = info ? ParseAofState(*info) : std::nullopt;
+  if (!state) return;  // not answering (busy, loading, restarting): look again next time
+  const auto now = std::chrono::steady_clock::now();
+  const std::optional<uint64_t> seen = aof_seen_size_;
+  const auto seen_at = aof_seen_at_;
+  aof_seen_size_ = state->current_size;
+  aof_seen_at_ = now;
+  if (!seen) return;  // the first look: the growth is known from the next one on
+  const uint64_t grown = state->current_size > *seen ? state->current_size - *seen : 0;
+  const double seconds = std::chrono::duration<double>(now - seen_at).count();
+  const AofRewrite decision = DecideAofRewrite(options_.aof_rewrite, *state, grown, seconds);
+  if (decision == AofRewrite::kWaiting) {
+    if (!aof_waiting_logged_) {
+      spdlog::info(
+          "embedded redis: AOF rewrite due ({} bytes, {} after the last rewrite), "
+          "deferred while the AOF grows {:.0f} bytes/s",
+          state->current_size, state->base_size, grown / std::max(seconds, 1e-3));
+      aof_waiting_logged_ = true;
+    }
+    return;
+  }
+  if (decision != AofRewrite::kQuiet && decision != AofRewrite::kOverdue) return;
+  // One request at a time: a rewrite Redis refused or that failed is asked for again, not at
+  // every look.
+  if (aof_rewrites_requested_.load() > 0 && now - aof_requested_at_ < kAofRetryAfter) return;
+  const auto answer = QueryText(socket_path_, "BGREWRITEAOF");
+  aof_requested_at_ = now;
+  aof_waiting_logged_ = false;
+  aof_rewrites_requested_.fetch_add(1);
+  spdlog::info(
+      "embedded redis: AOF rewrite asked for ({}; {} bytes, {} after the last rewrite): {}",
+      ToString(decision), state->current_size, state->base_size,
+      answer ? *answer : std::string("no answer"));
 }
 
 void EmbeddedServer::Stop() {

@@ -29,6 +29,12 @@
 // restart_backoff_max, logging each attempt, until it is back or Stop is called. Meanwhile the
 // clients' connections fail fast and reconnect by themselves once it is back.
 //
+// The AOF's rewrites (with options.supervise): Redis's automatic rewrite is off
+// (auto-aof-rewrite-percentage 0) and the supervisor asks for one (BGREWRITEAOF) by the rule of
+// redis/aof_rewrite.h, looking at INFO persistence every aof_check_every: when Redis would
+// rewrite, but only at a moment the AOF is not growing fast (not in the middle of a burst),
+// unless the rewrite is overdue. Without supervision Redis rewrites by its own defaults.
+//
 // Start and Stop block (up to start_timeout and stop_timeout); call them from one thread. pid(),
 // restarts() and the accessors may be read from any thread.
 
@@ -45,6 +51,7 @@
 
 #include "base/result.h"
 #include "base/subprocess.h"
+#include "redis/aof_rewrite.h"
 
 namespace flashsale::redis {
 
@@ -60,6 +67,8 @@ struct EmbeddedServerOptions {
   std::chrono::milliseconds restart_backoff_initial{100};
   std::chrono::milliseconds restart_backoff_max{5000};
   std::chrono::milliseconds watch_interval{50};  // how often the supervisor checks the child
+  AofRewritePolicy aof_rewrite;                  // with supervise (see above)
+  std::chrono::milliseconds aof_check_every{1000};
 };
 
 class EmbeddedServer {
@@ -86,6 +95,8 @@ class EmbeddedServer {
   uint64_t restarts() const { return restarts_.load(); }
   // False from the moment the supervisor sees redis-server gone until it answers PING again.
   bool up() const { return up_.load(); }
+  // How many AOF rewrites the supervisor has asked for (see above).
+  uint64_t aof_rewrites_requested() const { return aof_rewrites_requested_.load(); }
 
   // SIGTERM (Redis writes and fsyncs its AOF on the way out), up to stop_timeout for it to exit,
   // then SIGKILL; then releases the locks. Stops the supervisor first. Idempotent.
@@ -95,6 +106,8 @@ class EmbeddedServer {
   EmbeddedServer(EmbeddedServerOptions options, std::string socket_path, int owner_lock_fd,
                  int lock_fd, base::Subprocess process);
   void Supervise();
+  // One look at the AOF (see above); asks for a rewrite when the rule says so.
+  void CheckAofRewrite();
   // Sleeps up to `duration`; false if Stop was called meanwhile.
   bool SleepUnlessStopped(std::chrono::milliseconds duration);
 
@@ -106,6 +119,12 @@ class EmbeddedServer {
   std::atomic<pid_t> pid_{-1};
   std::atomic<uint64_t> restarts_{0};
   std::atomic<bool> up_{true};
+  std::atomic<uint64_t> aof_rewrites_requested_{0};
+  // The supervisor's last look at the AOF (touched by it alone).
+  std::optional<uint64_t> aof_seen_size_;
+  std::chrono::steady_clock::time_point aof_seen_at_{};
+  std::chrono::steady_clock::time_point aof_requested_at_{};
+  bool aof_waiting_logged_ = false;
 
   std::mutex mutex_;
   std::condition_variable stop_cv_;

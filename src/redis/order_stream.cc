@@ -280,6 +280,17 @@ asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_i
   co_return info;
 }
 
+asio::awaitable<Result<int64_t>> OrderStream::Length(std::string_view activity_id) {
+  const SeckillKeys keys(namespace_, activity_id);
+  const Command xlen = Build({"XLEN", keys.stream()});
+  auto length = co_await Await(runner_.connection(), xlen);
+  if (!length.ok()) co_return std::move(length).error();
+  if (!length->is_integer()) {
+    co_return MakeError(ErrorCode::kProtocol, "XLEN: unexpected {}", length->Describe());
+  }
+  co_return length->integer();
+}
+
 asio::awaitable<Result<int64_t>> OrderStream::Trim(std::string_view activity_id) {
   const SeckillKeys keys(namespace_, activity_id);
   auto info = co_await Info(activity_id);

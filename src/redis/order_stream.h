@@ -99,6 +99,8 @@ class OrderStream {
   // database has. Returns the number removed.
   boost::asio::awaitable<base::Result<int64_t>> Trim(std::string_view activity_id);
   boost::asio::awaitable<base::Result<GroupInfo>> Info(std::string_view activity_id);
+  // The stream's length (XLEN: 0 for none), for the consumer's burst deferral.
+  boost::asio::awaitable<base::Result<int64_t>> Length(std::string_view activity_id);
 
  private:
   ScriptRunner& runner_;

@@ -13,7 +13,6 @@
 #include "base/failpoint.h"
 #include "base/ids.h"
 #include "base/strings.h"
-#include "service/blocking.h"
 #include "service/redis_watch.h"
 
 namespace flashsale::service {
@@ -217,6 +216,13 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
       }
       groups_ready_[id] = true;
     }
+    BurstGate& gate =
+        bursts_.try_emplace(id, options_.burst_rate, options_.burst_defer).first->second;
+    if (options_.burst_rate > 0) {
+      // A burst of purchases on it: left unread for now (its claims and trim wait too).
+      auto length = co_await stream_.Length(id);
+      if (length.ok() && gate.Defer(*length, Clock::now())) continue;
+    }
     int64_t& count = read_count_[id];
     if (count < options_.batch) count = options_.batch;
     auto entries = co_await stream_.ReadNew(id, options_.name, count);
@@ -228,6 +234,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
     }
     // A full read means a backlog: the next one takes more (fewer commits and round trips per
     // order while it drains).
+    if (static_cast<int64_t>(entries->size()) < count) gate.CaughtUp();
     count = static_cast<int64_t>(entries->size()) == count
                 ? std::min(count * 2, std::max(options_.max_batch, options_.batch))
                 : options_.batch;
@@ -248,6 +255,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
     if (trim_due) {
       auto trimmed = co_await stream_.Trim(id);
       if (!trimmed.ok()) spdlog::warn("trim '{}': {}", id, trimmed.error().message);
+      gate.Restart();  // shorter now: the next length starts a new window
       auto info = co_await stream_.Info(id);
       if (info.ok()) metrics_.SetGauges(id, *info);
     }
@@ -347,17 +355,7 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
     const auto write = [orders, now_ms = context_.clock().NowMs(), fence](store::Store& store) {
       return store.InsertOrders(*orders, now_ms, fence);
     };
-    Result<std::vector<store::InsertOutcome>> outcomes = std::vector<store::InsertOutcome>{};
-    if (persist_) {
-      const auto job = [&store = context_.store(), write] { return write(store); };
-      auto done = co_await RunBlocking(*persist_, job, context_.settings().db_timeout);
-      outcomes =
-          done ? std::move(*done)
-               : MakeError(ErrorCode::kUnavailable, "the database ({}) did not answer within {} ms",
-                           context_.store().Describe(), context_.settings().db_timeout.count());
-    } else {
-      outcomes = co_await context_.OnDb(write);
-    }
+    Result<std::vector<store::InsertOutcome>> outcomes = co_await context_.OnDb(write);
     if (!outcomes.ok() && outcomes.error().code == ErrorCode::kCancelled) {
       // Fenced: read before a Redis restart or failover that the repair has counted without
       // it. Left pending, never acknowledged: if this Redis still holds the entries, they are

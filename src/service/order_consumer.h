@@ -36,6 +36,7 @@
 
 #include "base/metrics.h"
 #include "redis/order_stream.h"
+#include "service/burst_gate.h"
 #include "service/context.h"
 #include "service/draw_queue_consumer.h"
 #include "service/jobs.h"
@@ -55,12 +56,18 @@ struct ConsumerOptions {
   std::chrono::milliseconds trim_every{5000};  // also refreshes the gauges
   int64_t max_deliveries = 5;
   std::chrono::milliseconds backoff_max{5000};  // database retries
-  // The nice value of a thread of the pipeline's own for its order inserts (0, the default: they
-  // run on the shared database executor at the process's priority). Off by default: measured,
-  // it did not move a burst's CPU to the purchases, and a starved insert thread holds the
-  // store's lock that the repair and the HTTP threads wait on (docs/durability.md). The consumer
-  // threads themselves keep the process's priority in any case.
+  // The nice value of the consumer's thread (OrderPipeline: reading, parsing and acknowledging
+  // its batches; 0..19). Above 0, a burst's purchases get the CPU first and the backlog drains
+  // once it ends: the thread waits for each batch's inserts (on the shared database executor, at
+  // the process's priority, so the store's lock is never held by a starved thread), so persisting
+  // goes at the pace the lowered thread keeps. The jobs, the lost-write repair and the admission
+  // queues run on a thread of their own at the process's priority (docs/durability.md).
   int nice = 0;
+  // Burst deferral (service/burst_gate.h): while an activity's stream grows by burst_rate intents
+  // a second or more, it is left unread, for burst_defer at most at once (then read until caught
+  // up). 0: off. `flashsale serve` sets --consumer-burst-rate.
+  int64_t burst_rate = 0;
+  std::chrono::milliseconds burst_defer{10000};
 };
 
 // Shared by every consumer of a process; read by /metrics.
@@ -101,10 +108,6 @@ class OrderConsumer {
   // refreshes gauges when due. The number of entries handled. For Run and for tests.
   boost::asio::awaitable<int64_t> Pass(const bool* stop);
 
-  // The batches' inserts run on `executor` (with the context's db_timeout) instead of the
-  // context's database executor: OrderPipeline's low-priority persist thread.
-  void PersistOn(boost::asio::any_io_executor executor) { persist_ = std::move(executor); }
-
  private:
   // `fence`: the record's epoch the batch was read under (service/redis_watch.h), if any.
   // `redelivered`: some of `entries` were claimed (delivered before, so they may have failure
@@ -130,8 +133,8 @@ class OrderConsumer {
   ConsumerOptions options_;
   PipelineMetrics& metrics_;
   std::map<std::string, bool> groups_ready_;
-  std::map<std::string, int64_t> read_count_;            // per activity: the next read's count
-  std::optional<boost::asio::any_io_executor> persist_;  // where inserts run, when asked for
+  std::map<std::string, int64_t> read_count_;  // per activity: the next read's count
+  std::map<std::string, BurstGate> bursts_;    // per activity (with options_.burst_rate)
   std::chrono::steady_clock::time_point next_claim_{};
   std::chrono::steady_clock::time_point next_trim_{};
 };

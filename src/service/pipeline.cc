@@ -27,9 +27,15 @@ namespace asio = boost::asio;
 
 class OrderPipeline::Runner {
  public:
-  Runner(const PipelineDeps& deps, ConsumerOptions options,
-         std::optional<asio::any_io_executor> persist)
-      : work_(asio::make_work_guard(io_)),
+  // kOrders: one order consumer, on a thread at ConsumerOptions::nice. kJobs: the admission
+  // queues' consumer, the registry poll and the scheduled jobs (the lost-write repair among
+  // them), at the process's priority: a sale frozen after a Redis event waits on the repair.
+  enum class Role { kOrders, kJobs };
+
+  Runner(const PipelineDeps& deps, ConsumerOptions options, Role role)
+      : role_(role),
+        nice_(options.nice),
+        work_(asio::make_work_guard(io_)),
         connection_(redis::Connection::Create(io_.get_executor(), deps.redis)),
         runner_(connection_, redis::ScriptSet::Embedded()),
         random_(deps.random()),
@@ -40,9 +46,7 @@ class OrderPipeline::Runner {
         queue_consumer_(context_, QueueOptions(options), deps.metrics->queue),
         jobs_(deps.jobs),
         job_metrics_(&deps.metrics->jobs),
-        poll_timer_(io_) {
-    if (persist) consumer_.PersistOn(*persist);
-  }
+        poll_timer_(io_) {}
 
   ~Runner() {
     io_.stop();
@@ -67,21 +71,27 @@ class OrderPipeline::Runner {
     return {};
   }
 
-  void Run(bool poll_registry, std::chrono::milliseconds poll_every, bool run_jobs) {
+  void Run(bool poll_registry, std::chrono::milliseconds poll_every) {
     connection_->Start();
-    asio::co_spawn(io_, consumer_.Run(&stop_), [this](std::exception_ptr) { done_ = true; });
-    asio::co_spawn(io_, RunQueues(), [this](std::exception_ptr) { queue_done_ = true; });
-    if (poll_registry) {
-      asio::co_spawn(io_, PollRegistry(context_, poll_every, poll_timer_, &stop_), asio::detached);
-    }
-    if (run_jobs) {
+    if (role_ == Role::kOrders) {
+      asio::co_spawn(io_, consumer_.Run(&stop_), [this](std::exception_ptr) { done_ = true; });
+      queue_done_ = true;
+      jobs_done_ = true;
+    } else {
+      done_ = true;
+      asio::co_spawn(io_, RunQueues(), [this](std::exception_ptr) { queue_done_ = true; });
+      if (poll_registry) {
+        asio::co_spawn(io_, PollRegistry(context_, poll_every, poll_timer_, &stop_),
+                       asio::detached);
+      }
       asio::co_spawn(io_, RunJobSchedule(context_, jobs_, &stop_, job_metrics_),
                      [this](std::exception_ptr) { jobs_done_ = true; });
-    } else {
-      jobs_done_ = true;
     }
     io_.restart();
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] {
+      if (role_ == Role::kOrders && nice_ > 0) LowerThreadPriority(nice_);
+      io_.run();
+    });
   }
 
   void Stop() {
@@ -134,6 +144,8 @@ class OrderPipeline::Runner {
   }
 
   static constexpr std::chrono::milliseconds kQueueIdle{10};
+  const Role role_;
+  const int nice_;
   asio::io_context io_{1};  // first: destroyed last
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::shared_ptr<redis::Connection> connection_;
@@ -182,28 +194,22 @@ bool OrderPipeline::LowerThreadPriority(int nice) {
 }
 
 base::Status OrderPipeline::Start() {
-  std::optional<asio::any_io_executor> persist;
-  if (options_.nice > 0 && consumers_ > 0) {
-    // Asked for (ConsumerOptions::nice, off by default): the order inserts run on a thread of
-    // their own at that lower priority; the store serializes its callers itself. Everything else
-    // of the consumer threads (reads, jobs, the lost-write repair) keeps the shared executor.
-    persist_pool_ = std::make_unique<asio::thread_pool>(1);
-    asio::post(*persist_pool_, [nice = options_.nice] { LowerThreadPriority(nice); });
-    persist = persist_pool_->get_executor();
-  }
+  if (consumers_ <= 0) return {};
+  // The jobs' thread first: it loads the registry (when polling it) before any consumer reads.
+  runners_.push_back(std::make_unique<Runner>(deps_, options_, Runner::Role::kJobs));
   for (int i = 0; i < consumers_; ++i) {
     ConsumerOptions options = options_;
     options.name = fmt::format("{}-{}", options_.name, i);
-    runners_.push_back(std::make_unique<Runner>(deps_, std::move(options), persist));
+    runners_.push_back(std::make_unique<Runner>(deps_, std::move(options), Runner::Role::kOrders));
   }
-  if (poll_registry_ && !runners_.empty()) {
+  if (poll_registry_) {
     if (auto loaded = runners_[0]->LoadRegistry(); !loaded) {
       runners_.clear();
       return loaded;
     }
   }
   for (size_t i = 0; i < runners_.size(); ++i) {
-    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_, i == 0);
+    runners_[i]->Run(poll_registry_ && i == 0, registry_poll_);
   }
   return {};
 }
@@ -211,13 +217,6 @@ base::Status OrderPipeline::Start() {
 void OrderPipeline::Stop() {
   for (auto& runner : runners_) runner->Stop();
   for (auto& runner : runners_) runner->Join(std::chrono::seconds(10));
-  // The inserts in hand (each bounded by the store's busy timeout) finish before the runners'
-  // io_contexts go: a finished insert posts its result to its consumer's (stopped, still alive)
-  // context.
-  if (persist_pool_) {
-    persist_pool_->join();
-    persist_pool_.reset();
-  }
   runners_.clear();
 }
 

@@ -1,10 +1,11 @@
 #pragma once
 // Runs order consumers (order_consumer.h), each on a thread of its own with its own Redis
-// connection, inside `flashsale serve` or as `flashsale worker`. Any number of them, in any number
-// of processes on any hosts, may run against one Redis and one database.
+// connection (at ConsumerOptions::nice), and beside them one more thread at the process's
+// priority for the admission queues' consumer, the registry poll and the scheduled jobs (the
+// lost-write repair among them), inside `flashsale serve` or as `flashsale worker`. Any number of
+// them, in any number of processes on any hosts, may run against one Redis and one database.
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -28,13 +29,14 @@ struct PipelineDeps {
   const base::Clock* clock = nullptr;
   RandomFactory random = MakeSecureRandom;  // each consumer thread's (queued draws, lock tokens)
   PipelineMetrics* metrics = nullptr;
-  JobSchedule jobs;  // run by the first consumer's thread (zero periods: none)
+  JobSchedule jobs;  // run by the jobs' thread (zero periods: none)
 };
 
 class OrderPipeline {
  public:
-  // `options.name` is a prefix; consumer i is "<prefix>-<i>". With `poll_registry`, the first
-  // consumer's thread also keeps the registry fresh (a worker has no HTTP server to do it).
+  // `options.name` is a prefix; consumer i is "<prefix>-<i>" (the queues' consumer is
+  // "<prefix>"). With `poll_registry`, the jobs' thread also keeps the registry fresh (a worker
+  // has no HTTP server to do it). No consumers: no threads at all.
   OrderPipeline(PipelineDeps deps, ConsumerOptions options, int consumers, bool poll_registry,
                 std::chrono::milliseconds registry_poll);
   ~OrderPipeline();
@@ -51,7 +53,7 @@ class OrderPipeline {
   static std::string DefaultName();
 
   // Sets the calling thread's nice value (Linux: per thread); false with a warning logged when
-  // the system refuses. For the persist thread.
+  // the system refuses. For the consumers' threads (ConsumerOptions::nice).
   static bool LowerThreadPriority(int nice);
 
  private:
@@ -62,9 +64,6 @@ class OrderPipeline {
   bool poll_registry_;
   std::chrono::milliseconds registry_poll_;
   std::vector<std::unique_ptr<Runner>> runners_;
-  // With options.nice > 0: the thread the consumers' order inserts run on, at that nice value
-  // (the shared one in deps.db_executor keeps serving everything else at normal priority).
-  std::unique_ptr<boost::asio::thread_pool> persist_pool_;
 };
 
 }  // namespace flashsale::service

@@ -63,9 +63,10 @@ class PipelineTest : public testing::ServiceFixture<> {
   }
 
   // Reserves units for users u0..u(n-1); returns the order ids.
-  std::vector<std::string> Reserve(const std::string& activity, int n, int64_t quantity = 1) {
+  std::vector<std::string> Reserve(const std::string& activity, int n, int64_t quantity = 1,
+                                   int first = 0) {
     std::vector<std::string> orders;
-    for (int i = 0; i < n; ++i) {
+    for (int i = first; i < first + n; ++i) {
       const std::string order = activity + "-o" + std::to_string(i);
       const std::string user = "u" + std::to_string(i);
       redis::ReserveRequest request{
@@ -389,10 +390,11 @@ std::vector<int> ThreadNiceValues() {
   return values;
 }
 
-// A pipeline at a lower priority (ConsumerOptions::nice): the thread its inserts run on has that
-// nice value, the consumer thread and the shared database executor are left alone, and every
-// intent still becomes exactly one row.
-TEST_F(PipelineTest, ALowPriorityPipelinePersistsEveryIntentOnItsOwnThread) {
+// A pipeline at a lower priority (ConsumerOptions::nice): its consumer's thread has that nice
+// value, the jobs' thread and the shared database executor (where the inserts run, holding the
+// store's lock at the process's priority) are left alone, and every intent still becomes exactly
+// one row.
+TEST_F(PipelineTest, ALowPriorityPipelinePersistsEveryIntentFromItsOwnThread) {
   CreateActivity("calm", 500);
   const auto orders = Reserve("calm", 400);
   PipelineDeps deps;
@@ -418,7 +420,7 @@ TEST_F(PipelineTest, ALowPriorityPipelinePersistsEveryIntentOnItsOwnThread) {
     std::this_thread::sleep_for(100ms);
   }
   const std::vector<int> nice = ThreadNiceValues();
-  EXPECT_EQ(std::count(nice.begin(), nice.end(), 7), 1) << "the pipeline's persist thread";
+  EXPECT_EQ(std::count(nice.begin(), nice.end(), 7), 1) << "the order consumer's thread";
   pipeline.Stop();
   EXPECT_EQ(OrderIdsInDb("calm"), std::set<std::string>(orders.begin(), orders.end()));
   EXPECT_EQ(metrics_.persisted.value(), orders.size());
@@ -427,6 +429,66 @@ TEST_F(PipelineTest, ALowPriorityPipelinePersistsEveryIntentOnItsOwnThread) {
   std::promise<int> after;
   asio::post(db_, [&] { after.set_value(::getpriority(PRIO_PROCESS, 0)); });
   EXPECT_EQ(after.get_future().get(), before);
+}
+
+// A burst (ConsumerOptions::burst_rate, service/burst_gate.h): while reservations arrive at
+// 2,000 a second, a consumer deferring from 200 a second leaves the stream unread after its first
+// look; once they stop, it persists every intent, each exactly once.
+TEST_F(PipelineTest, AConsumerLeavesABurstUnreadAndPersistsItOnceItEnds) {
+  CreateActivity("burst", 100000);
+  ConsumerOptions options = Options("bursty");
+  options.trim_every = 1h;
+  options.burst_rate = 200;
+  options.burst_defer = 1h;  // not reached here
+  OrderConsumer consumer(*context_, context_->order_stream(), options, metrics_);
+  std::vector<std::string> orders;
+  // 100 reservations, then a pass, every 50 ms for 1.5 s.
+  size_t persisted_early = 0;
+  for (int i = 0; i < 30; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto more = Reserve("burst", 100, 1, i * 100);
+    orders.insert(orders.end(), more.begin(), more.end());
+    io_.Run(consumer.Pass(&stop_));
+    if (i == 10) persisted_early = OrderIdsInDb("burst").size();
+    std::this_thread::sleep_until(start + 50ms);
+  }
+  // Read only before the first 250 ms window had measured the burst, nothing after.
+  EXPECT_LT(persisted_early, 1100u);
+  EXPECT_EQ(OrderIdsInDb("burst").size(), persisted_early);
+  // Quiet now: the next window sees no growth, and the consumer reads again.
+  for (int i = 0; i < 200 && OrderIdsInDb("burst").size() < orders.size(); ++i) {
+    io_.Run(consumer.Pass(&stop_));
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(OrderIdsInDb("burst"), std::set<std::string>(orders.begin(), orders.end()));
+  EXPECT_EQ(metrics_.persisted.value(), orders.size());
+  EXPECT_EQ(metrics_.duplicates.value(), 0u);
+}
+
+// A burst longer than burst_defer is persisted while it goes on: after each deferral at its
+// longest the consumer reads until it has caught up.
+TEST_F(PipelineTest, ABurstLongerThanTheLongestDeferralIsPersistedWhileItLasts) {
+  CreateActivity("long", 100000);
+  ConsumerOptions options = Options("patient");
+  options.trim_every = 1h;
+  options.burst_rate = 200;
+  options.burst_defer = 400ms;
+  OrderConsumer consumer(*context_, context_->order_stream(), options, metrics_);
+  std::vector<std::string> orders;
+  for (int i = 0; i < 40; ++i) {  // 2 s of 2,000 a second
+    const auto start = std::chrono::steady_clock::now();
+    const auto more = Reserve("long", 100, 1, i * 100);
+    orders.insert(orders.end(), more.begin(), more.end());
+    io_.Run(consumer.Pass(&stop_));
+    std::this_thread::sleep_until(start + 50ms);
+  }
+  EXPECT_GT(OrderIdsInDb("long").size(), 1000u) << "nothing read after the deferrals ran out";
+  for (int i = 0; i < 200 && OrderIdsInDb("long").size() < orders.size(); ++i) {
+    io_.Run(consumer.Pass(&stop_));
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(OrderIdsInDb("long"), std::set<std::string>(orders.begin(), orders.end()));
+  EXPECT_EQ(metrics_.duplicates.value(), 0u);
 }
 
 TEST_F(PipelineTest, TrimmingKeepsWhatIsNotPersisted) {

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -315,6 +316,115 @@ TEST(EmbeddedServerTest, SupervisedServerKilledIsRestartedOnItsAofAndClientsReco
   server->Stop();
   EXPECT_FALSE(ProcessExists(second));
   EXPECT_EQ(server->pid(), -1);
+}
+
+// INFO persistence's field `name` (-1 if it cannot be read).
+int64_t PersistenceField(const std::string& socket, const std::string& name) {
+  redisContext* context = redisConnectUnix(socket.c_str());
+  int64_t value = -1;
+  if (context != nullptr && context->err == 0) {
+    auto* reply = static_cast<redisReply*>(redisCommand(context, "INFO persistence"));
+    if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+      const std::string info(reply->str, reply->len);
+      const auto at = info.find("\n" + name + ":");
+      if (at != std::string::npos) value = std::stoll(info.substr(at + name.size() + 2));
+    }
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+  if (context != nullptr) redisFree(context);
+  return value;
+}
+
+// Writes 64 KiB (16 SETs of 4 KiB, pipelined) every 50 ms, about 1.25 MiB/s, while `go` says so.
+class SteadyWriter {
+ public:
+  explicit SteadyWriter(const std::string& socket) : context_(redisConnectUnix(socket.c_str())) {
+    if (context_ == nullptr || context_->err != 0) throw std::runtime_error("connect failed");
+  }
+  ~SteadyWriter() { redisFree(context_); }
+  SteadyWriter(const SteadyWriter&) = delete;
+  SteadyWriter& operator=(const SteadyWriter&) = delete;
+
+  // One 50 ms step: 64 KiB written and acknowledged, then the rest of the step slept.
+  void Step() {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string value(4096, static_cast<char>('a' + step_ % 26));
+    for (int i = 0; i < 16; ++i) {
+      const std::string key = "k" + std::to_string(step_ * 16 + i);
+      redisAppendCommand(context_, "SET %b %b", key.data(), key.size(), value.data(), value.size());
+    }
+    for (int i = 0; i < 16; ++i) {
+      void* reply = nullptr;
+      if (redisGetReply(context_, &reply) != REDIS_OK) throw std::runtime_error("SET failed");
+      freeReplyObject(reply);
+    }
+    ++step_;
+    std::this_thread::sleep_until(start + 50ms);
+  }
+
+ private:
+  redisContext* context_;
+  int64_t step_ = 0;
+};
+
+// The supervisor rewrites the AOF as Redis would, but not while it grows fast: a due rewrite
+// waits for the writes to stop (Redis's own automatic rewrite is off).
+TEST(EmbeddedServerTest, ADueAofRewriteWaitsForAQuietMoment) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  options.supervise = true;
+  options.aof_rewrite = {.min_size = 1 << 20,
+                         .growth_percent = 100,
+                         .overdue_percent = 5000,  // not reached here
+                         .quiet_bytes_per_second = 64 << 10};
+  options.aof_check_every = 300ms;
+  auto server = StartOrDie(options);
+  const std::string socket = server->socket_path();
+  ASSERT_EQ(PersistenceField(socket, "aof_rewrites"), 0);
+
+  SteadyWriter writer(socket);
+  // Past the minimum size (due: the fresh server's AOF has grown far more than 100 %), then
+  // about 1.5 s more of writes: the supervisor looked about five times and asked for nothing.
+  for (int i = 0; i < 400 && PersistenceField(socket, "aof_current_size") < (2 << 20); ++i) {
+    writer.Step();
+  }
+  ASSERT_GE(PersistenceField(socket, "aof_current_size"), 2 << 20);
+  for (int i = 0; i < 30; ++i) writer.Step();
+  EXPECT_EQ(server->aof_rewrites_requested(), 0u);
+  EXPECT_EQ(PersistenceField(socket, "aof_rewrites"), 0);
+
+  // The writes stop: the next look or the one after asks for the rewrite, which runs.
+  ASSERT_TRUE(Eventually([&] { return PersistenceField(socket, "aof_rewrites") >= 1; }, 20s))
+      << "requested " << server->aof_rewrites_requested();
+  EXPECT_EQ(server->aof_rewrites_requested(), 1u);
+  EXPECT_EQ(PersistenceField(socket, "aof_rewrites"), 1);
+}
+
+// An overdue rewrite (grown overdue_percent over the larger of the last rewrite's size and the
+// minimum) runs while the writes go on.
+TEST(EmbeddedServerTest, AnOverdueAofRewriteRunsWhileWritesGoOn) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  options.supervise = true;
+  options.aof_rewrite = {.min_size = 1 << 20,
+                         .growth_percent = 100,
+                         .overdue_percent = 100,  // overdue at 2 MiB
+                         .quiet_bytes_per_second = 64 << 10};
+  options.aof_check_every = 300ms;
+  auto server = StartOrDie(options);
+  const std::string socket = server->socket_path();
+
+  SteadyWriter writer(socket);
+  int64_t size_at_rewrite = -1;
+  for (int i = 0; i < 400 && size_at_rewrite < 0; ++i) {  // bounded: 20 s, about 25 MiB
+    writer.Step();
+    if (PersistenceField(socket, "aof_rewrites") >= 1 ||
+        PersistenceField(socket, "aof_rewrite_in_progress") == 1) {
+      size_at_rewrite = PersistenceField(socket, "aof_current_size");
+    }
+  }
+  ASSERT_GE(size_at_rewrite, 0) << "no rewrite while writing";
+  EXPECT_EQ(server->aof_rewrites_requested(), 1u);
 }
 
 TEST(EmbeddedServerTest, UnsupervisedServerKilledStaysDown) {
