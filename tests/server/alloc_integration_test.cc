@@ -345,12 +345,12 @@ RedisServer* AllocTest::redis_ = nullptr;
 // compiling beside it, runs counted 0 to 5 allocations over the 400 reserves or draws (0 for
 // sold-out purchases, which never reach Redis): traced to the Redis connection's async_send
 // write op (256 bytes, Asio's hook_allocator) missing the recycling cache now and then, and once
-// a 320-byte block not symbolised; left for now. So the reserve and draw bounds leave 0.05 per
-// request (20 over the 400), the sold-out one 0: one allocation per request coming back, or one in
-// ten, fails the test. What made it
-// so, with what each site cost before (debug build, FLASHSALE_ALLOC_TRACE=1: reserve 1.56 per
-// request, 1.08 of them the request's own and the rest the stray reload below; draw 3.62; sold
-// out 0):
+// a 320-byte block not symbolised; left for now. The release build, nothing else running: 0 to 3
+// over the 400 reserves or draws in five runs, every one that write op (Connection::StartWrite). So
+// the reserve and draw bounds leave 0.05 per request (20 over the 400), the sold-out one 0: one
+// allocation per request coming back, or one in ten, fails the test. What made it so, with what
+// each site cost before (debug build, FLASHSALE_ALLOC_TRACE=1: reserve 1.56 per request, 1.08 of
+// them the request's own and the rest the stray reload below; draw 3.62; sold out 0):
 //   - the reply's order id (26 characters, longer than a short string) goes into
 //     Reservation/DrawResult::order_id in a string from the thread's pool (src/redis/seckill.cc),
 //     and the purchase or draw result that ends up owning it gives it back (service/purchase.h,
