@@ -47,6 +47,7 @@
 
 #include "base/metrics.h"
 #include "base/result.h"
+#include "base/ring_queue.h"
 #include "redis/command.h"
 #include "redis/reply.h"
 #include "redis/url.h"
@@ -212,12 +213,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   redisReader* reader_ = nullptr;
   std::vector<char> read_buffer_;
 
-  std::deque<Waiting> waiting_;   // sent before the link was ready
-  std::deque<Pending> inflight_;  // written or in out_, replies expected in this order
-  size_t unhanded_ = 0;           // the last unhanded_ of inflight_ are still only in out_
-  size_t handshake_left_ = 0;     // AUTH/SELECT replies still expected before kReady
-  std::string out_;               // bytes not yet given to the socket
-  std::string writing_;           // bytes of the write in progress
+  std::deque<Waiting> waiting_;  // sent before the link was ready
+  // Written or in out_, replies expected in this order. A ring, not a deque: a deque allocates a
+  // node every few commands as it slides (alloc_integration_test counted 0.09 per request).
+  base::RingQueue<Pending> inflight_;
+  size_t unhanded_ = 0;        // the last unhanded_ of inflight_ are still only in out_
+  size_t handshake_left_ = 0;  // AUTH/SELECT replies still expected before kReady
+  std::string out_;            // bytes not yet given to the socket
+  std::string writing_;        // bytes of the write in progress
   bool write_in_progress_ = false;
   bool flush_posted_ = false;
   Deadline last_progress_{};  // last read, or when inflight_ became non-empty

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "base/ids.h"
+#include "base/string_pool.h"
 #include "base/strings.h"
 
 namespace flashsale::redis {
@@ -291,6 +292,15 @@ void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode
 
 namespace {
 
+// A reply's order id (26 characters, longer than a short string holds) into `out`, in a string
+// from this thread's pool (base/string_pool.h) when `out` has no room: the purchase or draw that
+// ends up owning it gives the storage back (service::PurchaseResult, service::DrawResult), so in
+// steady state the order id of a reply costs no allocation.
+void AssignPooled(std::string& out, std::string_view text) {
+  if (out.capacity() < text.size()) out = base::TakeString();
+  out.assign(text);
+}
+
 // What Reserve refuses before Redis.
 base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& request) {
   if (!core::IsValidActivityId(activity_id)) return BadActivityId(activity_id);
@@ -506,7 +516,7 @@ void SeckillScripts::SendReserve(std::string_view activity_id,
         r.replayed = reply.Int(f.replayed, row) == 1;
         r.remaining = reply.Int(f.remaining, row);
         r.bought = reply.Int(f.bought, row);
-        r.order_id = reply.Str(f.order_id, row);
+        AssignPooled(r.order_id, reply.Str(f.order_id, row));
         r.items = base::SplitWords(reply.Str(f.items, row));
       },
       std::move(handler));
@@ -547,7 +557,7 @@ void SeckillScripts::SendDraw(std::string_view activity_id, std::span<const Draw
         d.replayed = reply.Int(f.replayed, row) == 1;
         d.remaining = reply.Int(f.remaining, row);
         d.draws = reply.Int(f.draws, row);
-        d.order_id = reply.Str(f.order_id, row);
+        AssignPooled(d.order_id, reply.Str(f.order_id, row));
         d.prize_id = reply.Str(f.prize_id, row);
       },
       std::move(handler));

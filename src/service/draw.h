@@ -11,8 +11,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/result.h"
+#include "base/string_pool.h"
 #include "core/outcome.h"
 #include "service/admission.h"
 #include "service/context.h"
@@ -39,6 +41,15 @@ struct DrawResult {
   // As PurchaseResult::unknown: the draw may have been made under `order_id`.
   bool unknown = false;
   std::string unknown_reason;
+
+  DrawResult() = default;
+  DrawResult(const DrawResult&) = default;
+  DrawResult(DrawResult&&) = default;
+  DrawResult& operator=(const DrawResult&) = default;
+  DrawResult& operator=(DrawResult&&) = default;
+  // The order id's storage goes back to the thread's pool (base/string_pool.h) for the next one:
+  // it came from there (OrderIdGenerator::Next, or the script's reply in redis/seckill.cc).
+  ~DrawResult() { base::GiveString(std::move(order_id)); }
 };
 
 // Errors: kInvalidArgument (bad input, or a sale), or a Redis failure that left nothing done

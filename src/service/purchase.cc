@@ -59,8 +59,9 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
   if (!reservation.ok()) {
     co_return UndecidedResult<PurchaseResult>(admission.order_id, std::move(reservation).error());
   }
-  co_return co_await ConfirmTaken(
-      context, activity_id, FromReservation(context, request, admission, std::move(*reservation)));
+  PurchaseResult result = FromReservation(context, request, admission, std::move(*reservation));
+  co_await ConfirmTaken(context, activity_id, result);
+  co_return std::move(result);
 }
 
 }  // namespace

@@ -11,9 +11,11 @@
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
+#include "base/string_pool.h"
 #include "core/outcome.h"
 #include "service/admission.h"
 #include "service/context.h"
@@ -41,6 +43,15 @@ struct PurchaseResult {
   // one attempt is unknown, a later attempt failing fast does not make it "not done".
   bool unknown = false;
   std::string unknown_reason;
+
+  PurchaseResult() = default;
+  PurchaseResult(const PurchaseResult&) = default;
+  PurchaseResult(PurchaseResult&&) = default;
+  PurchaseResult& operator=(const PurchaseResult&) = default;
+  PurchaseResult& operator=(PurchaseResult&&) = default;
+  // The order id's storage goes back to the thread's pool (base/string_pool.h) for the next one:
+  // it came from there (OrderIdGenerator::Next, or the script's reply in redis/seckill.cc).
+  ~PurchaseResult() { base::GiveString(std::move(order_id)); }
 };
 
 // Errors: kInvalidArgument (bad input, or a lottery), or a Redis failure that left nothing done
