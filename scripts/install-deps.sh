@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 packages=(
   # build; clang 14 and its runtime for the libFuzzer targets
   g++ cmake ninja-build pkg-config clang-format clang-tidy clang-14 libclang-rt-14-dev
+  # a compiler cache: .ci/run builds through it when it is there (the same sources compile once)
+  ccache
   # libraries (docs/design.md, "Dependencies")
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libhiredis-dev libssl-dev libsqlite3-dev libmariadb-dev
