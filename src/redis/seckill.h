@@ -286,7 +286,7 @@ class SeckillScripts {
                          Token&& token) {
     return Initiate<std::vector<base::Result<Reservation>>>(
         token, [this, activity_id, requests](auto h) {
-          ReserveBatch(activity_id, requests, std::move(h));
+          this->ReserveBatch(activity_id, requests, std::move(h));
         });
   }
   template <typename Token>
@@ -298,8 +298,9 @@ class SeckillScripts {
   auto AsyncDrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
                       Token&& token) {
     return Initiate<std::vector<base::Result<DrawResult>>>(
-        token,
-        [this, activity_id, requests](auto h) { DrawBatch(activity_id, requests, std::move(h)); });
+        token, [this, activity_id, requests](auto h) {
+          this->DrawBatch(activity_id, requests, std::move(h));
+        });
   }
   template <typename Token>
   auto AsyncRelease(std::string_view activity_id, std::string_view order_id, Token&& token) {

@@ -172,7 +172,8 @@ asio::awaitable<void> DrawQueueConsumer::ReleaseLocks() {
   for (const auto& [id, held] : held_) {
     const redis::SeckillKeys keys(context_.settings().key_namespace, id);
     redis::DistributedLock lock(context_.runner(), keys.queue_lock(), keys.queue_fence());
-    co_await lock.Release(held.lease);
+    auto released = co_await lock.Release(held.lease);  // when it fails, the lease expires it
+    if (!released.ok()) spdlog::warn("draw queue of '{}': lock: {}", id, released.error().message);
   }
   held_.clear();
 }

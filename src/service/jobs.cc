@@ -240,7 +240,11 @@ asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRe
     co_return MakeError(ErrorCode::kUnavailable, "the {} job lost its lock and stopped",
                         ToString(request.job));
   }
-  co_await lock->Release(lease);
+  // A release that fails leaves the lock to expire with its lease; the job's work is done.
+  auto released = co_await lock->Release(lease);
+  if (!released.ok()) {
+    spdlog::warn("the {} job's lock: {}", ToString(request.job), released.error().message);
+  }
   if (failed) co_return std::move(*failed);
   if (!found) co_return MakeError(ErrorCode::kNotFound, "no activity '{}'", request.activity_id);
   w.EndObject();

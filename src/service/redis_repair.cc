@@ -222,7 +222,8 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   const LeaseKeeper::Guard keeping(keeper);
   auto repaired = co_await RepairOnce(context, state, watch, pending, *keeper);
   keeper->Stop();
-  co_await lock->Release(**taken);
+  auto released = co_await lock->Release(**taken);  // when it fails, the lease expires it
+  if (!released.ok()) spdlog::warn("lost-write repair's lock: {}", released.error().message);
   if (!repaired.ok()) co_return std::move(repaired).error();
   watch.Confirm(pending, repaired->summary.epoch, repaired->summary);
   co_await CountAcknowledgedLost(context, watch);

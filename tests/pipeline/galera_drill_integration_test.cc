@@ -108,12 +108,12 @@ class GaleraDrillTest : public ::testing::Test {
     activity.stock = stock;
     auto created = store_->CreateActivity(activity, base::SystemClock::Instance().NowMs());
     ASSERT_TRUE(created.ok()) << created.error().ToString();
-    auto setup = io_.Run(Setup(activity));
+    auto setup = io_.Run(SetUpActivity(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
     ASSERT_TRUE(setup->loaded);
     redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
   }
-  asio::awaitable<base::Result<redis::SetupResult>> Setup(core::SeckillActivity activity) {
+  asio::awaitable<base::Result<redis::SetupResult>> SetUpActivity(core::SeckillActivity activity) {
     co_return co_await scripts_->AsyncSetup(activity, redis::SetupMode::kLoadIfMissing,
                                             asio::use_awaitable);
   }

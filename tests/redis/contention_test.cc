@@ -23,7 +23,7 @@ class ContentionTest : public SeckillFixture {};
 TEST_F(ContentionTest, ExactlyTheStockIsSoldUnderSixtyFourWayContention) {
   constexpr int64_t kStock = 1000;
   constexpr int64_t kLimit = 2;
-  ASSERT_TRUE(Setup(Activity("flash", kStock, kLimit)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("flash", kStock, kLimit)).ok());
   const SeckillKeys keys = Keys("flash");
 
   // A watcher reads the stock counter over and over while the sale runs.

@@ -45,7 +45,7 @@ class ScriptFlushTest : public testing::SeckillFixture {};
 
 TEST_F(ScriptFlushTest, FlushesInTheMiddleOfASaleFailNoCall) {
   constexpr int64_t kStock = 5000;
-  ASSERT_TRUE(Setup(Activity("flush", kStock, 1)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("flush", kStock, 1)).ok());
   testing::SeckillLoadOptions options;
   options.url = server_->unix_url();
   options.key_namespace = ns_;

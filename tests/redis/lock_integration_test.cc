@@ -55,7 +55,7 @@ TEST_F(LockTest, AHolderPausedPastItsLeaseLosesItAndItsLateWritesAreFenced) {
   auto lottery = Activity("fifo", 0, 100);
   lottery.lottery = core::Lottery{.prizes = {{"p", "P", 1, 10}}};
   lottery.stock = 10;
-  ASSERT_TRUE(Setup(lottery).ok());
+  ASSERT_TRUE(SetUpActivity(lottery).ok());
   const SeckillKeys keys = Keys("fifo");
   DistributedLock lock(*runner_, keys.queue_lock(), keys.queue_fence());
   auto stale = Acquire(lock, 100ms);

@@ -60,7 +60,7 @@ class LotteryTest : public SeckillFixture {
 // given to the script in KEYS (lottery_enqueue.lua): a ticket its draw decided no longer counts
 // as pending, so the user may queue again, up to the draws left.
 TEST_F(LotteryTest, AQueuedTicketThatWasDrawnNoLongerCountsAsPending) {
-  ASSERT_TRUE(Setup(Lottery("queued", {{"mug", "Mug", 1, 10}}, 0, 3)).ok());
+  ASSERT_TRUE(SetUpActivity(Lottery("queued", {{"mug", "Mug", 1, 10}}, 0, 3)).ok());
   DrawQueue queue(*runner_, ns_);
   auto enqueue = [&](const std::string& ticket) {
     const EnqueueRequest request{.ticket_id = ticket,
@@ -96,12 +96,12 @@ TEST_F(LotteryTest, AQueuedTicketThatWasDrawnNoLongerCountsAsPending) {
 
 TEST_F(LotteryTest, SetupLoadsPrizesOnceAndStatusCountsThem) {
   auto lottery = Lottery("spring", {{"gold", "Gold", 1, 2}, {"mug", "Mug", 9, 5}}, 90);
-  auto first = Setup(lottery);
+  auto first = SetUpActivity(lottery);
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   EXPECT_TRUE(first->loaded);
   ASSERT_EQ(Draw("spring", "o1", "alice", 90)->outcome, Outcome::kReserved);  // gold
   // A rerun (prewarm again) never resets the prizes of a running lottery.
-  auto again = Setup(lottery);
+  auto again = SetUpActivity(lottery);
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->loaded);
   EXPECT_EQ(PrizeLeft("spring", "gold"), 1);
@@ -113,26 +113,26 @@ TEST_F(LotteryTest, SetupLoadsPrizesOnceAndStatusCountsThem) {
   EXPECT_EQ(status.stream_length, 1);
   // A sale's scripts refuse a lottery, and a draw at a sale finds no lottery.
   EXPECT_FALSE(AddStock("spring", 5).ok());
-  ASSERT_TRUE(Setup(Activity("sale", 10)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("sale", 10)).ok());
   EXPECT_EQ(Draw("sale", "o2", "alice", 0)->outcome, Outcome::kUnknownActivity);
   EXPECT_EQ(server_->Integer({"GET", Keys("sale").stock()}), 10);
 }
 
 TEST_F(LotteryTest, OutcomesWindowStateAndUnknown) {
   auto lottery = Lottery("w", {{"p", "P", 1, 10}}, 1);
-  ASSERT_TRUE(Setup(lottery).ok());
+  ASSERT_TRUE(SetUpActivity(lottery).ok());
   EXPECT_EQ(Draw("w", "o1", "u1", 1, 0, 999)->outcome, Outcome::kNotStarted);
   EXPECT_EQ(Draw("w", "o2", "u1", 1, 0, 2000)->outcome, Outcome::kEnded);
   EXPECT_EQ(Draw("nope", "o3", "u1", 1)->outcome, Outcome::kUnknownActivity);
   lottery.open = false;
-  ASSERT_TRUE(Setup(lottery).ok());
+  ASSERT_TRUE(SetUpActivity(lottery).ok());
   EXPECT_EQ(Draw("w", "o4", "u1", 1)->outcome, Outcome::kClosed);
   EXPECT_EQ(Status("w").remaining, 10);
   EXPECT_EQ(server_->Integer({"HLEN", Keys("w").buyers()}), 0);
 }
 
 TEST_F(LotteryTest, DrawLimitCountsEveryDrawAndWinsCarryTheirDrawNumber) {
-  ASSERT_TRUE(Setup(Lottery("l", {{"p", "P", 1, 10}}, 1, 3)).ok());
+  ASSERT_TRUE(SetUpActivity(Lottery("l", {{"p", "P", 1, 10}}, 1, 3)).ok());
   auto first = Draw("l", "o1", "alice", 0);  // target 0 < no-prize weight 1: no prize
   ASSERT_EQ(first->outcome, Outcome::kNoPrize);
   EXPECT_EQ(first->draws, 1);
@@ -160,7 +160,8 @@ TEST_F(LotteryTest, DrawLimitCountsEveryDrawAndWinsCarryTheirDrawNumber) {
 TEST_F(LotteryTest, APrizeThatIsOutFallsThroughToThePrizesLeftByWeight) {
   // Weights: no prize 100, rare 1 (target 100), common 99 (targets 101..199).
   ASSERT_TRUE(
-      Setup(Lottery("f", {{"rare", "Rare", 1, 1}, {"common", "Common", 99, 2}}, 100, 10)).ok());
+      SetUpActivity(Lottery("f", {{"rare", "Rare", 1, 1}, {"common", "Common", 99, 2}}, 100, 10))
+          .ok());
   EXPECT_EQ(Draw("f", "o1", "u1", 0)->outcome, Outcome::kNoPrize);
   EXPECT_EQ(Draw("f", "o2", "u1", 100)->prize_id, "rare");
   // rare is out: the same pick falls through to the prizes left (only common).
@@ -179,7 +180,7 @@ TEST_F(LotteryTest, APrizeThatIsOutFallsThroughToThePrizesLeftByWeight) {
 }
 
 TEST_F(LotteryTest, RetriesReplayTheFirstDraw) {
-  ASSERT_TRUE(Setup(Lottery("r", {{"a", "A", 1, 5}, {"b", "B", 1, 5}}, 0, 5)).ok());
+  ASSERT_TRUE(SetUpActivity(Lottery("r", {{"a", "A", 1, 5}, {"b", "B", 1, 5}}, 0, 5)).ok());
   auto won = Draw("r", "o1", "alice", 1);
   ASSERT_EQ(won->prize_id, "b");
   // The same order id (a reply that never came): the same prize, nothing more taken.
@@ -202,9 +203,10 @@ TEST_F(LotteryTest, ObservedFrequenciesMatchTheWeights) {
   // Stock far above the draws, so every draw chooses by weight alone.
   const std::map<std::string, int64_t> weights = {{"", 10}, {"a", 1}, {"b", 3}, {"c", 6}};
   ASSERT_TRUE(
-      Setup(Lottery("freq",
-                    {{"a", "A", 1, 1'000'000}, {"b", "B", 3, 1'000'000}, {"c", "C", 6, 1'000'000}},
-                    10, 1'000'000))
+      SetUpActivity(
+          Lottery("freq",
+                  {{"a", "A", 1, 1'000'000}, {"b", "B", 3, 1'000'000}, {"c", "C", 6, 1'000'000}},
+                  10, 1'000'000))
           .ok());
   testing::SeckillLoadOptions options;
   options.url = server_->unix_url();
@@ -239,7 +241,8 @@ TEST_F(LotteryTest, ObservedFrequenciesMatchTheWeights) {
 TEST_F(LotteryTest, NoPrizeIsOverIssuedUnderSixtyFourWayContention) {
   const std::map<std::string, int64_t> stock = {{"a", 50}, {"b", 150}, {"c", 300}};
   ASSERT_TRUE(
-      Setup(Lottery("rush", {{"a", "A", 1, 50}, {"b", "B", 2, 150}, {"c", "C", 3, 300}}, 6, 2))
+      SetUpActivity(
+          Lottery("rush", {{"a", "A", 1, 50}, {"b", "B", 2, 150}, {"c", "C", 3, 300}}, 6, 2))
           .ok());
   testing::SeckillLoadOptions options;
   options.url = server_->unix_url();

@@ -49,7 +49,7 @@ class ScriptCostTest : public SeckillFixture {
 };
 
 TEST_F(ScriptCostTest, ACountedReservationMakesFiveCommands) {
-  ASSERT_TRUE(Setup(Activity("cost", 1000)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("cost", 1000)).ok());
   ASSERT_EQ(Reserve("cost", "warm", "warm")->outcome, Outcome::kReserved);  // SCRIPT LOAD done
   constexpr int kN = 200;
   Reset();
@@ -68,7 +68,7 @@ TEST_F(ScriptCostTest, ACountedReservationMakesFiveCommands) {
 }
 
 TEST_F(ScriptCostTest, ABatchMakesOneCommandPerReservationAndSixForTheBatch) {
-  ASSERT_TRUE(Setup(Activity("batch", 1000)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("batch", 1000)).ok());
   ASSERT_EQ(Reserve("batch", "warm", "warm")->outcome, Outcome::kReserved);
   constexpr int kN = 64;
   std::vector<std::string> orders, users;
@@ -97,7 +97,7 @@ TEST_F(ScriptCostTest, ADrawMakesFourCommandsOrSixForAWin) {
   core::SeckillActivity lottery = Activity("draws", 0, 1);
   lottery.lottery = core::Lottery{.prizes = {{"mug", "Mug", 1, 1000}}, .no_prize_weight = 1};
   lottery.stock = lottery.lottery->TotalStock();
-  ASSERT_TRUE(Setup(lottery).ok());
+  ASSERT_TRUE(SetUpActivity(lottery).ok());
   auto draw = [&](const std::string& user, uint64_t pick) {
     const std::string order = "d-" + user;
     DrawRequest request{.order_id = order, .user_id = user, .now_ms = 1500, .pick = pick};

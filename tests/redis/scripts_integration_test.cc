@@ -30,7 +30,7 @@ TEST_F(ScriptsTest, LoadAllLoadsEveryEmbeddedScript) {
 }
 
 TEST_F(ScriptsTest, NoScriptReloadsAndRetriesTransparently) {
-  ASSERT_TRUE(Setup(Activity("ns", 10)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("ns", 10)).ok());
   server_->Command({"SCRIPT", "FLUSH"});
   const uint64_t before = io_.Call([&] { return runner_->reloads(); });
   auto reserved = Reserve("ns", "o1", "alice");
@@ -41,7 +41,7 @@ TEST_F(ScriptsTest, NoScriptReloadsAndRetriesTransparently) {
 }
 
 TEST_F(ScriptsTest, FlushWithAFullPipelineReloadsOnceAndLosesNothing) {
-  ASSERT_TRUE(Setup(Activity("pipe", 100000, 1)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("pipe", 100000, 1)).ok());
   ASSERT_TRUE(Reserve("pipe", "warm", "warm").ok());  // the script is cached now
   server_->Command({"SCRIPT", "FLUSH"});
   const uint64_t reloads_before = io_.Call([&] { return runner_->reloads(); });
@@ -77,7 +77,7 @@ TEST_F(ScriptsTest, FlushWithAFullPipelineReloadsOnceAndLosesNothing) {
 }
 
 TEST_F(ScriptsTest, OverMaxmemoryAWritingScriptIsRefusedBeforeItWrites) {
-  ASSERT_TRUE(Setup(Activity("oom", 10)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("oom", 10)).ok());
   ASSERT_TRUE(io_.Run(runner_->AsyncLoadAll(boost::asio::use_awaitable)).ok());
   server_->Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
   server_->Command({"CONFIG", "SET", "maxmemory", "1"});

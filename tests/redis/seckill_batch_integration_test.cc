@@ -157,8 +157,8 @@ Batch MixedBatch(uint32_t seed, const std::string& prefix) {
 TEST_F(SeckillBatchTest, CountedBatchesDecideAsSinglesAcrossLimitAndSellOut) {
   // 50 units, up to 3 per user of 20: three batches of 64 cross both the limits and the
   // sell-out.
-  ASSERT_TRUE(Setup(Activity("a", 50, 3)).ok());
-  ASSERT_TRUE(Setup(Activity("b", 50, 3)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("a", 50, 3)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("b", 50, 3)).ok());
   for (uint32_t round = 0; round < 3; ++round) {
     Batch batch = MixedBatch(round + 7, "r" + std::to_string(round) + "-");
     ExpectSameAsSingles("a", "b", batch);
@@ -176,7 +176,7 @@ TEST_F(SeckillBatchTest, CountedBatchesDecideAsSinglesAcrossLimitAndSellOut) {
 }
 
 TEST_F(SeckillBatchTest, TotalsOfOneBatchHoldTheLimitExactly) {
-  ASSERT_TRUE(Setup(Activity("t", 40, 2)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("t", 40, 2)).ok());
   Batch batch;
   // The same user again and again in one batch: exactly 2 units, whatever the quantities.
   for (int i = 0; i < 64; ++i) {
@@ -194,9 +194,9 @@ TEST_F(SeckillBatchTest, ItemisedBatchesDecideAsSingles) {
   auto coupons = Activity("i", 0, 3);
   coupons.kind = core::StockKind::kItemised;
   for (int i = 0; i < 50; ++i) coupons.items.push_back("C" + std::to_string(i));
-  ASSERT_TRUE(Setup(coupons).ok());
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
   coupons.id = "j";
-  ASSERT_TRUE(Setup(coupons).ok());
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
   for (uint32_t round = 0; round < 2; ++round) {
     Batch batch = MixedBatch(round + 99, "r" + std::to_string(round) + "-");
     ExpectSameAsSingles("i", "j", batch);
@@ -219,8 +219,8 @@ TEST_F(SeckillBatchTest, ItemisedBatchesDecideAsSingles) {
 }
 
 TEST_F(SeckillBatchTest, OtherOutcomesAndBadInputInOneBatch) {
-  ASSERT_TRUE(Setup(Activity("w", 1)).ok());
-  ASSERT_TRUE(Setup(Activity("x", 1)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("w", 1)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("x", 1)).ok());
   Batch batch;
   batch.Add("o1", "alice", 1, "", 999);   // not started
   batch.Add("o2", "alice", 1);            // reserved
@@ -253,7 +253,7 @@ TEST_F(SeckillBatchTest, OtherOutcomesAndBadInputInOneBatch) {
 }
 
 TEST_F(SeckillBatchTest, RedisDownIsTheWholeCallsError) {
-  ASSERT_TRUE(Setup(Activity("d", 10)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("d", 10)).ok());
   Stop(io_, connection_);
   Batch batch;
   batch.Add("o1", "alice", 1);
@@ -269,7 +269,7 @@ TEST_F(SeckillBatchTest, RedisDownIsTheWholeCallsError) {
 // after some writes; an idempotency key must not be among them, or a retry with it would replay
 // a reservation that has no intent (never persisted). Batches of two and of one.
 TEST_F(SeckillBatchTest, AnIdempotencyKeyIsNotSetWhenTheIntentCouldNotBeWritten) {
-  ASSERT_TRUE(Setup(Activity("f", 10)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("f", 10)).ok());
   const SeckillKeys keys(ns_, "f");
   ASSERT_EQ(server_->String({"SET", keys.stream(), "not-a-stream"}), "OK");
   Batch two;
@@ -292,9 +292,9 @@ TEST_F(SeckillBatchTest, DrawBatchesDecideAsSingleDraws) {
       core::Lottery{.prizes = {{"mug", "Mug", 3, 10}, {"pen", "Pen", 5, 15}, {"car", "Car", 1, 1}},
                     .no_prize_weight = 4};
   lottery.stock = lottery.lottery->TotalStock();
-  ASSERT_TRUE(Setup(lottery).ok());
+  ASSERT_TRUE(SetUpActivity(lottery).ok());
   lottery.id = "lb";
-  ASSERT_TRUE(Setup(lottery).ok());
+  ASSERT_TRUE(SetUpActivity(lottery).ok());
   std::mt19937_64 random(5);
   for (int round = 0; round < 2; ++round) {
     std::vector<std::string> orders, users, tokens;
@@ -355,7 +355,7 @@ TEST_F(SeckillBatchTest, ARetryOfARecordedOrderReplaysAndUndoesEverything) {
   auto coupons = Activity("u", 0, 3);
   coupons.kind = core::StockKind::kItemised;
   coupons.items = {"A", "B", "C", "D"};
-  ASSERT_TRUE(Setup(coupons).ok());
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
   auto first = Reserve("u", "o1", "alice", 2);
   ASSERT_EQ(first->outcome, Outcome::kReserved);
   EXPECT_EQ(first->items, (std::vector<std::string>{"A", "B"}));

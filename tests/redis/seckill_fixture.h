@@ -42,7 +42,7 @@ class SeckillFixture : public ::testing::Test {
   }
   void TearDown() override { Stop(io_, connection_); }
 
-  base::Result<redis::SetupResult> Setup(const core::SeckillActivity& activity) {
+  base::Result<redis::SetupResult> SetUpActivity(const core::SeckillActivity& activity) {
     return io_.Run(scripts_->AsyncSetup(activity, boost::asio::use_awaitable));
   }
   base::Result<redis::Reservation> Reserve(const std::string& activity, const std::string& order,

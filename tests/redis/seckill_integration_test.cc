@@ -43,7 +43,7 @@ class SeckillTest : public SeckillFixture {
 };
 
 TEST_F(SeckillTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
-  auto first = Setup(Activity("phone", 5));
+  auto first = SetUpActivity(Activity("phone", 5));
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   EXPECT_TRUE(first->loaded);
   EXPECT_EQ(first->version, 1);
@@ -53,7 +53,7 @@ TEST_F(SeckillTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
   // A prewarm rerun with a different definition: the window and limit change, stock does not.
   auto changed = Activity("phone", 100, 2);
   changed.end_ms = 3000;
-  auto again = Setup(changed);
+  auto again = SetUpActivity(changed);
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->loaded);
   EXPECT_EQ(again->version, 2);
@@ -69,7 +69,7 @@ TEST_F(SeckillTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
   auto itemised = Activity("phone", 0);
   itemised.kind = core::StockKind::kItemised;
   itemised.items = {"A"};
-  auto refused = Setup(itemised);
+  auto refused = SetUpActivity(itemised);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, base::ErrorCode::kRemote);
   EXPECT_NE(refused.error().message.find("kind"), std::string::npos);
@@ -86,7 +86,7 @@ TEST_F(SeckillTest, DefinitionOnlySetupNeverLoadsStock) {
   EXPECT_FALSE(Status("lost").found);
   EXPECT_EQ(server_->Integer({"EXISTS", Keys("lost").stock()}), 0);
   // Loaded ones get the new definition.
-  ASSERT_TRUE(Setup(Activity("lost", 10)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("lost", 10)).ok());
   auto closed = Activity("lost", 999);
   closed.open = false;
   auto update =
@@ -98,7 +98,7 @@ TEST_F(SeckillTest, DefinitionOnlySetupNeverLoadsStock) {
 }
 
 TEST_F(SeckillTest, EveryOutcomeCode) {
-  ASSERT_TRUE(Setup(Activity("a", 1)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("a", 1)).ok());
   auto reserved = Reserve("a", "o1", "alice");
   ASSERT_TRUE(reserved.ok()) << reserved.error().ToString();
   EXPECT_EQ(reserved->outcome, Outcome::kReserved);
@@ -116,7 +116,7 @@ TEST_F(SeckillTest, EveryOutcomeCode) {
 
   auto closed = Activity("b", 10);
   closed.open = false;
-  ASSERT_TRUE(Setup(closed).ok());
+  ASSERT_TRUE(SetUpActivity(closed).ok());
   EXPECT_EQ(Reserve("b", "o7", "bob")->outcome, Outcome::kClosed);
   EXPECT_EQ(Status("b").remaining, 10);
 
@@ -126,7 +126,7 @@ TEST_F(SeckillTest, EveryOutcomeCode) {
 }
 
 TEST_F(SeckillTest, WindowEdges) {
-  ASSERT_TRUE(Setup(Activity("w", 10)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("w", 10)).ok());
   EXPECT_EQ(Reserve("w", "o1", "u1", 1, 999)->outcome, Outcome::kNotStarted);
   EXPECT_EQ(Reserve("w", "o2", "u2", 1, 1000)->outcome, Outcome::kReserved);
   EXPECT_EQ(Reserve("w", "o3", "u3", 1, 1999)->outcome, Outcome::kReserved);
@@ -135,7 +135,7 @@ TEST_F(SeckillTest, WindowEdges) {
 }
 
 TEST_F(SeckillTest, PerUserLimitAboveOne) {
-  ASSERT_TRUE(Setup(Activity("l", 100, 3)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("l", 100, 3)).ok());
   EXPECT_EQ(Reserve("l", "o1", "alice", 1)->outcome, Outcome::kReserved);
   EXPECT_EQ(Reserve("l", "o2", "alice", 2)->outcome, Outcome::kReserved);
   auto over = Reserve("l", "o3", "alice", 1);
@@ -149,7 +149,7 @@ TEST_F(SeckillTest, PerUserLimitAboveOne) {
 }
 
 TEST_F(SeckillTest, NotEnoughStockForTheQuantityIsSoldOut) {
-  ASSERT_TRUE(Setup(Activity("q", 2, 5)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("q", 2, 5)).ok());
   EXPECT_EQ(Reserve("q", "o1", "alice", 3)->outcome, Outcome::kSoldOut);
   EXPECT_EQ(Reserve("q", "o2", "alice", 2)->outcome, Outcome::kReserved);
   EXPECT_EQ(Status("q").remaining, 0);
@@ -159,7 +159,7 @@ TEST_F(SeckillTest, ItemisedStockHandsOutEachItemOnceAndRecordsIt) {
   auto coupons = Activity("coupons", 0, 2);
   coupons.kind = core::StockKind::kItemised;
   coupons.items = {"C1", "C2", "C3", "C4", "C5", "C6"};
-  ASSERT_TRUE(Setup(coupons).ok());
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
 
   auto two = Reserve("coupons", "o1", "alice", 2);
   ASSERT_TRUE(two.ok());
@@ -198,7 +198,7 @@ TEST_F(SeckillTest, ItemisedStockHandsOutEachItemOnceAndRecordsIt) {
 }
 
 TEST_F(SeckillTest, ReleaseReturnsUnitsExactlyOnce) {
-  ASSERT_TRUE(Setup(Activity("r", 3)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("r", 3)).ok());
   ASSERT_EQ(Reserve("r", "o1", "alice")->outcome, Outcome::kReserved);
   EXPECT_EQ(Status("r").remaining, 2);
 
@@ -223,7 +223,7 @@ TEST_F(SeckillTest, SameOrderIdReplaysTheFirstResult) {
   auto coupons = Activity("rep", 0, 3);
   coupons.kind = core::StockKind::kItemised;
   coupons.items = {"X1", "X2", "X3"};
-  ASSERT_TRUE(Setup(coupons).ok());
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
   auto first = Reserve("rep", "o1", "alice", 2);
   ASSERT_EQ(first->outcome, Outcome::kReserved);
   for (int i = 0; i < 3; ++i) {
@@ -240,7 +240,7 @@ TEST_F(SeckillTest, SameOrderIdReplaysTheFirstResult) {
 }
 
 TEST_F(SeckillTest, AddStockReopensASoldOutSale) {
-  ASSERT_TRUE(Setup(Activity("add", 1)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("add", 1)).ok());
   ASSERT_EQ(Reserve("add", "o1", "alice")->outcome, Outcome::kReserved);
   EXPECT_EQ(Reserve("add", "o2", "bob")->outcome, Outcome::kSoldOut);
   auto added = AddStock("add", 2);
@@ -256,7 +256,7 @@ TEST_F(SeckillTest, AddStockReopensASoldOutSale) {
 }
 
 TEST_F(SeckillTest, BadInputIsRefusedBeforeRedis) {
-  ASSERT_TRUE(Setup(Activity("in", 5)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("in", 5)).ok());
   const uint64_t sent = io_.Call([&] { return connection_->stats().commands.value(); });
   for (auto result : {Reserve("bad:id", "o1", "alice"), Reserve("in", "o1", "bad user"),
                       Reserve("in", "o1", "alice", 0), Reserve("in", "o 1", "alice"),
@@ -267,14 +267,14 @@ TEST_F(SeckillTest, BadInputIsRefusedBeforeRedis) {
   EXPECT_EQ(io_.Call([&] { return connection_->stats().commands.value(); }), sent);
   auto invalid = Activity("in2", 5);
   invalid.end_ms = 0;
-  EXPECT_EQ(Setup(invalid).error().code, base::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(SetUpActivity(invalid).error().code, base::ErrorCode::kInvalidArgument);
   EXPECT_EQ(Status("in").remaining, 5);
 }
 
 TEST_F(SeckillTest, StatusOfUnknownActivity) { EXPECT_FALSE(Status("ghost").found); }
 
 TEST_F(SeckillTest, ReservationCarriesItsOrderIdAndCounts) {
-  ASSERT_TRUE(Setup(Activity("ids", 5, 5)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("ids", 5, 5)).ok());
   auto r = Reserve("ids", "order-1", "alice", 2);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->order_id, "order-1");
@@ -287,7 +287,7 @@ TEST_F(SeckillTest, ReservationCarriesItsOrderIdAndCounts) {
 }
 
 TEST_F(SeckillTest, IdempotencyKeyReturnsTheFirstOutcomeAndOrderId) {
-  ASSERT_TRUE(Setup(Activity("idem", 2)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("idem", 2)).ok());
   auto first = Reserve("idem", "first-order", "alice", 1, 1500, "tokenA");
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   ASSERT_EQ(first->outcome, Outcome::kReserved);
@@ -322,7 +322,7 @@ TEST_F(SeckillTest, UserOrdersReadBackWhatWasReserved) {
   auto coupons = Activity("uo", 0, 3);
   coupons.kind = core::StockKind::kItemised;
   coupons.items = {"K1", "K2", "K3", "K4"};
-  ASSERT_TRUE(Setup(coupons).ok());
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
   ASSERT_EQ(Reserve("uo", "o1", "alice", 2, 1500)->outcome, Outcome::kReserved);
   ASSERT_EQ(Reserve("uo", "o2", "bob", 1, 1600)->outcome, Outcome::kReserved);
   ASSERT_EQ(Reserve("uo", "o3", "alice", 1, 1700)->outcome, Outcome::kReserved);
@@ -346,7 +346,7 @@ TEST_F(SeckillTest, UserOrdersReadBackWhatWasReserved) {
 // GET /api/v1/orders reads a user's orders from the stream for every activity, and the stream is
 // the pipeline's whole backlog: it is read only as far as the user's unpersisted units need.
 TEST_F(SeckillTest, UserOrdersReadOnlyAsMuchOfTheStreamAsNeeded) {
-  ASSERT_TRUE(Setup(Activity("scan", 5000)).ok());
+  ASSERT_TRUE(SetUpActivity(Activity("scan", 5000)).ok());
   for (int i = 0; i < 600; ++i) {
     ASSERT_EQ(Reserve("scan", "old" + std::to_string(i), "u" + std::to_string(i))->outcome,
               Outcome::kReserved);
