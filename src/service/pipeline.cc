@@ -16,6 +16,7 @@
 #include <boost/asio/use_future.hpp>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "redis/scripts.h"
@@ -42,11 +43,16 @@ class OrderPipeline::Runner {
         context_(*deps.settings, runner_, *deps.store, deps.db_executor, *deps.registry,
                  *deps.clock, *random_),
         stream_(runner_, deps.settings->key_namespace),
-        consumer_(context_, stream_, options, *deps.metrics),
-        queue_consumer_(context_, QueueOptions(options), deps.metrics->queue),
         jobs_(deps.jobs),
         job_metrics_(&deps.metrics->jobs),
-        poll_timer_(io_) {}
+        poll_timer_(io_) {
+    // Each runner builds only what its role runs.
+    if (role_ == Role::kOrders) {
+      consumer_.emplace(context_, stream_, options, *deps.metrics);
+    } else {
+      queue_consumer_.emplace(context_, QueueOptions(options), deps.metrics->queue);
+    }
+  }
 
   ~Runner() {
     io_.stop();
@@ -74,7 +80,7 @@ class OrderPipeline::Runner {
   void Run(bool poll_registry, std::chrono::milliseconds poll_every) {
     connection_->Start();
     if (role_ == Role::kOrders) {
-      asio::co_spawn(io_, consumer_.Run(&stop_), [this](std::exception_ptr) { done_ = true; });
+      asio::co_spawn(io_, consumer_->Run(&stop_), [this](std::exception_ptr) { done_ = true; });
       queue_done_ = true;
       jobs_done_ = true;
     } else {
@@ -127,12 +133,12 @@ class OrderPipeline::Runner {
     return queue;
   }
 
-  // The admission queues' consumer, beside the order consumer on the same thread and connection.
+  // The admission queues' consumer, on the jobs' thread and connection.
   asio::awaitable<void> RunQueues() {
     asio::steady_timer pause(co_await asio::this_coro::executor);
     auto backoff = kQueueIdle;
     while (!stop_) {
-      if (co_await queue_consumer_.Pass(&stop_) > 0) {
+      if (co_await queue_consumer_->Pass(&stop_) > 0) {
         backoff = kQueueIdle;
         continue;
       }
@@ -140,7 +146,7 @@ class OrderPipeline::Runner {
       co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
       backoff = std::min(backoff * 2, kQueueIdle * 10);
     }
-    co_await queue_consumer_.ReleaseLocks();
+    co_await queue_consumer_->ReleaseLocks();
   }
 
   static constexpr std::chrono::milliseconds kQueueIdle{10};
@@ -153,8 +159,8 @@ class OrderPipeline::Runner {
   std::unique_ptr<base::Random> random_;  // before context_, which uses it
   ServiceContext context_;
   redis::OrderStream stream_;
-  OrderConsumer consumer_;
-  DrawQueueConsumer queue_consumer_;
+  std::optional<OrderConsumer> consumer_;            // kOrders
+  std::optional<DrawQueueConsumer> queue_consumer_;  // kJobs
   JobSchedule jobs_;
   JobMetrics* job_metrics_;
   asio::steady_timer poll_timer_;
