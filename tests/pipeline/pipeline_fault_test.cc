@@ -440,12 +440,12 @@ class PipelineFaultTest : public ::testing::Test {
     activity.stock = stock;
     auto created = store_->CreateActivity(activity, base::SystemClock::Instance().NowMs());
     ASSERT_TRUE(created.ok()) << created.error().ToString();
-    auto setup = io_.Run(Setup(activity));
+    auto setup = io_.Run(SetUpActivity(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
     ASSERT_TRUE(setup->loaded);
     redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
   }
-  asio::awaitable<base::Result<redis::SetupResult>> Setup(core::SeckillActivity activity) {
+  asio::awaitable<base::Result<redis::SetupResult>> SetUpActivity(core::SeckillActivity activity) {
     co_return co_await scripts_->AsyncSetup(activity, redis::SetupMode::kLoadIfMissing,
                                             asio::use_awaitable);
   }
@@ -456,33 +456,17 @@ class PipelineFaultTest : public ::testing::Test {
 
   // `flashsale worker` on this test's Redis, database and key namespace; its log in tmp_.
   std::unique_ptr<Worker> StartWorker(const std::string& name, const WorkerOptions& options = {}) {
-    const std::vector<std::string> args = {"worker",
-                                           "--redis-url",
-                                           redis_->unix_url(),
-                                           "--db-url",
-                                           db_url_,
-                                           "--key-namespace",
-                                           namespace_,
-                                           "--data-dir",
-                                           tmp_.path(),
-                                           "--consumers",
-                                           std::to_string(options.consumers),
-                                           "--consumer-batch",
-                                           std::to_string(options.batch),
-                                           "--claim-idle-ms",
-                                           std::to_string(options.claim_idle_ms),
-                                           "--max-deliveries",
-                                           "3",
-                                           "--registry-poll-ms",
-                                           "50",
-                                           "--reconcile-every-ms",
-                                           std::to_string(options.reconcile_every_ms),
-                                           "--prewarm-every-ms",
-                                           std::to_string(options.prewarm_every_ms),
-                                           "--rebuild-grace-ms",
-                                           "1000",
-                                           "--log-level",
-                                           options.log_level};
+    const std::vector<std::string> args = {
+        "worker", "--redis-url", redis_->unix_url(), "--db-url", db_url_, "--key-namespace",
+        namespace_, "--data-dir", tmp_.path(), "--consumers", std::to_string(options.consumers),
+        "--consumer-batch", std::to_string(options.batch), "--claim-idle-ms",
+        std::to_string(options.claim_idle_ms), "--max-deliveries", "3", "--registry-poll-ms", "50",
+        "--reconcile-every-ms", std::to_string(options.reconcile_every_ms), "--prewarm-every-ms",
+        std::to_string(options.prewarm_every_ms), "--rebuild-grace-ms", "1000",
+        // Read during the load too: a background load of
+        // 4,000 intents/s would otherwise be left unread as
+        // a burst, and the kills would land after it.
+        "--consumer-burst-rate", "0", "--log-level", options.log_level};
     return std::make_unique<Worker>(args, tmp_ / (name + ".log"), options.failpoints);
   }
 
@@ -982,7 +966,7 @@ class QueueFaultTest : public PipelineFaultTest {
     activity.stock = 100;
     auto created = store_->CreateActivity(activity, base::SystemClock::Instance().NowMs());
     ASSERT_TRUE(created.ok()) << created.error().ToString();
-    auto setup = io_.Run(Setup(activity));
+    auto setup = io_.Run(SetUpActivity(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
     redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
   }

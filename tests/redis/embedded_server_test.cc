@@ -367,18 +367,24 @@ class SteadyWriter {
   int64_t step_ = 0;
 };
 
-// The supervisor rewrites the AOF as Redis would, but not while it grows fast: a due rewrite
-// waits for the writes to stop (Redis's own automatic rewrite is off).
-TEST(EmbeddedServerTest, ADueAofRewriteWaitsForAQuietMoment) {
-  TempDir tmp;
+// A supervised server whose AOF rewrite is due past 1 MiB at 100 % growth, quiet below 64 KiB/s
+// and overdue at `overdue_percent`, looked at every 300 ms.
+EmbeddedServerOptions AofRewriteOptions(const TempDir& tmp, int64_t overdue_percent) {
   EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
   options.supervise = true;
   options.aof_rewrite = {.min_size = 1 << 20,
                          .growth_percent = 100,
-                         .overdue_percent = 5000,  // not reached here
+                         .overdue_percent = overdue_percent,
                          .quiet_bytes_per_second = 64 << 10};
   options.aof_check_every = 300ms;
-  auto server = StartOrDie(options);
+  return options;
+}
+
+// The supervisor rewrites the AOF as Redis would, but not while it grows fast: a due rewrite
+// waits for the writes to stop (Redis's own automatic rewrite is off).
+TEST(EmbeddedServerTest, ADueAofRewriteWaitsForAQuietMoment) {
+  TempDir tmp;
+  auto server = StartOrDie(AofRewriteOptions(tmp, 5000));  // overdue: not reached here
   const std::string socket = server->socket_path();
   ASSERT_EQ(PersistenceField(socket, "aof_rewrites"), 0);
 
@@ -404,14 +410,7 @@ TEST(EmbeddedServerTest, ADueAofRewriteWaitsForAQuietMoment) {
 // minimum) runs while the writes go on.
 TEST(EmbeddedServerTest, AnOverdueAofRewriteRunsWhileWritesGoOn) {
   TempDir tmp;
-  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
-  options.supervise = true;
-  options.aof_rewrite = {.min_size = 1 << 20,
-                         .growth_percent = 100,
-                         .overdue_percent = 100,  // overdue at 2 MiB
-                         .quiet_bytes_per_second = 64 << 10};
-  options.aof_check_every = 300ms;
-  auto server = StartOrDie(options);
+  auto server = StartOrDie(AofRewriteOptions(tmp, 100));  // overdue at 2 MiB
   const std::string socket = server->socket_path();
 
   SteadyWriter writer(socket);
