@@ -27,8 +27,6 @@ end return 1"
 packed="for i = 1, $per_call do redis.call('XADD', KEYS[1], '*', 'o', ARGV[1] .. i .. '|' ..
   ARGV[2] .. '|1||1764633600000|1000000000') end return 1"
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
 run() {  # aof(yes|no) variant: prints "calls/s us-per-xadd aof-bytes-per-xadd"
   local aof=$1 script=$2 d sock pid sha t0 t1 rps bytes
   d=$(mktemp -d "$dir/redis-XXXX")
@@ -40,10 +38,10 @@ run() {  # aof(yes|no) variant: prints "calls/s us-per-xadd aof-bytes-per-xadd"
   pids+=("$pid")
   wait_for redis-cli -s "$sock" ping
   sha=$(redis-cli -s "$sock" SCRIPT LOAD "$script")
-  t0=$(cpu_ticks "$pid")
+  t0=$(bench_cpu_ticks "$pid")
   rps=$(redis-benchmark -s "$sock" -n "$calls" -c 50 -P 16 --csv EVALSHA "$sha" 1 '{a}:stream' \
     'ord-0000000000000000__rand_int__' 'user-__rand_int__' | tail -1 | cut -d, -f2 | tr -d '"')
-  t1=$(cpu_ticks "$pid")
+  t1=$(bench_cpu_ticks "$pid")
   bytes=0
   if [ "$aof" = yes ]; then bytes=$(du -sb "$d/appendonlydir" | cut -f1); fi
   kill "$pid"
