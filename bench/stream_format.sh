@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What the shape of an order intent's stream entry costs Redis, with and without the AOF: the
-# intent as the reserve script writes it today (six named fields: order_id user_id quantity items
-# ts limit) against the same values packed into one field. Each call is a script making 16 XADDs
-# (a batch), driven by redis-benchmark (50 connections x 16 pipelined) on a private redis-server
-# (unix socket; AOF `everysec` or none, automatic rewrites off). Prints calls/s, Redis CPU per
-# XADD (user + system from /proc/<pid>/stat over the run) and AOF bytes per XADD, and the
-# packed/wide ratios measured in the same run. No flashsale code runs: it measures the format
-# alone, for deciding whether the outbox entry should change (bench/README.md).
+# intent as the reserve script wrote it until 2026-12-03 (six named fields: order_id user_id
+# quantity items ts limit) against the same values packed into one field, as it writes them now.
+# Each call is a script making 16 XADDs (a batch), driven by redis-benchmark (50 connections x 16
+# pipelined) on a private redis-server (unix socket; AOF `everysec` or none, automatic rewrites
+# off). Prints calls/s, Redis CPU per XADD (user + system from /proc/<pid>/stat over the run) and
+# AOF bytes per XADD, and the packed/wide ratios measured in the same run. No flashsale code runs:
+# it measures the format alone (bench/README.md).
 #
 #   bench/stream_format.sh [rounds] [calls per run]      (defaults: 3, 100000)
 set -euo pipefail

@@ -3,6 +3,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "base/strings.h"
+#include "redis/order_stream.h"
 
 namespace flashsale::redis {
 
@@ -33,7 +34,8 @@ asio::awaitable<base::Status> CollectOrderIds(Connection& connection, const std:
       if (!entry.is_array() || entry.size() != 2) continue;
       ReplyView fields = entry[1];
       for (size_t f = 0; f + 1 < fields.size(); f += 2) {
-        if (fields[f].str() == "order_id") out.emplace(fields[f + 1].str());
+        const std::string_view id = OrderIdOfField(fields[f].str(), fields[f + 1].str());
+        if (!id.empty()) out.emplace(id);
       }
       start = "(" + std::string(entry[0].str());
     }

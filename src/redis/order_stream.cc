@@ -1,5 +1,6 @@
 #include "redis/order_stream.h"
 
+#include <array>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "redis/seckill.h"
@@ -31,7 +32,7 @@ Result<std::vector<StreamEntry>> ParseEntries(ReplyView entries) {
     parsed.id = entry[0].str();
     ReplyView fields = entry[1];
     for (size_t f = 0; f + 1 < fields.size(); f += 2) {
-      parsed.fields.emplace_back(fields[f].str(), fields[f + 1].str());
+      AddEntryField(fields[f].str(), fields[f + 1].str(), parsed.fields);
     }
     out.push_back(std::move(parsed));
   }
@@ -41,6 +42,41 @@ Result<std::vector<StreamEntry>> ParseEntries(ReplyView entries) {
 Command Build(std::vector<std::string_view> args) { return Command(args); }
 
 }  // namespace
+
+void AddEntryField(std::string_view name, std::string_view value,
+                   std::vector<std::pair<std::string, std::string>>& fields) {
+  if (name != kPackedIntentField) {
+    fields.emplace_back(name, value);
+    return;
+  }
+  // order_id|user_id|quantity|ts|limit|draw|items: six separators, items the rest.
+  static constexpr std::array<std::string_view, 6> kNames = {"order_id", "user_id", "quantity",
+                                                             "ts",       "limit",   "draw"};
+  std::array<std::string_view, 7> parts;
+  std::string_view rest = value;
+  for (size_t i = 0; i < kNames.size(); ++i) {
+    const size_t bar = rest.find('|');
+    if (bar == std::string_view::npos) {
+      fields.emplace_back(name, value);
+      return;
+    }
+    parts[i] = rest.substr(0, bar);
+    rest.remove_prefix(bar + 1);
+  }
+  parts[6] = rest;
+  for (size_t i = 0; i < 4; ++i) fields.emplace_back(kNames[i], parts[i]);
+  fields.emplace_back("items", parts[6]);
+  for (size_t i = 4; i < kNames.size(); ++i) {
+    if (!parts[i].empty()) fields.emplace_back(kNames[i], parts[i]);
+  }
+}
+
+std::string_view OrderIdOfField(std::string_view name, std::string_view value) {
+  if (name == "order_id") return value;
+  if (name != kPackedIntentField) return {};
+  const size_t bar = value.find('|');
+  return bar == std::string_view::npos ? std::string_view() : value.substr(0, bar);
+}
 
 std::string_view StreamEntry::Field(std::string_view name) const {
   for (const auto& [key, value] : fields) {

@@ -21,8 +21,9 @@
 //                   (a user's orders not yet persisted are found on `stream` and `dead`),
 //                   deleting an activity deletes it
 //   stream  stream  the order intents: the outbox the order pipeline persists (group "persist");
-//                   fields order_id user_id quantity items ts limit (the per-user limit it was
-//                   sold under), and draw (a lottery win's draw number)
+//                   one packed field o = "order_id|user_id|quantity|ts|limit|draw|items"
+//                   (limit: the per-user limit it was sold under; draw: a lottery win's draw
+//                   number; redis/order_stream.h)
 //   dead    stream  order intents that kept failing, with the reason (dead letters)
 //   failures hash   stream entry id -> failed deliveries so far
 //   pq:<token>      zset    a user's queued draws still pending: ticket id -> expiry (token =

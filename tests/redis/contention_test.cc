@@ -83,9 +83,9 @@ TEST_F(ContentionTest, ExactlyTheStockIsSoldUnderSixtyFourWayContention) {
   auto entries = server_->Command({"XRANGE", keys.stream(), "-", "+"});
   std::set<std::string> stream_orders;
   for (size_t i = 0; i < entries->elements; ++i) {
-    const redisReply* fields = entries->element[i]->element[1];
-    ASSERT_STREQ(fields->element[0]->str, "order_id");
-    EXPECT_TRUE(stream_orders.insert(fields->element[1]->str).second) << "order recorded twice";
+    const auto fields = testing::EntryFields(entries->element[i]);
+    ASSERT_TRUE(fields.contains("order_id"));
+    EXPECT_TRUE(stream_orders.insert(fields.at("order_id")).second) << "order recorded twice";
   }
   EXPECT_EQ(stream_orders, reserved_orders);
 

@@ -31,7 +31,7 @@ void ExpectExactSale(const RedisServer& server, const SeckillKeys& keys,
   auto entries = server.Command({"XRANGE", keys.stream(), "-", "+"});
   std::multiset<std::string> in_stream;
   for (size_t i = 0; i < entries->elements; ++i) {
-    in_stream.insert(entries->element[i]->element[1]->element[1]->str);
+    in_stream.insert(testing::EntryFields(entries->element[i])["order_id"]);
   }
   EXPECT_EQ(in_stream.size(), reserved.size());
   EXPECT_EQ(std::set<std::string>(in_stream.begin(), in_stream.end()), reserved);

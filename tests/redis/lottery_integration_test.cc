@@ -19,12 +19,10 @@ using core::Outcome;
 using testing::SeckillFixture;
 
 // A field of an XRANGE entry ({id, {name, value, ...}}); empty if absent.
-std::string FieldOf(const redisReply* entry, std::string_view name) {
-  const redisReply* fields = entry->element[1];
-  for (size_t i = 0; i + 1 < fields->elements; i += 2) {
-    if (fields->element[i]->str == name) return fields->element[i + 1]->str;
-  }
-  return {};
+std::string FieldOf(const redisReply* entry, const std::string& name) {
+  const auto fields = testing::EntryFields(entry);
+  const auto found = fields.find(name);
+  return found == fields.end() ? std::string() : found->second;
 }
 
 class LotteryTest : public SeckillFixture {

@@ -18,12 +18,7 @@ class SeckillTest : public SeckillFixture {
     auto reply = server_->Command({"XRANGE", Keys(activity).stream(), "-", "+"});
     std::vector<std::map<std::string, std::string>> entries;
     for (size_t i = 0; i < reply->elements; ++i) {
-      const redisReply* fields = reply->element[i]->element[1];
-      std::map<std::string, std::string> entry;
-      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-        entry[fields->element[f]->str] = fields->element[f + 1]->str;
-      }
-      entries.push_back(std::move(entry));
+      entries.push_back(testing::EntryFields(reply->element[i]));
     }
     return entries;
   }
@@ -173,6 +168,13 @@ TEST_F(SeckillTest, ItemisedStockHandsOutEachItemOnceAndRecordsIt) {
   EXPECT_EQ(entries[0]["quantity"], "2");
   EXPECT_EQ(entries[0]["items"], "C1 C2");
   EXPECT_EQ(entries[0]["ts"], "1500");
+  EXPECT_EQ(entries[0]["limit"], "2");
+  EXPECT_FALSE(entries[0].contains("draw"));
+  // As written: one packed field (redis/order_stream.h).
+  auto raw = server_->Command({"XRANGE", Keys("coupons").stream(), "-", "+"});
+  ASSERT_EQ(raw->element[0]->element[1]->elements, 2u);
+  EXPECT_STREQ(raw->element[0]->element[1]->element[0]->str, "o");
+  EXPECT_STREQ(raw->element[0]->element[1]->element[1]->str, "o1|alice|2|1500|2||C1 C2");
 
   std::multiset<std::string> handed(two->items.begin(), two->items.end());
   for (const char* user : {"bob", "carol", "dave"}) {

@@ -143,15 +143,11 @@ class CoalesceTest : public testing::ServiceFixture<> {
     auto reply = redis_->Command({"XRANGE", keys.stream(), "-", "+"});
     std::vector<Intent> intents;
     for (size_t i = 0; i < reply->elements; ++i) {
-      const redisReply* fields = reply->element[i]->element[1];
+      auto fields = testing::EntryFields(reply->element[i]);
       Intent intent;
-      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-        const std::string name(fields->element[f]->str, fields->element[f]->len);
-        const std::string value(fields->element[f + 1]->str, fields->element[f + 1]->len);
-        if (name == "order_id") intent.order_id = value;
-        if (name == "user_id") intent.user_id = value;
-        if (name == "quantity") intent.quantity = std::stoll(value);
-      }
+      intent.order_id = fields["order_id"];
+      intent.user_id = fields["user_id"];
+      intent.quantity = std::stoll(fields["quantity"]);
       intents.push_back(std::move(intent));
     }
     return intents;

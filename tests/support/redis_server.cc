@@ -14,6 +14,10 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
+#include <vector>
+
+#include "redis/order_stream.h"
 
 namespace flashsale::testing {
 namespace {
@@ -224,6 +228,17 @@ std::string RedisServer::String(std::initializer_list<std::string_view> args) co
   auto reply = Command(args);
   if (reply->str == nullptr) return {};
   return std::string(reply->str, reply->len);
+}
+
+std::map<std::string, std::string> EntryFields(const redisReply* entry) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  const redisReply* raw = entry->element[1];
+  for (size_t i = 0; i + 1 < raw->elements; i += 2) {
+    redis::AddEntryField(std::string_view(raw->element[i]->str, raw->element[i]->len),
+                         std::string_view(raw->element[i + 1]->str, raw->element[i + 1]->len),
+                         fields);
+  }
+  return std::map<std::string, std::string>(fields.begin(), fields.end());
 }
 
 }  // namespace flashsale::testing

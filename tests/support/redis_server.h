@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,10 @@ struct FreeReply {
   void operator()(redisReply* reply) const { freeReplyObject(reply); }
 };
 using SyncReply = std::unique_ptr<redisReply, FreeReply>;
+
+// A stream entry's fields by name (`entry` an XRANGE element: {id, {name, value, ...}}), a packed
+// order intent as its named fields (redis::AddEntryField): what the order consumer reads.
+std::map<std::string, std::string> EntryFields(const redisReply* entry);
 
 class RedisServer {
  public:

@@ -152,8 +152,9 @@ for i = 1, #ARGV, W do
       redis.call('HINCRBY', KEYS[2], prize, -1)
       stock[chosen] = stock[chosen] - 1
       remaining = remaining - 1
-      redis.call('XADD', KEYS[5], '*', 'order_id', id, 'user_id', user, 'quantity', 1,
-        'items', prize, 'ts', ts, 'draw', held, 'limit', m[4])
+      -- The packed intent, as seckill_reserve.lua writes it, with the draw number.
+      redis.call('XADD', KEYS[5], '*', 'o', id .. '|' .. user .. '|1|' .. ts .. '|' .. m[4] .. '|'
+        .. held .. '|' .. prize)
     end
   until true
   if held and code ~= 1 and code ~= 2 then

@@ -24,6 +24,10 @@ local copy = {'original_id', ARGV[2], 'error', ARGV[3], 'deliveries', ARGV[4], '
 local intent = {}
 for i = 1, #fields do copy[#copy + 1] = fields[i] end
 for i = 1, #fields, 2 do intent[fields[i]] = fields[i + 1] end
+-- The packed intent ("order_id|user_id|..."), or the named fields older versions wrote.
+if intent['o'] then
+  intent['order_id'], intent['user_id'] = string.match(intent['o'], '^([^|]*)|([^|]*)|')
+end
 redis.call('XADD', KEYS[2], '*', unpack(copy))
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HDEL', KEYS[3], ARGV[2])

@@ -14,6 +14,8 @@ if #entry == 0 then return {0, ''} end
 local fields, intent, order_id = entry[1][2], {}, nil
 for i = 1, #fields, 2 do
   local name = fields[i]
+  -- The packed intent ("order_id|user_id|..."), or the named fields older versions wrote.
+  if name == 'o' then order_id = string.match(fields[i + 1], '^([^|]*)|') end
   if name == 'order_id' then order_id = fields[i + 1] end
   if name ~= 'original_id' and name ~= 'error' and name ~= 'deliveries' and name ~= 'dead_ms' then
     intent[#intent + 1] = name

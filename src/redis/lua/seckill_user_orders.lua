@@ -35,7 +35,9 @@ local found = {}  -- from the stream: order_id, record, ..., newest first
 local function look(fields, into)
   local id, who = nil, nil
   for f = 1, #fields, 2 do
-    if fields[f] == 'order_id' then id = fields[f + 1]
+    -- The packed intent ("order_id|user_id|..."), or the named fields older versions wrote.
+    if fields[f] == 'o' then id, who = string.match(fields[f + 1], '^([^|]*)|([^|]*)|')
+    elseif fields[f] == 'order_id' then id = fields[f + 1]
     elseif fields[f] == 'user_id' then who = fields[f + 1] end
   end
   if who ~= user or not id or seen[id] then return end
