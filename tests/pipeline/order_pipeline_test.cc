@@ -144,6 +144,36 @@ TEST_F(PipelineTest, EveryIntentBecomesExactlyOneRow) {
   EXPECT_FALSE(row->stream_id.empty());
 }
 
+// An intent in the shape versions before the packed field wrote (six named fields, left on the
+// stream across an upgrade) is found among the user's pending orders and persisted as it says:
+// its user, time and the limit it was sold under (3: not a single-unit order, though the
+// activity's limit is 1 now).
+TEST_F(PipelineTest, AnIntentInTheOlderSixFieldShapeIsReadAsItSays) {
+  CreateActivity("upgrade", 10);
+  const auto orders = Reserve("upgrade", 1);
+  auto entries = redis_->Command({"XRANGE", Keys("upgrade").stream(), "-", "+"});
+  ASSERT_EQ(entries->elements, 1u);
+  ASSERT_EQ(
+      redis_->Integer({"XDEL", Keys("upgrade").stream(), entries->element[0]->element[0]->str}), 1);
+  redis_->Command({"XADD", Keys("upgrade").stream(), "*", "order_id", orders[0], "user_id", "u0",
+                   "quantity", "1", "items", "", "ts", "1000", "limit", "3"});
+
+  const redis::PersistedOrders none;
+  auto pending =
+      io_.Run(context_->seckill().AsyncUserOrders("upgrade", "u0", none, asio::use_awaitable));
+  ASSERT_TRUE(pending.ok()) << pending.error().ToString();
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].order_id, orders[0]);
+
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  EXPECT_EQ(Drain(consumer), 1);
+  auto row = store_->GetOrder(orders[0]);
+  ASSERT_TRUE(row.ok()) << row.error().ToString();
+  EXPECT_EQ(row->user_id, "u0");
+  EXPECT_EQ(row->created_ms, 1000);
+  EXPECT_FALSE(row->single_unit);
+}
+
 // The fence of the lost-write repair: a batch a consumer read under the record's epoch E, written
 // after a repair advanced the fence to E + 1 (Redis restarted or failed over meanwhile), is
 // refused inside the insert transaction: nothing written, nothing acknowledged, the entries left
