@@ -127,7 +127,7 @@ asio::awaitable<Result<TicketState>> DrawQueue::Ticket(std::string_view activity
 
 asio::awaitable<base::Status> DrawQueue::EnsureGroup(std::string_view activity_id) {
   const SeckillKeys keys(namespace_, activity_id);
-  co_return co_await EnsureStreamGroup(runner_, keys.queue(), kGroup);
+  co_return co_await EnsureStreamGroup(runner_, keys.queue(), keys.meta(), kGroup);
 }
 
 asio::awaitable<Result<std::vector<StreamEntry>>> DrawQueue::ReadNew(std::string_view activity_id,

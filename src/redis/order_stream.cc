@@ -96,13 +96,17 @@ OrderStream::OrderStream(ScriptRunner& runner, std::string key_namespace)
       entry_id_(retry_dead_, "entry_id") {}
 
 asio::awaitable<base::Status> EnsureStreamGroup(ScriptRunner& runner, std::string_view key,
-                                                std::string_view group) {
+                                                std::string_view meta_key, std::string_view group) {
   const Script& script = runner.scripts().Get("stream_group_ensure");
+  const IntField created(script, "created");
   ScriptCall call(script);
-  call.Key("stream", key).Arg("group", group);
+  call.Key("stream", key).Key("meta", meta_key).Arg("group", group);
   auto reply = co_await Await(runner, call);
-  auto read = ScriptReply::Read(script, reply);  // 1 created, 0 it existed: both fine
+  auto read = ScriptReply::Read(script, reply);
   if (!read) co_return std::move(read).error();
+  if (read->Int(created) < 0) {  // 1 created, 0 it existed: both fine
+    co_return MakeError(ErrorCode::kNotFound, "no activity for stream '{}' (deleted)", key);
+  }
   co_return base::Status();
 }
 
@@ -142,7 +146,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> AutoClaim(Connection& connecti
 
 asio::awaitable<base::Status> OrderStream::EnsureGroup(std::string_view activity_id) {
   const SeckillKeys keys(namespace_, activity_id);
-  co_return co_await EnsureStreamGroup(runner_, keys.stream(), kGroup);
+  co_return co_await EnsureStreamGroup(runner_, keys.stream(), keys.meta(), kGroup);
 }
 
 asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ReadNew(std::string_view activity_id,

@@ -48,8 +48,10 @@ std::string_view OrderIdOfField(std::string_view name, std::string_view value);
 // Consumer-group primitives on any stream key, shared by the order streams and the lotteries'
 // admission queues. None blocks the connection (no BLOCK).
 // Creates the group (reading from the stream's start, creating the stream) unless it exists, in
-// a script (stream_group_ensure.lua), so that a group already there is no error reply.
+// a script (stream_group_ensure.lua), so that a group already there is no error reply; only while
+// the activity's `meta_key` exists (else kNotFound, nothing created: the activity was deleted).
 boost::asio::awaitable<base::Status> EnsureStreamGroup(ScriptRunner& runner, std::string_view key,
+                                                       std::string_view meta_key,
                                                        std::string_view group);
 // XREADGROUP ... >: up to `count` entries never delivered to the group.
 boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> ReadGroupNew(
@@ -75,7 +77,8 @@ class OrderStream {
 
   OrderStream(ScriptRunner& runner, std::string key_namespace);
 
-  // Creates the group (reading from the stream's start) unless it exists.
+  // Creates the group (reading from the stream's start) unless it exists; kNotFound (nothing
+  // created) once the activity is deleted.
   boost::asio::awaitable<base::Status> EnsureGroup(std::string_view activity_id);
   // Up to `count` entries never delivered to the group.
   boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> ReadNew(

@@ -47,7 +47,10 @@ asio::awaitable<int64_t> DrawQueueConsumer::Pass(const bool* stop) {
     if (!groups_ready_[id]) {
       auto created = co_await context_.draw_queue().EnsureGroup(id);
       if (!created.ok()) {
-        spdlog::warn("draw queue of '{}': {}", id, created.error().message);
+        // kNotFound: deleted since this snapshot was taken (gone from the next one).
+        if (created.error().code != base::ErrorCode::kNotFound) {
+          spdlog::warn("draw queue of '{}': {}", id, created.error().message);
+        }
         continue;
       }
       groups_ready_[id] = true;

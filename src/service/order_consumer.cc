@@ -211,7 +211,10 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
     if (!groups_ready_[id]) {
       auto created = co_await stream_.EnsureGroup(id);
       if (!created.ok()) {
-        spdlog::warn("order stream of '{}': {}", id, created.error().message);
+        // kNotFound: deleted since this snapshot was taken (gone from the next one).
+        if (created.error().code != ErrorCode::kNotFound) {
+          spdlog::warn("order stream of '{}': {}", id, created.error().message);
+        }
         continue;
       }
       groups_ready_[id] = true;

@@ -174,6 +174,19 @@ TEST_F(PipelineTest, AnIntentInTheOlderSixFieldShapeIsReadAsItSays) {
   EXPECT_FALSE(row->single_unit);
 }
 
+// A consumer still holding an activity another process just deleted does not make its stream
+// again (a key nothing would delete): ensuring the group of an activity whose meta is gone
+// creates nothing and says so.
+TEST_F(PipelineTest, TheGroupOfADeletedActivityIsNotMadeAgain) {
+  CreateActivity("gone", 10);
+  ASSERT_TRUE(io_.Run(context_->order_stream().EnsureGroup("gone")).ok());
+  ASSERT_EQ(redis_->Integer({"DEL", Keys("gone").meta(), Keys("gone").stream()}), 2);
+  auto again = io_.Run(context_->order_stream().EnsureGroup("gone"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, base::ErrorCode::kNotFound);
+  EXPECT_EQ(redis_->Integer({"EXISTS", Keys("gone").stream()}), 0);
+}
+
 // The fence of the lost-write repair: a batch a consumer read under the record's epoch E, written
 // after a repair advanced the fence to E + 1 (Redis restarted or failed over meanwhile), is
 // refused inside the insert transaction: nothing written, nothing acknowledged, the entries left
