@@ -241,10 +241,12 @@ asio::awaitable<Result<std::string>> RetryDeadLetter(ServiceContext& context,
 }
 
 asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context) {
-  const auto list = [](store::Store& store) { return store.ListActivities(); };
-  auto records = co_await context.OnDb(list);
-  if (!records.ok()) co_return std::move(records).error();
-  context.registry().Publish(std::move(*records));
+  ActivityRegistry& registry = context.registry();
+  const auto read = [&registry](store::Store& store) { return registry.Read(store); };
+  auto load = co_await context.OnDb(read);
+  if (!load.ok()) co_return std::move(load).error();
+  // False when a reload that read the record later has published already: this one is older.
+  registry.Publish(std::move(*load));
   co_return base::Status();
 }
 

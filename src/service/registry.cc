@@ -17,11 +17,30 @@ const store::ActivityRecord* ActivitySnapshot::Find(std::string_view id) const {
 ActivityRegistry::ActivityRegistry()
     : current_(std::make_shared<ActivitySnapshot>(std::vector<store::ActivityRecord>{}, 0)) {}
 
-void ActivityRegistry::Publish(std::vector<store::ActivityRecord> records) {
+base::Result<RegistryLoad> ActivityRegistry::Read(store::Store& store) {
+  std::lock_guard lock(read_mutex_);
+  auto records = store.ListActivities();
+  if (!records.ok()) return std::move(records).error();
+  return RegistryLoad{.read = ++reads_, .records = std::move(*records)};
+}
+
+bool ActivityRegistry::Publish(RegistryLoad load) {
   std::lock_guard lock(mutex_);
+  if (load.read <= published_read_) return false;
+  published_read_ = load.read;
   const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
-  current_ = std::make_shared<ActivitySnapshot>(std::move(records), generation);
+  current_ = std::make_shared<ActivitySnapshot>(std::move(load.records), generation);
   generation_.store(generation, std::memory_order_release);
+  return true;
+}
+
+void ActivityRegistry::Publish(std::vector<store::ActivityRecord> records) {
+  uint64_t read = 0;
+  {
+    std::lock_guard lock(read_mutex_);
+    read = ++reads_;
+  }
+  Publish(RegistryLoad{.read = read, .records = std::move(records)});
 }
 
 void ActivityRegistry::Refresh(SnapshotPtr& current) const {
