@@ -27,6 +27,7 @@
 #include "base/ids.h"
 #include "base/json_writer.h"
 #include "base/log_format.h"
+#include "base/process_stats.h"
 #include "core/token.h"
 #include "redis/embedded_server.h"
 #include "redis/scripts.h"
@@ -471,6 +472,7 @@ int RunServe(const ServeConfig& config) {
   const HostPort listen = ParseListen(config.listen);
   const server::ServerOptions options = ServerOptionsFor(config, listen);
   asio::thread_pool db_pool(1);
+  asio::post(db_pool, [] { base::NameThisThread("fs-db"); });
   service::ActivityRegistry registry;
   server::Metrics metrics;
   server::ServerDeps deps =
@@ -525,6 +527,7 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   service::RedisWatch redis_watch(base::SystemClock::Instance());
   HookRedisWatch(redis_watch, *redis_options, settings);  // as in serve
   asio::thread_pool db_pool(1);
+  asio::post(db_pool, [] { base::NameThisThread("fs-db"); });
   service::ActivityRegistry registry;
   service::PipelineMetrics pipeline_metrics;
   service::OrderPipeline pipeline(PipelineDepsFor(config, *redis_options, **store, db_pool,

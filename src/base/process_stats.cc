@@ -1,6 +1,7 @@
 #include "base/process_stats.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -85,6 +86,12 @@ void AppendProcessMetrics(const ProcessStats& stats, std::string& out) {
       "process_start_time_seconds {:.2f}\n",
       stats.cpu_seconds, stats.resident_bytes, stats.virtual_bytes, stats.open_fds, stats.max_fds,
       stats.start_time_seconds);
+}
+
+void NameThisThread(std::string_view name) {
+  char buffer[16] = {};  // the kernel's limit, with the terminating zero
+  name.copy(buffer, sizeof(buffer) - 1);
+  ::pthread_setname_np(::pthread_self(), buffer);
 }
 
 }  // namespace flashsale::base

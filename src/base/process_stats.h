@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/result.h"
 
@@ -23,5 +24,9 @@ Result<ProcessStats> ReadProcessStats();
 
 // The stats as the standard process_* families in Prometheus text.
 void AppendProcessMetrics(const ProcessStats& stats, std::string& out);
+
+// Names the calling thread (what `top -H`, `ps -L` and perf show; Linux keeps the first 15
+// bytes), so an operator can tell the I/O threads from the order pipeline's and the database's.
+void NameThisThread(std::string_view name);
 
 }  // namespace flashsale::base

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/process_stats.h"
+
 namespace flashsale::redis {
 namespace {
 
@@ -404,7 +406,10 @@ base::Result<std::unique_ptr<EmbeddedServer>> EmbeddedServer::Start(
                                                             owner_lock.release(), lock_fd.release(),
                                                             std::move(process).value()));
   if (server->options_.supervise)
-    server->supervisor_ = std::thread([s = server.get()] { s->Supervise(); });
+    server->supervisor_ = std::thread([s = server.get()] {
+      base::NameThisThread("fs-redis-watch");
+      s->Supervise();
+    });
   return server;
 }
 

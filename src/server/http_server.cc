@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "base/log_format.h"
+#include "base/process_stats.h"
 #include "base/string_pool.h"
 #include "redis/scripts.h"
 #include "server/handlers.h"
@@ -229,7 +230,10 @@ class HttpServer::Worker {
           asio::detached);
     }
     io_.restart();
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] {
+      base::NameThisThread(fmt::format("fs-http-{}", index_));
+      io_.run();
+    });
   }
 
   // Stop accepting; close idle connections; busy ones close after their reply.

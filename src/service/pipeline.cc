@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/process_stats.h"
 #include "redis/scripts.h"
 #include "service/admin.h"
 
@@ -95,6 +96,7 @@ class OrderPipeline::Runner {
     }
     io_.restart();
     thread_ = std::thread([this] {
+      base::NameThisThread(role_ == Role::kOrders ? "fs-orders" : "fs-jobs");
       if (role_ == Role::kOrders && nice_ > 0) LowerThreadPriority(nice_);
       io_.run();
     });
