@@ -14,6 +14,14 @@ bool BurstGate::Defer(int64_t length, Clock::time_point now) {
     burst_ = grown > 0 && static_cast<double>(grown) / seconds >= static_cast<double>(rate_);
     window_length_ = length;
     window_start_ = now;
+  } else if (!burst_) {
+    // Within the window: already grown at the rate, by enough to be more than a clump.
+    const double seconds = std::chrono::duration<double>(now - window_start_).count();
+    const double grown = static_cast<double>(length - *window_length_);
+    const double rate = static_cast<double>(rate_);
+    burst_ = seconds > 0 &&
+             grown >= rate * kEarlyShare * std::chrono::duration<double>(kWindow).count() &&
+             grown / seconds >= rate;
   }
   if (!burst_) {
     deferring_since_.reset();

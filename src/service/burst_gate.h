@@ -9,8 +9,11 @@
 // durable as the reservations themselves (docs/durability.md).
 //
 // The rate is the stream's growth (XLEN) over windows of at least `kWindow`; the consumer's own
-// trims shrink the stream, so after one the next look starts a new window (Restart). Pure logic:
-// the caller gives the lengths and the times.
+// trims shrink the stream, so after one the next look starts a new window (Restart). A burst is
+// told early: a window not yet over that has already grown at the rate, by at least a tenth of
+// a full window's growth, is one (until a whole window says otherwise), so a burst's first
+// quarter second is not spent persisting its first thousands of orders. Its end is told only
+// by a whole window. Pure logic: the caller gives the lengths and the times.
 
 #include <chrono>
 #include <cstdint>
@@ -22,6 +25,8 @@ class BurstGate {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds kWindow{250};
+  // The growth that tells a burst before its window is over: this share of a whole window's.
+  static constexpr double kEarlyShare = 0.1;
 
   // `rate`: intents a second from which the stream is a burst (0: never deferred); `longest`:
   // the longest deferral at once.

@@ -32,6 +32,22 @@ TEST(BurstGateTest, DefersWhileTheStreamGrowsFastAndReadsOnceItSlows) {
   EXPECT_TRUE(gate.Defer(1350, t += 250ms));
 }
 
+TEST(BurstGateTest, ABurstIsToldBeforeItsWindowIsOverItsEndOnlyByAWholeWindow) {
+  BurstGate gate(2000, 10s);  // a whole window's growth at the rate: 500
+  auto t = Clock::time_point{} + 1h;
+  EXPECT_FALSE(gate.Defer(0, t));
+  // 40 in 10 ms is 4,000 a second, but less than a tenth of a window's 500: a clump.
+  EXPECT_FALSE(gate.Defer(40, t += 10ms));
+  // 60 in 20 ms: 3,000 a second and more than 50: a burst, 230 ms before the window ends.
+  EXPECT_TRUE(gate.Defer(60, t += 10ms));
+  // It holds within the window even without growth; a whole window without it ends it.
+  EXPECT_TRUE(gate.Defer(60, t += 100ms));
+  EXPECT_FALSE(gate.Defer(100, t += 130ms)) << "100 in the whole 250 ms window: 400 a second";
+  // Fast growth late in a window but slower than the rate over its part so far: no burst.
+  EXPECT_FALSE(gate.Defer(100, t += 200ms));
+  EXPECT_FALSE(gate.Defer(190, t += 40ms)) << "90 in 240 ms: 375 a second";
+}
+
 TEST(BurstGateTest, ADeferralEndsAfterItsLongestAndWaitsForTheConsumerToCatchUp) {
   BurstGate gate(100, 1s);
   auto t = Clock::time_point{} + 1h;
