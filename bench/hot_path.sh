@@ -22,14 +22,19 @@
 # (default and bare, default sold out and nginx) swap their order every round, and no other
 # system runs while the default's redis-server rewrites its AOF after a burst. Each figure is the
 # median of the rounds, each ratio the median of the rounds' ratios (the two systems measured
-# seconds apart); the medians are shown beside it. Use an even number of rounds.
+# seconds apart); the medians are shown beside it. Use an even number of rounds. The two pairs
+# whose ratio is an aim run `pairs` times a round (in alternating order), so their ratios are
+# medians of rounds x pairs: this machine's speed changes by a third within seconds at times, and
+# one slow run in four moves a median of four.
 #
-#   bench/hot_path.sh [rounds] [seconds per run]      (defaults: 4, 5; about 2 minutes a round)
+#   bench/hot_path.sh [rounds] [seconds per run] [pairs]   (defaults: 4, 5, 2; about 2.5 minutes
+#                                                           a round)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 rounds=${1:-4}
 seconds=${2:-5}
+pairs=${3:-2}
 threads=2            # flashsale's I/O threads, nginx's workers, the load tool's threads
 rb_requests=200000   # redis-benchmark requests per run
 batch_size=16        # reservations per batch call, when the batch script exists
@@ -132,12 +137,14 @@ ticks() {  # pid... -> the sum of their CPU ticks (redis-servers with their reap
 
 declare -A runs  # key -> "rps p99 errors us_server us_redis" per round, newline-separated
 verify_failed=0
+run_count=0  # numbers the runs' logs
 # One load run: `flashsale load` on port/activity with the connections; CPU of the server's
 # processes (and of its Redis) from its start until its report is printed (before verifying).
 run() {  # key port activity connections "server pids" "redis pids" [load flags]
   local key=$1 port=$2 activity=$3 conns=$4 server=$5 redis=$6
   shift 6
-  local log=$dir/$key-$round.log
+  run_count=$((run_count + 1))
+  local log=$dir/$key-$round-$run_count.log
   local s0 r0 s1 r1 s2 r2 t1 t2
   # shellcheck disable=SC2086  # the pid lists split on purpose
   s0=$(ticks $server)
@@ -218,30 +225,48 @@ settle_default() {
     sleep 0.1
   done
 }
-default_hot_run() {
-  run default_hot "$default_port" "hot-$round" 128 "$default_pid" "$default_redis_pid" \
+# The aim pairs' runs after a round's first are kept under keys of their own (default_hot2 ...),
+# so the other figures pair one run of each system a round.
+default_hot_run() {  # key suffix, activity
+  run "default_hot$1" "$default_port" "$2" 128 "$default_pid" "$default_redis_pid" \
     --data-dir "$dir/default" --drain-timeout-ms 120000
   settle_default
 }
-bare_hot_run() { run bare_hot "$bare_port" "hot-$round" 128 "$bare_pid" "$bare_redis_pid"; }
-default_out_run() { run default_out "$default_port" gone 128 "$default_pid" "$default_redis_pid"; }
-nginx_out_run() { run nginx_out "$nginx_port" gone 128 "$nginx_workers" ""; }
+bare_hot_run() { run "bare_hot$1" "$bare_port" "$2" 128 "$bare_pid" "$bare_redis_pid"; }
+default_out_run() { run "default_out$1" "$default_port" gone 128 "$default_pid" "$default_redis_pid"; }
+nginx_out_run() { run "nginx_out$1" "$nginx_port" gone 128 "$nginx_workers" ""; }
+hot_pair() {  # pair number within the round
+  local suffix="" activity="hot-$round"
+  if (($1 > 1)); then suffix=2 activity="hot-$round-$1"; fi
+  create_hot "$default_port" "$activity"
+  create_hot "$bare_port" "$activity"
+  if (((round + $1) % 2 == 0)); then
+    default_hot_run "$suffix" "$activity"
+    bare_hot_run "$suffix" "$activity"
+  else
+    bare_hot_run "$suffix" "$activity"
+    default_hot_run "$suffix" "$activity"
+  fi
+}
+out_pair() {  # pair number within the round
+  local suffix=""
+  if (($1 > 1)); then suffix=2; fi
+  if (((round + $1) % 2 == 0)); then
+    default_out_run "$suffix"
+    nginx_out_run "$suffix"
+  else
+    nginx_out_run "$suffix"
+    default_out_run "$suffix"
+  fi
+}
 
 # Each round runs every system on a fresh activity (a sale's hashes start empty and grow: the
 # same work for each), and the pairs whose ratio is an aim (default and bare, default sold out
 # and nginx) run in one order in odd rounds and in the other in even ones, so a machine that
 # speeds up or slows down over a round favours neither side in the median.
 for round in $(seq 1 "$rounds"); do
-  create_hot "$default_port" "hot-$round"
   create_hot "$default_port" "hot1k-$round"
-  create_hot "$bare_port" "hot-$round"
-  if ((round % 2)); then
-    default_hot_run
-    bare_hot_run
-  else
-    bare_hot_run
-    default_hot_run
-  fi
+  for pair in $(seq 1 "$pairs"); do hot_pair "$pair"; done
   create_hot "$consumer_port" "hot-$round"
   run consumer_hot "$consumer_port" "hot-$round" 128 "$consumer_pid" "$consumer_redis_pid" \
     --redis-url "unix://$consumer_socket" --db-url "sqlite:$dir/consumer/flashsale.db" \
@@ -251,13 +276,7 @@ for round in $(seq 1 "$rounds"); do
     --data-dir "$dir/default" --drain-timeout-ms 120000
   settle_default
   run nginx_hot1k "$nginx_port" hot 1024 "$nginx_workers" ""
-  if ((round % 2)); then
-    default_out_run
-    nginx_out_run
-  else
-    nginx_out_run
-    default_out_run
-  fi
+  for pair in $(seq 1 "$pairs"); do out_pair "$pair"; done
   rb_run redis_reserve 1 "${reserve_call[@]}"
   if [ ${#batch_call[@]} -gt 0 ]; then rb_run redis_batch "$batch_size" "${batch_call[@]}"; fi
 done
@@ -269,14 +288,35 @@ col() {  # key column -> the median over the rounds ("n/a" if the key never ran)
 }
 # The median over the rounds of a's requests/s over b's in the same round: the two ran seconds
 # apart, so a load that drifts over the run moves both.
-pair_ratio() {  # key_a key_b
-  if [ -z "${runs[$1]:-}" ] || [ -z "${runs[$2]:-}" ]; then
+# With more pairs (key_a2 key_b2 ...), the median over all of them.
+pair_ratio() {  # key_a key_b [key_a2 key_b2 ...]
+  local ratios=()
+  while (($# >= 2)); do
+    if [ -n "${runs[$1]:-}" ] && [ -n "${runs[$2]:-}" ]; then
+      # shellcheck disable=SC2207
+      ratios+=($(paste -d' ' <(awk 'NF { print $1 }' <<<"${runs[$1]}") \
+        <(awk 'NF { print $1 }' <<<"${runs[$2]}") | awk '{ print ($2 > 0 ? $1 / $2 : 0) }'))
+    fi
+    shift 2
+  done
+  if [ ${#ratios[@]} -eq 0 ]; then
     echo n/a
     return
   fi
-  # shellcheck disable=SC2046
-  printf '%.2f' "$(median $(paste -d' ' <(awk 'NF { print $1 }' <<<"${runs[$1]}") \
-    <(awk 'NF { print $1 }' <<<"${runs[$2]}") | awk '{ print ($2 > 0 ? $1 / $2 : 0) }'))"
+  printf '%.2f' "$(median "${ratios[@]}")"
+}
+# The ratios of an aim pair, sorted: how far the rounds spread.
+pair_spread() {  # key_a key_b [key_a2 key_b2 ...]
+  local out=""
+  while (($# >= 2)); do
+    if [ -n "${runs[$1]:-}" ] && [ -n "${runs[$2]:-}" ]; then
+      out+=$(paste -d' ' <(awk 'NF { print $1 }' <<<"${runs[$1]}") \
+        <(awk 'NF { print $1 }' <<<"${runs[$2]}") | awk '{ printf "%.2f\n", ($2 > 0 ? $1 / $2 : 0) }')
+      out+=$'\n'
+    fi
+    shift 2
+  done
+  sort -n <<<"$out" | awk 'NF' | paste -sd' '
 }
 errors_sum() { awk '{ s += $3 } END { print s + 0 }' <<<"${runs[$1]:-}"; }
 
@@ -357,10 +397,11 @@ if [ -n "${runs[redis_batch]:-}" ]; then
 else
   aim "Redis limit: default / batch script" n/a " (no --setup-batch)" "" ""
 fi
-out_ratio=$(pair_ratio default_out nginx_out)
+out_ratio=$(pair_ratio default_out nginx_out default_out2 nginx_out2)
 aim "sold out: default / nginx" "$out_ratio" \
   " ($(printf %.0f "$(col default_out 1)") / $(printf %.0f "$(col nginx_out 1)"))" ">=" 0.95
-aim "default / bare, hot, 128 connections" "$(pair_ratio default_hot bare_hot)" \
+aim "default / bare, hot, 128 connections" \
+  "$(pair_ratio default_hot bare_hot default_hot2 bare_hot2)" \
   " ($(printf %.0f "$hot") / $(printf %.0f "$(col bare_hot 1)"))" ">=" 0.9
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", a - b }'; }
 aim "  of which the order consumer: (bare + c.) / bare" "$(pair_ratio consumer_hot bare_hot)" \
@@ -373,7 +414,10 @@ echo
 forks=$(redis-cli -s "$dir/default/redis.sock" info stats | awk -F: '/^total_forks/ { print $2 + 0 }')
 echo "the default's redis-server forked $forks times (AOF rewrites); its AOF directory holds" \
   "$(du -sh "$dir/default/redis" | cut -f1)"
+echo "the aim pairs' ratios, every round and pair: default / bare $(pair_spread default_hot \
+  bare_hot default_hot2 bare_hot2); sold out / nginx $(pair_spread default_out nginx_out \
+  default_out2 nginx_out2)"
 verified=$(grep -l '^verified:' "$dir"/{default,consumer}_hot*-*.log 2>/dev/null | wc -l)
-echo "hot runs verified (default, bare + consumer): $verified of $((3 * rounds)); took" \
+echo "hot runs verified (default, bare + consumer): $verified of $(((pairs + 2) * rounds)); took" \
   "$(($(date +%s) - started)) s"
-[ "$verify_failed" -eq 0 ] && [ "$verified" -eq $((3 * rounds)) ]
+[ "$verify_failed" -eq 0 ] && [ "$verified" -eq $(((pairs + 2) * rounds)) ]
