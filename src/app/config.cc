@@ -288,9 +288,10 @@ const std::vector<Setting>& Settings() {
       {.name = "consumer-burst-rate",
        .field = &ServeConfig::consumer_burst_rate,
        .placeholder = "N",
-       .help = "While an activity's order stream grows by N intents a second or more (a burst), "
-               "its consumers leave it unread for up to 10 s at a time, so the burst's "
-               "purchases get Redis first; 0: never",
+       .help = "While an activity's order stream grows by N entries a second or more (a burst; "
+               "a reserve call is one entry, however many purchases it batches), its consumers "
+               "leave it unread for up to 10 s at a time, so the burst's purchases get Redis "
+               "first; 0: never",
        .min = 0},
       {.name = "claim-idle-ms",
        .field = &ServeConfig::claim_idle_ms,

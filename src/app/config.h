@@ -63,7 +63,7 @@ struct ServeConfig {
   int64_t consumers = 1;               // order consumers in this process, 0..64
   int64_t consumer_batch = 100;        // 1..10000
   int64_t consumer_nice = 19;          // the order consumers' threads' nice value, 0..19
-  int64_t consumer_burst_rate = 2000;  // intents/s from which a stream's reads wait; 0: off
+  int64_t consumer_burst_rate = 500;   // entries/s from which a stream's reads wait; 0: off
   int64_t claim_idle_ms = 30000;       // >= 100
   int64_t max_deliveries = 5;          // 1..1000
   int64_t prewarm_every_ms = 10000;    // 0: never

@@ -394,7 +394,7 @@ const std::vector<Listed>& EverySetting() {
       {"--consumers", "1", "FLASHSALE_CONSUMERS"},
       {"--consumer-batch", "100", "FLASHSALE_CONSUMER_BATCH"},
       {"--consumer-nice", "19", "FLASHSALE_CONSUMER_NICE"},
-      {"--consumer-burst-rate", "2000", "FLASHSALE_CONSUMER_BURST_RATE"},
+      {"--consumer-burst-rate", "500", "FLASHSALE_CONSUMER_BURST_RATE"},
       {"--claim-idle-ms", "30000", "FLASHSALE_CLAIM_IDLE_MS"},
       {"--max-deliveries", "5", "FLASHSALE_MAX_DELIVERIES"},
       {"--prewarm-every-ms", "10000", "FLASHSALE_PREWARM_EVERY_MS"},

@@ -1,5 +1,7 @@
 #include "redis/order_stream.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -28,13 +30,32 @@ Result<std::vector<StreamEntry>> ParseEntries(ReplyView entries) {
       return MakeError(ErrorCode::kProtocol, "stream entry: unexpected {}", entry.Describe());
     }
     if (entry[1].is_nil()) continue;
-    StreamEntry parsed;
-    parsed.id = entry[0].str();
     ReplyView fields = entry[1];
+    int packed = 0;
     for (size_t f = 0; f + 1 < fields.size(); f += 2) {
-      AddEntryField(fields[f].str(), fields[f + 1].str(), parsed.fields);
+      if (fields[f].str() == kPackedIntentField) ++packed;
     }
-    out.push_back(std::move(parsed));
+    if (packed <= 1) {
+      StreamEntry parsed;
+      parsed.id = entry[0].str();
+      for (size_t f = 0; f + 1 < fields.size(); f += 2) {
+        AddEntryField(fields[f].str(), fields[f + 1].str(), parsed.fields);
+      }
+      out.push_back(std::move(parsed));
+      continue;
+    }
+    // A batch's intents: one StreamEntry each (any other field would be another writer's, and
+    // is not theirs to carry).
+    int part = 0;
+    for (size_t f = 0; f + 1 < fields.size(); f += 2) {
+      if (fields[f].str() != kPackedIntentField) continue;
+      StreamEntry parsed;
+      parsed.id = entry[0].str();
+      parsed.part = part++;
+      parsed.parts = packed;
+      AddEntryField(fields[f].str(), fields[f + 1].str(), parsed.fields);
+      out.push_back(std::move(parsed));
+    }
   }
   return out;
 }
@@ -76,6 +97,10 @@ std::string_view OrderIdOfField(std::string_view name, std::string_view value) {
   if (name != kPackedIntentField) return {};
   const size_t bar = value.find('|');
   return bar == std::string_view::npos ? std::string_view() : value.substr(0, bar);
+}
+
+std::string StreamEntry::IntentId() const {
+  return part == 0 ? id : fmt::format("{}/{}", id, part);
 }
 
 std::string_view StreamEntry::Field(std::string_view name) const {
@@ -216,10 +241,12 @@ asio::awaitable<Result<int64_t>> OrderStream::RecordFailure(std::string_view act
   co_return reply->integer();
 }
 
-asio::awaitable<Result<int64_t>> OrderStream::DeadLetter(std::string_view activity_id,
-                                                         std::string_view entry_id,
-                                                         std::string_view error, int64_t deliveries,
-                                                         int64_t now_ms) {
+asio::awaitable<Result<OrderStream::DeadLettered>> OrderStream::DeadLetter(
+    std::string_view activity_id, std::string_view entry_id, std::span<const int> parts,
+    std::string_view error, int64_t deliveries, int64_t now_ms) {
+  std::vector<std::string> positions;  // 1-based among the entry's intents
+  positions.reserve(parts.size());
+  for (const int part : parts) positions.push_back(std::to_string(part + 1));
   const SeckillKeys keys(namespace_, activity_id);
   ScriptCall call(dead_letter_);
   call.Key("stream", keys.stream())
@@ -235,12 +262,13 @@ asio::awaitable<Result<int64_t>> OrderStream::DeadLetter(std::string_view activi
       .Arg("entry_id", entry_id)
       .Arg("error", error.substr(0, 1000))
       .Arg("deliveries", deliveries)
-      .Arg("now_ms", now_ms);
+      .Arg("now_ms", now_ms)
+      .Rest("part", positions);
   auto reply = co_await runner_.AsyncEval(call, asio::use_awaitable);
-  // moved 1, or 0 no longer in the stream: either way it is out of the stream now.
+  // moved >= 1, or 0 no longer in the stream: either way it is out of the stream now.
   auto read = ScriptReply::Read(dead_letter_, reply);
   if (!read) co_return std::move(read).error();
-  co_return read->Int(released_);
+  co_return DeadLettered{.moved = read->Int(moved_), .released = read->Int(released_)};
 }
 
 asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ListDead(

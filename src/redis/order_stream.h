@@ -27,6 +27,10 @@ namespace flashsale::redis {
 // from its record); draw: a lottery win's draw number (empty for a sale); items: the item ids
 // (or the prize), space-separated, last as the only part that may hold spaces. Ids never hold
 // '|' (base::IsValidId). Entries older versions wrote name the same values as fields.
+// An entry holds one intent, or several: a reserve call's batch is one entry with an `o` field
+// per reservation, in their order. The pipeline's unit of work stays the entry (read, claimed,
+// acknowledged and counted as a whole); its intents are written one by one and it is
+// acknowledged once all of them are in the record.
 inline constexpr std::string_view kPackedIntentField = "o";
 
 struct StreamEntry {
@@ -34,7 +38,14 @@ struct StreamEntry {
   // As read, except that a packed intent appears as its named fields (order_id user_id quantity
   // ts items, then limit and draw when not empty), so readers see one shape.
   std::vector<std::pair<std::string, std::string>> fields;
+  // An entry of several intents is read as one StreamEntry each, with the entry's id: this one's
+  // place among them (0-based) and their number.
+  int part = 0;
+  int parts = 1;
   std::string_view Field(std::string_view name) const;  // empty if absent
+  // The id the record keeps for this intent (its duplicate check, Store::AuditOrders): the
+  // entry's id, with "/part" for the second intent of an entry on.
+  std::string IntentId() const;
 };
 
 // Appends the field name=value to `fields`, a packed intent as its named fields (an `o` that is
@@ -104,13 +115,20 @@ class OrderStream {
   // Counts one failed delivery of an entry; the count so far.
   boost::asio::awaitable<base::Result<int64_t>> RecordFailure(std::string_view activity_id,
                                                               std::string_view entry_id);
-  // Moves the entry to the dead-letter stream with `error` and acknowledges it, and returns the
-  // units of the order it names to stock if that order is still reserved (one script,
-  // order_dead_letter.lua: the order then shows as refused). The units returned (0: none).
-  boost::asio::awaitable<base::Result<int64_t>> DeadLetter(std::string_view activity_id,
-                                                           std::string_view entry_id,
-                                                           std::string_view error,
-                                                           int64_t deliveries, int64_t now_ms);
+  // Moves the intents of the entry at `parts` (StreamEntry::part; empty: every one) to the
+  // dead-letter stream, one dead letter each, with `error`, and acknowledges the entry (its other
+  // intents must be in the record), and returns the units of each order moved to stock if that
+  // order is still reserved (one script, order_dead_letter.lua: the order then shows as
+  // refused). The intents moved (0: the entry was gone) and the units returned.
+  struct DeadLettered {
+    int64_t moved = 0;
+    int64_t released = 0;
+  };
+  boost::asio::awaitable<base::Result<DeadLettered>> DeadLetter(std::string_view activity_id,
+                                                                std::string_view entry_id,
+                                                                std::span<const int> parts,
+                                                                std::string_view error,
+                                                                int64_t deliveries, int64_t now_ms);
   boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> ListDead(
       std::string_view activity_id, int64_t count);
   // Puts a dead letter back on the stream; its new entry id, or kNotFound, or kInvalidArgument

@@ -226,7 +226,8 @@ class SeckillScripts {
   // come in the order of `requests`. The requests (and the strings they view) are copied into
   // the command before ReserveBatch returns (with AsyncReserveBatch: once the operation has been
   // initiated, e.g. awaited). One script call: five Redis commands for a single reservation,
-  // n + 6 for a batch of n counted reservations (seckill_reserve.lua).
+  // seven for a batch of counted reservations, whose intents are one stream entry
+  // (seckill_reserve.lua).
   void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
                     Handler<std::vector<base::Result<Reservation>>> handler);
   // The same into `out`, for a caller that keeps one vector per queue (service/coalescer.h):

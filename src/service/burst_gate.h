@@ -28,7 +28,7 @@ class BurstGate {
   // The growth that tells a burst before its window is over: this share of a whole window's.
   static constexpr double kEarlyShare = 0.1;
 
-  // `rate`: intents a second from which the stream is a burst (0: never deferred); `longest`:
+  // `rate`: entries a second from which the stream is a burst (0: never deferred); `longest`:
   // the longest deferral at once.
   BurstGate(int64_t rate, std::chrono::milliseconds longest) : rate_(rate), longest_(longest) {}
 

@@ -16,7 +16,7 @@ TEST(BurstGateTest, OffWithoutARate) {
 }
 
 TEST(BurstGateTest, DefersWhileTheStreamGrowsFastAndReadsOnceItSlows) {
-  BurstGate gate(1000, 10s);  // a burst: 1,000 intents a second or more
+  BurstGate gate(1000, 10s);  // a burst: 1,000 entries a second or more
   auto t = Clock::time_point{} + 1h;
   EXPECT_FALSE(gate.Defer(0, t)) << "the first look knows no rate";
   // 500 in 250 ms: 2,000 a second.

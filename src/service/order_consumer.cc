@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -38,7 +39,7 @@ Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
   order.order_id = entry.Field("order_id");
   order.user_id = entry.Field("user_id");
   order.activity_id = activity.activity.id;
-  order.stream_id = entry.id;
+  order.stream_id = entry.IntentId();
   if (!base::IsValidId(order.order_id)) {
     return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: order_id '{}'",
                      order.order_id);
@@ -236,15 +237,21 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
       continue;
     }
     // A full read means a backlog: the next one takes more (fewer commits and round trips per
-    // order while it drains).
-    if (static_cast<int64_t>(entries->size()) < count) gate.CaughtUp();
-    count = static_cast<int64_t>(entries->size()) == count
-                ? std::min(count * 2, std::max(options_.max_batch, options_.batch))
-                : options_.batch;
+    // order while it drains), as long as a read's intents stay under max_batch (an entry holds
+    // a reserve call's batch: one intent or dozens).
+    const auto read = static_cast<int64_t>(std::count_if(
+        entries->begin(), entries->end(), [](const auto& entry) { return entry.part == 0; }));
+    const auto intents = static_cast<int64_t>(entries->size());
+    if (read < count) gate.CaughtUp();
+    if (read < count) {
+      count = options_.batch;
+    } else if (intents < options_.max_batch) {
+      count = std::min(count * 2, std::max(options_.max_batch, options_.batch));
+    }
     bool redelivered = false;
-    if (claim_due && static_cast<int64_t>(entries->size()) < options_.batch) {
+    if (claim_due && read < options_.batch) {
       auto claimed = co_await stream_.Claim(id, options_.name, options_.claim_idle.count(),
-                                            options_.batch - static_cast<int64_t>(entries->size()));
+                                            options_.batch - read);
       if (claimed.ok() && !claimed->empty()) {
         metrics_.claimed.Add(claimed->size());
         redelivered = true;
@@ -275,25 +282,45 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   auto parsed = std::make_shared<std::vector<store::OrderRecord>>();
   std::vector<store::OrderRecord>& orders = *parsed;
   orders.reserve(entries.size());
+  // Per order: its entry's id and its place in the entry (an entry may hold a batch's intents).
   std::vector<std::string> ids;
+  std::vector<int> parts;
   ids.reserve(entries.size());
+  parts.reserve(entries.size());
+  // The entries, each once, in the order read: what is acknowledged, or failed, as a whole.
+  std::vector<std::string> entry_ids;
+  // Entries with an intent that failed this time: the failed parts and the last error.
+  std::map<std::string, std::pair<std::vector<int>, std::string>> failed;
   for (const auto& entry : entries) {
+    if (entry_ids.empty() || entry_ids.back() != entry.id) entry_ids.push_back(entry.id);
     auto order = ParseOrderIntent(entry, activity);
     if (!order.ok()) {
       // Counted like any failure: during a rolling upgrade a newer consumer may read it.
-      co_await Fail(activity_id, entry.id, order.error().message);
+      auto& [failed_parts, error] = failed[entry.id];
+      failed_parts.push_back(entry.part);
+      error = order.error().message;
       continue;
     }
     orders.push_back(std::move(*order));
     ids.push_back(entry.id);
+    parts.push_back(entry.part);
   }
-  if (orders.empty()) co_return;
+  // An entry's intents come together (ParseEntries); a claim may bring an entry read again.
+  std::sort(entry_ids.begin(), entry_ids.end());
+  entry_ids.erase(std::unique(entry_ids.begin(), entry_ids.end()), entry_ids.end());
+  const auto fail = [&failed](const std::string& id, int part, std::string error) {
+    auto& [failed_parts, last_error] = failed[id];
+    failed_parts.push_back(part);
+    last_error = std::move(error);
+  };
   const Orders all = std::move(parsed);
 
   // Per order: written (acknowledge), refused by the record (dead-letter), or failed (leave
   // pending; counted against the entry).
   std::vector<std::optional<store::InsertOutcome>> outcomes(orders.size());
-  auto batch = co_await Insert(activity_id, all, ids, fence, stop);
+  // (Not a conditional expression: GCC 12 destroys a co_await's result twice in one.)
+  Result<std::vector<store::InsertOutcome>> batch = std::vector<store::InsertOutcome>{};
+  if (!orders.empty()) batch = co_await Insert(activity_id, all, entry_ids, fence, stop);
   if (!batch.ok() && batch.error().code == ErrorCode::kCancelled) co_return;  // stopping
   if (batch.ok()) {
     for (size_t i = 0; i < orders.size(); ++i) outcomes[i] = (*batch)[i];
@@ -309,34 +336,40 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
       if (single.ok()) {
         outcomes[i] = (*single)[0];
       } else {
-        co_await Fail(activity_id, ids[i], single.error().message);
+        fail(ids[i], parts[i], single.error().message);
       }
     }
   }
 
-  std::vector<std::string> to_ack;
   for (size_t i = 0; i < orders.size(); ++i) {
     if (!outcomes[i]) continue;
     switch (*outcomes[i]) {
       case store::InsertOutcome::kInserted:
         metrics_.persisted.Add();
-        to_ack.push_back(ids[i]);
         break;
       case store::InsertOutcome::kDuplicate:
         metrics_.duplicates.Add();
-        to_ack.push_back(ids[i]);
         break;
       case store::InsertOutcome::kConflict:
         // A second live order of a user sold under limit 1 (or a second win of one draw): a
         // double sale the record refused (or a cancellation not recorded yet). Retried, then
         // dead-lettered, its units returned to stock: seen, never silently dropped.
-        co_await Fail(activity_id, ids[i],
-                      fmt::format("user '{}' already has a live order in activity '{}' (per-user "
-                                  "limit 1): the record refused order {}",
-                                  orders[i].user_id, activity_id, orders[i].order_id));
+        fail(ids[i], parts[i],
+             fmt::format("user '{}' already has a live order in activity '{}' (per-user limit 1): "
+                         "the record refused order {}",
+                         orders[i].user_id, activity_id, orders[i].order_id));
         break;
     }
   }
+  // An entry is acknowledged once every intent in it is in the record; one with an intent that
+  // failed counts one failed delivery (its intents written meanwhile are found duplicate when it
+  // comes again), and only the failed intents are dead-lettered.
+  std::vector<std::string> to_ack;
+  to_ack.reserve(entry_ids.size());
+  for (const std::string& id : entry_ids) {
+    if (!failed.contains(id)) to_ack.push_back(id);
+  }
+  for (auto& [id, failure] : failed) co_await Fail(activity_id, id, failure.first, failure.second);
 
   if (base::FailpointHit("kill-after-commit")) ::raise(SIGKILL);
   // Failure counts exist only for entries delivered before: a failure is counted after a
@@ -402,7 +435,7 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
 }
 
 asio::awaitable<void> OrderConsumer::Fail(std::string_view activity_id, const std::string& entry_id,
-                                          const std::string& error) {
+                                          const std::vector<int>& parts, const std::string& error) {
   metrics_.entry_failures.Add();
   auto count = co_await stream_.RecordFailure(activity_id, entry_id);
   const int64_t deliveries = count.ok() ? *count : 1;
@@ -411,14 +444,14 @@ asio::awaitable<void> OrderConsumer::Fail(std::string_view activity_id, const st
                  options_.max_deliveries, error);
     co_return;  // stays pending; claimed again after claim_idle
   }
-  auto moved = co_await stream_.DeadLetter(activity_id, entry_id, error, deliveries,
+  auto moved = co_await stream_.DeadLetter(activity_id, entry_id, parts, error, deliveries,
                                            context_.clock().NowMs());
   if (moved.ok()) {
-    metrics_.dead_letters.Add();
+    metrics_.dead_letters.Add(moved->moved);
     spdlog::error(
-        "order intent {} of '{}' moved to the dead-letter stream ({} units of its order returned "
-        "to stock; the order shows as refused): {}",
-        entry_id, activity_id, *moved, error);
+        "{} order intent(s) of entry {} of '{}' moved to the dead-letter stream ({} units of their "
+        "orders returned to stock; the orders show as refused): {}",
+        moved->moved, entry_id, activity_id, moved->released, error);
   } else {
     spdlog::error("dead-lettering {} of '{}' failed: {}", entry_id, activity_id,
                   moved.error().message);

@@ -45,10 +45,12 @@ namespace flashsale::service {
 
 struct ConsumerOptions {
   std::string name;  // unique among the consumers of one Redis (host, pid, index)
+  // Stream entries a read asks for (an entry: one intent, or a reserve call's batch of them).
   int64_t batch = 100;
   // While an activity's stream has a backlog (a read came back full), each next read of it asks
-  // for twice as many, up to this (never below `batch`): one transaction and one XACK for more
-  // orders. Back to `batch` once a read is not full.
+  // for twice as many entries, up to this (never below `batch`), while a read's intents are
+  // fewer than this: one transaction and one XACK for more orders. Back to `batch` once a read
+  // is not full.
   int64_t max_batch = 1000;
   std::chrono::milliseconds idle_poll{20};      // pause when no stream had anything
   std::chrono::milliseconds claim_idle{30000};  // a pending entry this idle is claimed
@@ -63,9 +65,10 @@ struct ConsumerOptions {
   // goes at the pace the lowered thread keeps. The jobs, the lost-write repair and the admission
   // queues run on a thread of their own at the process's priority (docs/durability.md).
   int nice = 0;
-  // Burst deferral (service/burst_gate.h): while an activity's stream grows by burst_rate intents
-  // a second or more, it is left unread, for burst_defer at most at once (then read until caught
-  // up). 0: off. `flashsale serve` sets --consumer-burst-rate.
+  // Burst deferral (service/burst_gate.h): while an activity's stream grows by burst_rate entries
+  // a second or more (a reserve call's batch is one entry), it is left unread, for burst_defer at
+  // most at once (then read until caught up). 0: off. `flashsale serve` sets
+  // --consumer-burst-rate.
   int64_t burst_rate = 0;
   std::chrono::milliseconds burst_defer{10000};
 };
@@ -117,15 +120,17 @@ class OrderConsumer {
                                        std::optional<int64_t> fence, const bool* stop);
   // The batch's outcomes; retries while the database is unavailable. Nothing when told to stop
   // or on an error that is not unavailability (then the entries are tried one by one). `orders`
-  // is shared with the database thread's job (which may outlive a timed-out wait), not copied.
+  // is shared with the database thread's job (which may outlive a timed-out wait), not copied;
+  // `ids`: the entries they came from, each once (kept from being claimed while it retries).
   using Orders = std::shared_ptr<const std::vector<store::OrderRecord>>;
   boost::asio::awaitable<base::Result<std::vector<store::InsertOutcome>>> Insert(
       std::string_view activity_id, const Orders& orders, std::span<const std::string> ids,
       std::optional<int64_t> fence, const bool* stop);
-  // Counts a failed delivery of one entry; at max_deliveries it is dead-lettered (with `error`),
-  // before that it stays pending and is claimed again after claim_idle.
+  // Counts a failed delivery of one entry (`parts`: its intents that failed); at max_deliveries
+  // those intents are dead-lettered (with `error`) and the entry acknowledged, before that it
+  // stays pending and is claimed again after claim_idle.
   boost::asio::awaitable<void> Fail(std::string_view activity_id, const std::string& entry_id,
-                                    const std::string& error);
+                                    const std::vector<int>& parts, const std::string& error);
   boost::asio::awaitable<void> Pause(std::chrono::milliseconds duration);
 
   ServiceContext& context_;

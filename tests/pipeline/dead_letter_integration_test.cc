@@ -269,6 +269,56 @@ TEST_P(DeadLetterTest, AnUnreadableIntentReturnsItsUnit) {
   EXPECT_EQ(Buyers("unreadable", "v"), "2");
 }
 
+// A batch's intents are one stream entry. One the record refuses (a second live order in a
+// limit-1 sale) is dead-lettered alone, its unit returned; the entry's others are written and
+// keep their units, and the entry is acknowledged once the failed intent is out of it.
+TEST_P(DeadLetterTest, ARefusedIntentOfABatchEntryIsDeadLetteredAloneTheOthersAreWritten) {
+  CreateSale("batch", 10, 1);
+  store::OrderRecord earlier{.order_id = "batch-earlier",
+                             .activity_id = "batch",
+                             .user_id = "u",
+                             .quantity = 1,
+                             .single_unit = true,
+                             .created_ms = 500,
+                             .stream_id = "0-1"};
+  ASSERT_TRUE(store_->InsertOrders(std::span(&earlier, 1), 600).ok());
+  const std::vector<redis::ReserveRequest> requests = {
+      {.order_id = "batch-a", .user_id = "a", .quantity = 1, .now_ms = 1000},
+      {.order_id = "batch-u", .user_id = "u", .quantity = 1, .now_ms = 1000},
+      {.order_id = "batch-b", .user_id = "b", .quantity = 1, .now_ms = 1000}};
+  auto reserved =
+      Run(context_->seckill().AsyncReserveBatch("batch", requests, asio::use_awaitable));
+  ASSERT_TRUE(reserved.ok()) << reserved.error().ToString();
+  for (const auto& one : *reserved) ASSERT_EQ(one->outcome, core::Outcome::kReserved);
+  ASSERT_EQ(redis_->Integer({"XLEN", Keys("batch").stream()}), 1) << "one entry for the batch";
+  ASSERT_EQ(Remaining("batch"), 7);
+
+  OrderConsumer consumer(*context_, context_->order_stream(), Options(), metrics_);
+  DrainUntilDeadLetters(consumer, 1);
+  ASSERT_EQ(metrics_.dead_letters.value(), 1u);
+  // The others: in the record (written at the first delivery, found duplicate at the next ones),
+  // their units sold.
+  // The record tells the entry's intents apart by their place in it (its duplicate check).
+  auto a = store_->GetOrder("batch-a");
+  auto b = store_->GetOrder("batch-b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE(a->stream_id.empty());
+  EXPECT_EQ(b->stream_id, a->stream_id + "/2");
+  EXPECT_EQ(store_->GetOrder("batch-u").error().code, base::ErrorCode::kNotFound);
+  EXPECT_EQ(StateShown("a", "batch-a"), "reserved");
+  EXPECT_EQ(Buyers("batch", "a"), "1");
+  EXPECT_EQ(Buyers("batch", "b"), "1");
+  // The entry is acknowledged: nothing pending, nothing to redeliver.
+  auto pending = redis_->Command({"XPENDING", Keys("batch").stream(), "persist"});
+  EXPECT_EQ(pending->element[0]->integer, 0);
+  // The dead letter is the refused intent alone; its unit is back (8 = 10 - a - b).
+  ExpectReleasedAndRefused("batch", "u", "batch-u", 8, "");
+  auto dead = Run(ListDeadLetters(*context_, "batch", 10));
+  ASSERT_TRUE(dead.ok());
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ((*dead)[0].Field("order_id"), "batch-u");
+}
+
 // An intent naming an order Redis never recorded (or recorded for another user) is
 // dead-lettered and releases nothing.
 TEST_P(DeadLetterTest, AnIntentWithoutItsOrderReleasesNothing) {

@@ -79,11 +79,11 @@ TEST_F(ContentionTest, ExactlyTheStockIsSoldUnderSixtyFourWayContention) {
   EXPECT_EQ(buyer_units, kStock);
 
   // One intent per unit, and exactly the orders the callers were told were reserved.
-  EXPECT_EQ(server_->Integer({"XLEN", keys.stream()}), kStock);
   auto entries = server_->Command({"XRANGE", keys.stream(), "-", "+"});
+  const auto intents = testing::StreamIntents(entries.get());
+  EXPECT_EQ(static_cast<int64_t>(intents.size()), kStock);
   std::set<std::string> stream_orders;
-  for (size_t i = 0; i < entries->elements; ++i) {
-    const auto fields = testing::EntryFields(entries->element[i]);
+  for (const auto& fields : intents) {
     ASSERT_TRUE(fields.contains("order_id"));
     EXPECT_TRUE(stream_orders.insert(fields.at("order_id")).second) << "order recorded twice";
   }

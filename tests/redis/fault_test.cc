@@ -30,9 +30,7 @@ void ExpectExactSale(const RedisServer& server, const SeckillKeys& keys,
   }
   auto entries = server.Command({"XRANGE", keys.stream(), "-", "+"});
   std::multiset<std::string> in_stream;
-  for (size_t i = 0; i < entries->elements; ++i) {
-    in_stream.insert(testing::EntryFields(entries->element[i])["order_id"]);
-  }
+  for (auto& fields : testing::StreamIntents(entries.get())) in_stream.insert(fields["order_id"]);
   EXPECT_EQ(in_stream.size(), reserved.size());
   EXPECT_EQ(std::set<std::string>(in_stream.begin(), in_stream.end()), reserved);
   EXPECT_EQ(server.Integer({"HLEN", keys.orders()}), static_cast<int64_t>(reserved.size()));

@@ -169,7 +169,9 @@ TEST_F(SeckillBatchTest, CountedBatchesDecideAsSinglesAcrossLimitAndSellOut) {
   EXPECT_EQ(a.remaining, b.remaining);
   EXPECT_EQ(a.reserved, b.reserved);
   EXPECT_EQ(a.reserved, a.total - a.remaining);
-  EXPECT_EQ(a.stream_length, b.stream_length);
+  // The same intents (ExpectSameStored), a's as one entry per batch call that reserved.
+  EXPECT_LE(a.stream_length, 3);
+  EXPECT_LT(a.stream_length, b.stream_length);
   ExpectSameStored("a", "b");
   // Sold out, or every user at the limit: the batches crossed a boundary.
   EXPECT_EQ(a.remaining, 0);

@@ -13,14 +13,10 @@ using testing::SeckillFixture;
 
 class SeckillTest : public SeckillFixture {
  protected:
-  // The stream's entries as field maps, oldest first.
+  // The stream's intents as field maps, oldest first.
   std::vector<std::map<std::string, std::string>> StreamEntries(const std::string& activity) {
     auto reply = server_->Command({"XRANGE", Keys(activity).stream(), "-", "+"});
-    std::vector<std::map<std::string, std::string>> entries;
-    for (size_t i = 0; i < reply->elements; ++i) {
-      entries.push_back(testing::EntryFields(reply->element[i]));
-    }
-    return entries;
+    return testing::StreamIntents(reply.get());
   }
   base::Result<std::vector<RecordedOrder>> UserOrders(const std::string& activity,
                                                       const std::string& user,
@@ -343,6 +339,41 @@ TEST_F(SeckillTest, UserOrdersReadBackWhatWasReserved) {
   auto none = UserOrders("uo", "nobody");
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// A batch's intents are one stream entry: a user's orders in it are found, in their order, before
+// and after entries of single calls.
+TEST_F(SeckillTest, UserOrdersFindTheOrdersOfABatchEntryInTheirOrder) {
+  ASSERT_TRUE(SetUpActivity(Activity("ub", 100, 5)).ok());
+  ASSERT_EQ(Reserve("ub", "first", "alice", 1, 1400)->outcome, Outcome::kReserved);
+  const std::vector<ReserveRequest> batch = {
+      {.order_id = "b1", .user_id = "alice", .quantity = 1, .now_ms = 1500},
+      {.order_id = "b2", .user_id = "bob", .quantity = 1, .now_ms = 1500},
+      {.order_id = "b3", .user_id = "alice", .quantity = 2, .now_ms = 1500}};
+  auto results = io_.Run(scripts_->AsyncReserveBatch("ub", std::span<const ReserveRequest>(batch),
+                                                     boost::asio::use_awaitable));
+  ASSERT_TRUE(results.ok()) << results.error().ToString();
+  ASSERT_EQ(server_->Integer({"XLEN", Keys("ub").stream()}), 2);
+  ASSERT_EQ(Reserve("ub", "last", "alice", 1, 1600)->outcome, Outcome::kReserved);
+
+  auto orders = UserOrders("ub", "alice");
+  ASSERT_TRUE(orders.ok()) << orders.error().ToString();
+  std::vector<std::string> ids;
+  for (const auto& order : *orders) ids.push_back(order.order_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"first", "b1", "b3", "last"}));
+  // The record has the batch's alice orders already: the rest is found and nothing twice.
+  PersistedOrders persisted;
+  persisted.live_units = 3;
+  persisted.order_ids = {"b1", "b3"};
+  auto rest = UserOrders("ub", "alice", persisted);
+  ASSERT_TRUE(rest.ok()) << rest.error().ToString();
+  ids.clear();
+  for (const auto& order : *rest) ids.push_back(order.order_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"first", "last"}));
+  auto bob = UserOrders("ub", "bob");
+  ASSERT_TRUE(bob.ok());
+  ASSERT_EQ(bob->size(), 1u);
+  EXPECT_EQ((*bob)[0].order_id, "b2");
 }
 
 // GET /api/v1/orders reads a user's orders from the stream for every activity, and the stream is

@@ -142,8 +142,7 @@ class CoalesceTest : public testing::ServiceFixture<> {
     const redis::SeckillKeys keys(settings_.key_namespace, activity);
     auto reply = redis_->Command({"XRANGE", keys.stream(), "-", "+"});
     std::vector<Intent> intents;
-    for (size_t i = 0; i < reply->elements; ++i) {
-      auto fields = testing::EntryFields(reply->element[i]);
+    for (auto& fields : testing::StreamIntents(reply.get())) {
       Intent intent;
       intent.order_id = fields["order_id"];
       intent.user_id = fields["user_id"];

@@ -230,6 +230,29 @@ std::string RedisServer::String(std::initializer_list<std::string_view> args) co
   return std::string(reply->str, reply->len);
 }
 
+std::vector<std::map<std::string, std::string>> StreamIntents(const redisReply* range) {
+  std::vector<std::map<std::string, std::string>> out;
+  for (size_t e = 0; e < range->elements; ++e) {
+    const redisReply* raw = range->element[e]->element[1];
+    std::vector<std::pair<std::string, std::string>> named;  // fields other than `o`
+    bool packed = false;
+    for (size_t i = 0; i + 1 < raw->elements; i += 2) {
+      const std::string_view name(raw->element[i]->str, raw->element[i]->len);
+      const std::string_view value(raw->element[i + 1]->str, raw->element[i + 1]->len);
+      if (name != redis::kPackedIntentField) {
+        named.emplace_back(name, value);
+        continue;
+      }
+      packed = true;
+      std::vector<std::pair<std::string, std::string>> fields;
+      redis::AddEntryField(name, value, fields);
+      out.emplace_back(fields.begin(), fields.end());
+    }
+    if (!packed) out.emplace_back(named.begin(), named.end());
+  }
+  return out;
+}
+
 std::map<std::string, std::string> EntryFields(const redisReply* entry) {
   std::vector<std::pair<std::string, std::string>> fields;
   const redisReply* raw = entry->element[1];

@@ -31,15 +31,8 @@ local held = tonumber(redis.call('HGET', KEYS[4], user) or '0')
 local need = held - tonumber(ARGV[2])
 local found = {}  -- from the stream: order_id, record, ..., newest first
 
--- An entry's order, appended to `into` if it is the user's and not in the record.
-local function look(fields, into)
-  local id, who = nil, nil
-  for f = 1, #fields, 2 do
-    -- The packed intent ("order_id|user_id|..."), or the named fields older versions wrote.
-    if fields[f] == 'o' then id, who = string.match(fields[f + 1], '^([^|]*)|([^|]*)|')
-    elseif fields[f] == 'order_id' then id = fields[f + 1]
-    elseif fields[f] == 'user_id' then who = fields[f + 1] end
-  end
+-- An order, appended to `into` if it is the user's and not in the record.
+local function take(id, who, into)
   if who ~= user or not id or seen[id] then return end
   seen[id] = true
   local record = redis.call('HGET', KEYS[1], id)
@@ -50,11 +43,28 @@ local function look(fields, into)
   if state == 'R' then need = need - tonumber(qty) end
 end
 
+-- An entry's orders: a packed intent per `o` field ("order_id|user_id|...": a reserve call's
+-- batch is one entry, its intents in their order), or the named fields older versions wrote.
+-- `newest_first`: its intents last to first (the stream read backwards).
+local function look(fields, into, newest_first)
+  local id, who = nil, nil
+  local first, last, step = 1, #fields - 1, 2
+  if newest_first then first, last, step = #fields - 1, 1, -2 end
+  for f = first, last, step do
+    if fields[f] == 'o' then
+      local packed_id, packed_user = string.match(fields[f + 1], '^([^|]*)|([^|]*)|')
+      take(packed_id, packed_user, into)
+    elseif fields[f] == 'order_id' then id = fields[f + 1]
+    elseif fields[f] == 'user_id' then who = fields[f + 1] end
+  end
+  if id then take(id, who, into) end
+end
+
 local chunk, last = 256, '+'
 while need > 0 do
   local entries = redis.call('XREVRANGE', KEYS[2], last, '-', 'COUNT', chunk)
   for _, entry in ipairs(entries) do
-    look(entry[2], found)
+    look(entry[2], found, true)
     if need <= 0 then break end
   end
   if #entries < chunk then break end
@@ -64,5 +74,5 @@ for k = #found - 1, 1, -2 do
   reply[#reply + 1] = found[k]
   reply[#reply + 1] = found[k + 1]
 end
-for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do look(entry[2], reply) end
+for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do look(entry[2], reply, false) end
 return reply
