@@ -141,13 +141,16 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
   jobs.AppendPrometheus(out);
   std::lock_guard lock(mutex_);
   out +=
-      "# HELP flashsale_stream_pending Order intents delivered to a consumer, not yet in the "
-      "database.\n# TYPE flashsale_stream_pending gauge\n";
+      "# HELP flashsale_stream_pending Order stream entries (an order intent, or a reserve call's "
+      "batch of them) delivered to a consumer, not yet in the database.\n"
+      "# TYPE flashsale_stream_pending gauge\n";
   for (const auto& [id, info] : gauges_) {
     out += fmt::format("flashsale_stream_pending{{activity=\"{}\"}} {}\n", id, info.pending);
   }
   out +=
-      "# HELP flashsale_stream_lag Order intents not yet delivered to any consumer.\n"
+      "# HELP flashsale_stream_lag Order stream entries (an order intent, or a reserve call's "
+      "batch "
+      "of them) not yet delivered to any consumer.\n"
       "# TYPE flashsale_stream_lag gauge\n";
   for (const auto& [id, info] : gauges_) {
     out += fmt::format("flashsale_stream_lag{{activity=\"{}\"}} {}\n", id, info.lag);
