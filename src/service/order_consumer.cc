@@ -104,7 +104,8 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
       "# HELP flashsale_dead_letters_total Intents moved to a dead-letter stream.\n"
       "# TYPE flashsale_dead_letters_total counter\n"
       "flashsale_dead_letters_total {}\n"
-      "# HELP flashsale_order_entry_failures_total Failed deliveries of single intents.\n"
+      "# HELP flashsale_order_entry_failures_total Failed deliveries of order stream entries (one "
+      "with an intent that failed).\n"
       "# TYPE flashsale_order_entry_failures_total counter\n"
       "flashsale_order_entry_failures_total {}\n"
       "# HELP flashsale_order_db_errors_total Database calls of the pipeline that failed and were "
@@ -149,8 +150,7 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
   }
   out +=
       "# HELP flashsale_stream_lag Order stream entries (an order intent, or a reserve call's "
-      "batch "
-      "of them) not yet delivered to any consumer.\n"
+      "batch of them) not yet delivered to any consumer.\n"
       "# TYPE flashsale_stream_lag gauge\n";
   for (const auto& [id, info] : gauges_) {
     out += fmt::format("flashsale_stream_lag{{activity=\"{}\"}} {}\n", id, info.lag);
