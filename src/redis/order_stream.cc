@@ -52,7 +52,6 @@ Result<std::vector<StreamEntry>> ParseEntries(ReplyView entries) {
       StreamEntry parsed;
       parsed.id = entry[0].str();
       parsed.part = part++;
-      parsed.parts = packed;
       AddEntryField(fields[f].str(), fields[f + 1].str(), parsed.fields);
       out.push_back(std::move(parsed));
     }

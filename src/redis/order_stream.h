@@ -39,9 +39,8 @@ struct StreamEntry {
   // ts items, then limit and draw when not empty), so readers see one shape.
   std::vector<std::pair<std::string, std::string>> fields;
   // An entry of several intents is read as one StreamEntry each, with the entry's id: this one's
-  // place among them (0-based) and their number.
+  // place among them (0-based).
   int part = 0;
-  int parts = 1;
   std::string_view Field(std::string_view name) const;  // empty if absent
   // The id the record keeps for this intent (its duplicate check, Store::AuditOrders): the
   // entry's id, with "/part" for the second intent of an entry on.

@@ -245,8 +245,8 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
     const auto read = static_cast<int64_t>(std::count_if(
         entries->begin(), entries->end(), [](const auto& entry) { return entry.part == 0; }));
     const auto intents = static_cast<int64_t>(entries->size());
-    if (read < count) gate.CaughtUp();
     if (read < count) {
+      gate.CaughtUp();
       count = options_.batch;
     } else if (intents < options_.max_batch) {
       count = std::min(count * 2, std::max(options_.max_batch, options_.batch));
@@ -290,32 +290,28 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   std::vector<int> parts;
   ids.reserve(entries.size());
   parts.reserve(entries.size());
-  // The entries, each once, in the order read: what is acknowledged, or failed, as a whole.
+  // The entries, each once, in the order read (an entry's intents come together, ParseEntries):
+  // what is acknowledged, or failed, as a whole.
   std::vector<std::string> entry_ids;
   // Entries with an intent that failed this time: the failed parts and the last error.
   std::map<std::string, std::pair<std::vector<int>, std::string>> failed;
+  const auto fail = [&failed](const std::string& id, int part, std::string error) {
+    auto& [failed_parts, last_error] = failed[id];
+    failed_parts.push_back(part);
+    last_error = std::move(error);
+  };
   for (const auto& entry : entries) {
     if (entry_ids.empty() || entry_ids.back() != entry.id) entry_ids.push_back(entry.id);
     auto order = ParseOrderIntent(entry, activity);
     if (!order.ok()) {
       // Counted like any failure: during a rolling upgrade a newer consumer may read it.
-      auto& [failed_parts, error] = failed[entry.id];
-      failed_parts.push_back(entry.part);
-      error = order.error().message;
+      fail(entry.id, entry.part, order.error().message);
       continue;
     }
     orders.push_back(std::move(*order));
     ids.push_back(entry.id);
     parts.push_back(entry.part);
   }
-  // An entry's intents come together (ParseEntries); a claim may bring an entry read again.
-  std::sort(entry_ids.begin(), entry_ids.end());
-  entry_ids.erase(std::unique(entry_ids.begin(), entry_ids.end()), entry_ids.end());
-  const auto fail = [&failed](const std::string& id, int part, std::string error) {
-    auto& [failed_parts, last_error] = failed[id];
-    failed_parts.push_back(part);
-    last_error = std::move(error);
-  };
   const Orders all = std::move(parsed);
 
   // Per order: written (acknowledge), refused by the record (dead-letter), or failed (leave

@@ -169,6 +169,20 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
     return {settings_.key_namespace, activity};
   }
 
+  // The record already holds a live order of `user` in the limit-1 sale `activity` (written by
+  // another path, e.g. an order Redis lost and the lost-write repair applied again under another
+  // id): a second one is a double sale the record refuses.
+  void RecordLiveOrderOf(const std::string& activity, const std::string& user) {
+    store::OrderRecord earlier{.order_id = activity + "-earlier",
+                               .activity_id = activity,
+                               .user_id = user,
+                               .quantity = 1,
+                               .single_unit = true,
+                               .created_ms = 500,
+                               .stream_id = "0-1"};
+    ASSERT_TRUE(store_->InsertOrders(std::span(&earlier, 1), 600).ok());
+  }
+
   // What every dead-lettered sale order must satisfy: its unit back in stock exactly once, the
   // buyer's count down, the order shown refused, and a retry of the dead letter refused.
   void ExpectReleasedAndRefused(const std::string& activity, const std::string& user,
@@ -226,16 +240,7 @@ TEST_P(DeadLetterTest, AnOrderIsRecordedUnderTheLimitItWasSoldWith) {
 // never hold). The intent is dead-lettered, and its unit is not kept from the other buyers.
 TEST_P(DeadLetterTest, ASecondLiveOrderRefusedByTheRecordReturnsItsUnit) {
   CreateSale("conflict", 5, 1);
-  // The record already holds a live order of u (written by another path, e.g. an order Redis
-  // lost and the lost-write repair applied again under another id).
-  store::OrderRecord earlier{.order_id = "conflict-earlier",
-                             .activity_id = "conflict",
-                             .user_id = "u",
-                             .quantity = 1,
-                             .single_unit = true,
-                             .created_ms = 500,
-                             .stream_id = "0-1"};
-  ASSERT_TRUE(store_->InsertOrders(std::span(&earlier, 1), 600).ok());
+  ASSERT_NO_FATAL_FAILURE(RecordLiveOrderOf("conflict", "u"));
   ASSERT_EQ(Buy("conflict", "conflict-b", "u"), core::Outcome::kReserved);
   ASSERT_EQ(Remaining("conflict"), 4);
 
@@ -274,14 +279,7 @@ TEST_P(DeadLetterTest, AnUnreadableIntentReturnsItsUnit) {
 // keep their units, and the entry is acknowledged once the failed intent is out of it.
 TEST_P(DeadLetterTest, ARefusedIntentOfABatchEntryIsDeadLetteredAloneTheOthersAreWritten) {
   CreateSale("batch", 10, 1);
-  store::OrderRecord earlier{.order_id = "batch-earlier",
-                             .activity_id = "batch",
-                             .user_id = "u",
-                             .quantity = 1,
-                             .single_unit = true,
-                             .created_ms = 500,
-                             .stream_id = "0-1"};
-  ASSERT_TRUE(store_->InsertOrders(std::span(&earlier, 1), 600).ok());
+  ASSERT_NO_FATAL_FAILURE(RecordLiveOrderOf("batch", "u"));
   const std::vector<redis::ReserveRequest> requests = {
       {.order_id = "batch-a", .user_id = "a", .quantity = 1, .now_ms = 1000},
       {.order_id = "batch-u", .user_id = "u", .quantity = 1, .now_ms = 1000},
