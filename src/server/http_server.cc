@@ -15,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -328,6 +329,7 @@ class HttpServer::Worker {
       }
       if (options_.max_connections == 0) connections_.open.fetch_add(1);
       socket.set_option(tcp::no_delay(true), ignored);
+      socket.non_blocking(true, ignored);  // the session's direct writes never wait (Session)
       asio::co_spawn(io_, Session(std::move(socket)), asio::detached);
     }
   }
@@ -483,8 +485,20 @@ class HttpServer::Worker {
       // of the request's time).
       SerializeHead(reply, version, keep_alive, out);
       entry->deadline = std::chrono::steady_clock::now() + options_.read_timeout;
+      // Written at once where the socket takes the whole reply (the usual case: a reply is far
+      // smaller than the send buffer). The socket is non-blocking, so this never waits; Asio's
+      // async_write would complete even an immediate send through the scheduler's queue, a
+      // round trip and a coroutine resumption per request. What did not go waits for the
+      // socket, asynchronously, within the write's deadline.
       const std::array<asio::const_buffer, 2> pieces{asio::buffer(out), asio::buffer(reply.body)};
-      auto [write_error, written] = co_await asio::async_write(socket, pieces, kUseTuple);
+      error_code write_error;
+      const size_t sent = socket.write_some(pieces, write_error);
+      if (write_error == asio::error::would_block) write_error = {};
+      if (!write_error && sent < out.size() + reply.body.size()) {
+        beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(pieces);
+        rest.consume(sent);
+        std::tie(write_error, std::ignore) = co_await asio::async_write(socket, rest, kUseTuple);
+      }
       now = std::chrono::steady_clock::now();
       metrics_.Request(route, reply.word, now - start);
       if (sampled) LogAccess(method_text, target_text, reply, start);

@@ -47,7 +47,13 @@ constexpr std::string_view kPurchasePath = "/api/v1/activities/sale/purchase";
 // wait is bounded; writes never raise SIGPIPE.
 class RawSocket {
  public:
-  explicit RawSocket(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  // receive_buffer > 0: our socket's receive buffer (SO_RCVBUF), set before connecting, so a
+  // reader that waits makes the server's writes meet a full socket sooner.
+  explicit RawSocket(uint16_t port, int receive_buffer = 0)
+      : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    if (fd_ >= 0 && receive_buffer > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    }
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
@@ -734,6 +740,45 @@ TEST_F(BadInputTest, SlowDripIsCutOffWhileOthersAreServed) {
   EXPECT_GE(served_meanwhile, 1);
   auto after = server_->Client().Get("/healthz");
   EXPECT_EQ(after.status, 200);
+}
+
+// Replies the socket does not take whole at once (the server writes what it takes and waits for
+// the rest): 64 pipelined 89 KB replies, more than a socket's send buffer grows to (4 MB), to a
+// reader that waits first, through a 4 KB receive buffer, arrive whole and in order, and the
+// connection goes on serving.
+TEST_F(BadInputTest, RepliesLargerThanTheSocketTakesReachASlowReaderWhole) {
+  const HttpResult expected = server_->Client().Get("/api/v1/openapi.json");
+  ASSERT_EQ(expected.status, 200);
+  ASSERT_GT(expected.body.size(), 64u * 1024) << "the reply must outgrow the socket buffers";
+  RawSocket slow(server_->port(), 4096);
+  ASSERT_TRUE(slow.connected());
+  constexpr size_t kReplies = 64;
+  std::string requests;
+  for (size_t i = 0; i < kReplies; ++i) {
+    requests += "GET /api/v1/openapi.json HTTP/1.1\r\nHost: t\r\n\r\n";
+  }
+  ASSERT_TRUE(slow.Send(requests));
+  std::this_thread::sleep_for(milliseconds(300));  // the server's writes fill the socket meanwhile
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  // The bodies' bytes first (parsing as they come would go over the whole of it every time).
+  while (slow.received().size() < kReplies * expected.body.size() && !slow.closed() &&
+         std::chrono::steady_clock::now() < until) {
+    slow.ReadFor(milliseconds(50));
+  }
+  while (ParseReplies(slow.received()).size() < kReplies && !slow.closed() &&
+         std::chrono::steady_clock::now() < until) {
+    slow.ReadFor(milliseconds(50));
+  }
+  const std::vector<RawReply> replies = ParseReplies(slow.received());
+  ASSERT_EQ(replies.size(), kReplies) << slow.received().size() << " bytes received";
+  for (const RawReply& reply : replies) {
+    EXPECT_EQ(reply.status, 200);
+    EXPECT_TRUE(reply.body == expected.body) << "a body of " << reply.body.size() << " bytes";
+  }
+  const size_t before = slow.received().size();
+  ASSERT_TRUE(slow.Send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"));
+  EXPECT_TRUE(slow.ReadUntil("{\"status\":\"ok\"}", std::chrono::seconds(5)))
+      << slow.received().substr(before);
 }
 
 // One of each kind of bad input, all on one server with short timeouts; then it still sells (the
