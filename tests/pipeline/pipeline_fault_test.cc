@@ -475,16 +475,15 @@ class PipelineFaultTest : public ::testing::Test {
   // A read, so retried while our connection is not back yet (after a Redis restart it waits out
   // its reconnect backoff, and a command meanwhile is refused unsent), for at most 5 s.
   redis::GroupInfo Group(const std::string& activity) {
-    const auto until = std::chrono::steady_clock::now() + 5s;
-    for (;;) {
-      auto info = io_.Run(stream_->Info(activity));
-      if (info.ok()) return *info;
-      if (info.error().code != base::ErrorCode::kUnavailable ||
-          std::chrono::steady_clock::now() >= until) {
-        throw std::runtime_error("group info: " + info.error().ToString());
-      }
-      std::this_thread::sleep_for(50ms);
-    }
+    std::optional<base::Result<redis::GroupInfo>> info;
+    Eventually(
+        [&] {
+          info.emplace(io_.Run(stream_->Info(activity)));
+          return info->ok() || info->error().code != base::ErrorCode::kUnavailable;
+        },
+        5s, 50ms);
+    if (!info->ok()) throw std::runtime_error("group info: " + info->error().ToString());
+    return **info;
   }
 
   // Nothing pending and nothing undelivered. Redis cannot always tell the lag (-1, after
