@@ -265,6 +265,24 @@
         }
         return;
       }
+      // A retry with the key of an earlier purchase (replayed): that order as it is now.
+      case 3:
+        show("ok", "paid", FS.el("strong", {}, "Paid. "), "Order ", FS.el("code", { id: "order-id" }, json.order_id),
+          json.quantity > 1 ? ` (${json.quantity} units)` : "", " is paid.");
+        return;
+      case 4:
+        show("warn", "compensation_due", "Order ", FS.el("code", { id: "order-id" }, json.order_id),
+          " was sold twice after a failure of the service: you will be compensated.");
+        return;
+      case -10:
+        show("warn", "cancelled", "Order ", FS.el("code", { id: "order-id" }, json.order_id),
+          " was cancelled (not paid in time) and its units went back on sale.",
+          json.refund_due ? " Your late payment will be refunded." : "");
+        return;
+      case -11:
+        show("err", "refused", "Order ", FS.el("code", { id: "order-id" }, json.order_id),
+          " could not be recorded and was cancelled; its units went back on sale.");
+        return;
       case 0:
         show("warn", "already_purchased",
           `You already have ${json.bought ?? "your share"} — the limit is ${a.per_user_limit} per person.`);
@@ -325,6 +343,13 @@
       case 1: {
         const prize = json.prize || {};
         show("ok", "won", FS.el("strong", {}, "You won: "), FS.el("span", { id: "prize-name" }, prize.name || prize.id || "a prize"), "!");
+        return;
+      }
+      case -11: {
+        // A replayed (or polled) win the record refused.
+        const prize = json.prize || {};
+        show("err", "refused", "Your win of ", FS.el("span", { id: "prize-name" }, prize.name || prize.id || "a prize"),
+          " could not be recorded and was withdrawn; the prize went back.");
         return;
       }
       case 0:

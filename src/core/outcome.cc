@@ -28,6 +28,14 @@ std::string_view StatusWord(Outcome outcome) {
       return "overloaded";
     case Outcome::kLimitExceeded:
       return "limit_exceeded";
+    case Outcome::kPaid:
+      return "paid";
+    case Outcome::kCompensationDue:
+      return "compensation_due";
+    case Outcome::kCancelled:
+      return "cancelled";
+    case Outcome::kRefused:
+      return "refused";
   }
   return "unknown";
 }
@@ -43,11 +51,29 @@ std::string_view DrawStatusWord(Outcome outcome) {
   }
 }
 
-std::optional<Outcome> OutcomeFromCode(int64_t code) {
-  if (code < static_cast<int>(Outcome::kOverloaded) || code > static_cast<int>(Outcome::kNoPrize)) {
-    return std::nullopt;
+bool IsOrderState(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kReserved:
+    case Outcome::kPaid:
+    case Outcome::kCompensationDue:
+    case Outcome::kCancelled:
+    case Outcome::kRefused:
+      return true;
+    default:
+      return false;
   }
-  return static_cast<Outcome>(code);
+}
+
+std::optional<Outcome> OutcomeFromCode(int64_t code) {
+  if (code >= static_cast<int>(Outcome::kOverloaded) &&
+      code <= static_cast<int>(Outcome::kNoPrize)) {
+    return static_cast<Outcome>(code);
+  }
+  if (code == static_cast<int>(Outcome::kCancelled) ||
+      code == static_cast<int>(Outcome::kRefused)) {
+    return static_cast<Outcome>(code);
+  }
+  return std::nullopt;
 }
 
 }  // namespace flashsale::core

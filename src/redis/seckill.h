@@ -147,12 +147,15 @@ struct DrawResult {
 };
 
 struct Reservation {
+  // Replayed: the order as it is now (kReserved, kCancelled, kRefused), or an earlier refusal.
   core::Outcome outcome = core::Outcome::kUnknownActivity;
   bool replayed = false;  // the outcome of an earlier call (same order id or idempotency key)
   int64_t remaining = 0;  // units left
   int64_t bought = 0;     // units the user holds (after this reservation, if reserved)
-  std::string order_id;   // the reservation's order id (an earlier call's, when replayed)
-  std::vector<std::string> items;  // kReserved, itemised stock: the item ids taken
+  // A replayed order's own units (0: not known, or not a replayed order).
+  int64_t quantity = 0;
+  std::string order_id;            // the reservation's order id (an earlier call's, when replayed)
+  std::vector<std::string> items;  // an order, itemised stock: the item ids taken
 };
 
 // One order as Redis recorded it, for reading back before the database has it.

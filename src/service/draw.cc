@@ -5,6 +5,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "service/replay.h"
+
 namespace flashsale::service {
 
 namespace asio = boost::asio;
@@ -112,6 +114,11 @@ asio::awaitable<Result<DrawResult>> DrawNow(ServiceContext& context,
     co_return UndecidedResult<DrawResult>(admission.order_id, std::move(drawn).error());
   }
   DrawResult result = FromDrawn(context, admission, std::move(*drawn));
+  if (result.replayed) {
+    // A win as the record has it now (flagged for compensation), over Redis's word.
+    bool refund_due = false;
+    co_await ReadOrderState(context, result.order_id, result.outcome, refund_due);
+  }
   co_await ConfirmTaken(context, activity_id, result);
   co_return std::move(result);
 }
@@ -147,6 +154,9 @@ asio::awaitable<Result<std::optional<DrawResult>>> GetTicket(ServiceContext& con
           Decided(snapshot->Find(activity_id), ticket->outcome, std::move(ticket->order_id),
                   std::move(ticket->prize_id), ticket->draws);
       if (result.outcome == Outcome::kSoldOut) context.MarkSoldOut(activity_id);
+      // A win as the record has it now, as a replay reports it.
+      bool refund_due = false;
+      co_await ReadOrderState(context, result.order_id, result.outcome, refund_due);
       co_return std::optional<DrawResult>(std::move(result));
     }
     if (std::chrono::steady_clock::now() + kTicketPoll > until) {

@@ -2,6 +2,8 @@
 
 #include <boost/asio/use_awaitable.hpp>
 
+#include "service/replay.h"
+
 namespace flashsale::service {
 
 namespace asio = boost::asio;
@@ -18,7 +20,8 @@ PurchaseResult FromReservation(ServiceContext& context, const PurchaseRequest& r
   result.outcome = reservation.outcome;
   result.order_id = std::move(reservation.order_id);
   result.items = std::move(reservation.items);
-  result.quantity = request.quantity;
+  // A replayed order's own quantity (the request's when Redis no longer says).
+  result.quantity = reservation.quantity > 0 ? reservation.quantity : request.quantity;
   result.remaining = reservation.remaining;
   result.bought = reservation.bought;
   // Replayed for the client only when an earlier request (same Idempotency-Key) decided it;
@@ -60,6 +63,10 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
     co_return UndecidedResult<PurchaseResult>(admission.order_id, std::move(reservation).error());
   }
   PurchaseResult result = FromReservation(context, request, admission, std::move(*reservation));
+  if (result.replayed) {
+    // The order as the record has it now (paid, cancelled, flagged), over Redis's word.
+    co_await ReadOrderState(context, result.order_id, result.outcome, result.refund_due);
+  }
   co_await ConfirmTaken(context, activity_id, result);
   co_return std::move(result);
 }

@@ -13,7 +13,8 @@
 --      stock, by weight (W' = their weights). So the chance of winning something stays the same
 --      while any prize is left, and the lottery answers -1 only when every prize is gone.
 -- Replays, as in seckill_reserve: a retry with the same order id returns the first draw; with
--- an idempotency key (idem_ttl_ms > 0) the first outcome is kept and returned. A queued draw
+-- an idempotency key (idem_ttl_ms > 0) the first outcome is kept and returned; a win replayed is
+-- reported as its record is now (1 won, -11 refused: dead-lettered, -10 released). A queued draw
 -- uses its ticket as that key: the ticket holds "P|user" until this script decides it, then
 -- "code|draws|order_id|user".
 -- Fencing: a draw by the holder of a lock (a strict first-come-first-served queue consumer)
@@ -39,7 +40,7 @@
 -- Returns one group per request, in order: {code, replayed, remaining, draws, order_id,
 -- prize_id}; code 1 won, 2 no prize, 0 draw limit reached (draws = the user's draws so far),
 -- -1 every prize gone, -2 not started, -3 ended, -4 unknown activity, -5 closed, -6 order id used
--- by another user.
+-- by another user; a replayed win (replayed = 1): 1 won, -11 refused, -10 released.
 local W = 8
 if #ARGV % W ~= 0 then
   return redis.error_reply('ERR flashsale: requests of eight arguments expected')
@@ -189,8 +190,10 @@ for i = 1, #ARGV, W do
         reply[nr + 1], reply[nr + 2], reply[nr + 3] = 2, 1, remaining
         reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, ''
       else
-        reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 1, remaining
-        reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, won
+        -- The win as it is now: R won, F refused, X released.
+        reply[nr + 1] = (kind == 'R' and 1) or (kind == 'F' and -11) or -10
+        reply[nr + 2], reply[nr + 3] = 1, remaining
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = first_draws or 0, look, won
       end
     elseif first_code then
       reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, remaining

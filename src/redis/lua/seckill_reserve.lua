@@ -12,6 +12,9 @@
 --   an idempotency key (idem_ttl_ms > 0): the outcome of the first call with that key (any
 --     outcome the script decided) is kept for idem_ttl_ms and returned to every retry, with the
 --     first call's order id.
+--   A replayed order is reported as it is now, from its record: 1 reserved, -10 cancelled
+--   (released: expired unpaid, or given back), -11 refused (dead-lettered), with its own units
+--   and items.
 -- The lean path, decided optimistically and undone on the rare paths (the script is atomic, so
 -- nobody sees the intermediate state): the buyer's count is raised first (over the limit: lowered
 -- again), then the stock taken (short: both given back), then the order record created only if
@@ -45,7 +48,9 @@
 -- Returns one group per request, in order: {code, replayed, remaining, bought, order_id, items};
 -- items: the item ids taken (itemised stock), space-separated. code 1 reserved, 0 limit reached
 -- (bought = units the user holds), -1 sold out, -2 not started, -3 ended, -4 unknown activity,
--- -5 closed, -6 order id used by another user.
+-- -5 closed, -6 order id used by another user; a replayed order (replayed = 1): 1 reserved, -10
+-- cancelled, -11 refused, and `bought` its units (0: not known, a key's record without its
+-- order's).
 local W = 6
 if #ARGV % W ~= 0 then
   return redis.error_reply('ERR flashsale: requests of six arguments expected')
@@ -203,8 +208,10 @@ for r = 1, n do
         if bulk and records then records[look] = record end
       end
     end
-    local who, items
-    if record then who, items = string.match(record, '^%a|([^|]*)|%d+|%d+|(.*)$') end
+    local state, who, units, items
+    if record then
+      state, who, units, items = string.match(record, '^(%a)|([^|]*)|(%d+)|%d+|(.*)$')
+    end
     if record and who ~= user then
       reply[nr + 1], reply[nr + 2], reply[nr + 3] = -6, 0, 0
       reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
@@ -214,8 +221,10 @@ for r = 1, n do
         else left = redis.call('LLEN', KEYS[3]) end
       end
       if record then
-        reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 1, left
-        reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, items
+        -- The order as it is now: R reserved, X released (cancelled), F refused.
+        reply[nr + 1] = (state == 'R' and 1) or (state == 'F' and -11) or -10
+        reply[nr + 2], reply[nr + 3] = 1, left
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = tonumber(units), look, items
       elseif first then
         reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, left
         reply[nr + 4], reply[nr + 5], reply[nr + 6] = tonumber(first_bought), look, ''

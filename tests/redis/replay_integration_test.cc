@@ -1,0 +1,162 @@
+// Replays against a real redis-server: a retry with the Idempotency-Key (or the order id) of a
+// request that made an order reports the order as its record is now, not as it was first
+// answered: reserved, cancelled (released: expired or given back), refused (dead-lettered), with
+// the order's own units and items, for purchases, draws and queued draws' tickets.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "redis/draw_queue.h"
+#include "redis/order_stream.h"
+#include "redis/seckill_fixture.h"
+
+namespace flashsale::redis {
+namespace {
+
+using core::Outcome;
+using testing::SeckillFixture;
+
+class ReplayTest : public SeckillFixture {
+ protected:
+  // An open lottery over [1000, 2000).
+  static core::SeckillActivity Lottery(std::string id, std::vector<core::Prize> prizes,
+                                       int64_t limit = 1) {
+    core::SeckillActivity activity = Activity(std::move(id), 0, limit);
+    activity.lottery = core::Lottery{.prizes = std::move(prizes), .no_prize_weight = 0};
+    activity.stock = activity.lottery->TotalStock();
+    return activity;
+  }
+
+  base::Result<DrawResult> Draw(const std::string& activity, const std::string& order,
+                                const std::string& user, const std::string& token = "") {
+    DrawRequest request{.order_id = order,
+                        .user_id = user,
+                        .now_ms = 1500,
+                        .idempotency_token = token,
+                        .idempotency_ttl_ms = token.empty() ? 0 : 60000};
+    return io_.Run(scripts_->AsyncDraw(activity, request, boost::asio::use_awaitable));
+  }
+
+  // What the order pipeline does with an intent the record keeps refusing: every intent on the
+  // activity's stream is dead-lettered (order_dead_letter.lua), its units back to stock.
+  void DeadLetterEverything(const std::string& activity) {
+    OrderStream stream(*runner_, ns_);
+    ASSERT_TRUE(io_.Run(stream.EnsureGroup(activity)).ok());
+    auto entries = io_.Run(stream.ReadNew(activity, "test", 100));
+    ASSERT_TRUE(entries.ok()) << entries.error().ToString();
+    ASSERT_FALSE(entries->empty());
+    for (const auto& entry : *entries) {
+      auto dead =
+          io_.Run(stream.DeadLetter(activity, entry.id, {}, "refused by the test", 3, 1600));
+      ASSERT_TRUE(dead.ok()) << dead.error().ToString();
+    }
+  }
+};
+
+// The first reproduction at the script: a released order (the expire job's release) was
+// replayed as "reserved".
+TEST_F(ReplayTest, AReleasedOrderReplaysAsCancelledWithItsOwnUnits) {
+  ASSERT_TRUE(SetUpActivity(Activity("rel", 5, 3)).ok());
+  auto first = Reserve("rel", "o1", "alice", 2, 1500, "tok");
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  ASSERT_EQ(first->outcome, Outcome::kReserved);
+  ASSERT_EQ(Release("rel", "o1")->outcome, ReleaseOutcome::kReleased);
+
+  auto retry = Reserve("rel", "o2", "alice", 2, 1500, "tok");
+  ASSERT_TRUE(retry.ok()) << retry.error().ToString();
+  EXPECT_EQ(retry->outcome, Outcome::kCancelled);
+  EXPECT_TRUE(retry->replayed);
+  EXPECT_EQ(retry->order_id, "o1");
+  EXPECT_EQ(retry->quantity, 2);
+  EXPECT_EQ(retry->remaining, 5);
+  // The service's own retry, by order id, says the same.
+  auto by_id = Reserve("rel", "o1", "alice", 2);
+  EXPECT_EQ(by_id->outcome, Outcome::kCancelled);
+  EXPECT_TRUE(by_id->replayed);
+  // Nothing was taken by the replays.
+  EXPECT_EQ(Status("rel").remaining, 5);
+  EXPECT_EQ(server_->Integer({"HEXISTS", Keys("rel").buyers(), "alice"}), 0);
+}
+
+TEST_F(ReplayTest, AReservedOrderReplaysWithItsOwnUnitsAndItems) {
+  auto coupons = Activity("items", 0, 3);
+  coupons.kind = core::StockKind::kItemised;
+  coupons.items = {"c1", "c2", "c3", "c4"};
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
+  ASSERT_EQ(Reserve("items", "o1", "alice", 2, 1500, "tok")->outcome, Outcome::kReserved);
+  auto retry = Reserve("items", "o2", "alice", 2, 1500, "tok");
+  EXPECT_EQ(retry->outcome, Outcome::kReserved);
+  EXPECT_TRUE(retry->replayed);
+  EXPECT_EQ(retry->quantity, 2);
+  EXPECT_EQ(retry->items, (std::vector<std::string>{"c1", "c2"}));
+  EXPECT_EQ(retry->remaining, 2);
+}
+
+TEST_F(ReplayTest, ADeadLetteredOrderReplaysAsRefusedWithItsItems) {
+  auto coupons = Activity("dead", 0, 2);
+  coupons.kind = core::StockKind::kItemised;
+  coupons.items = {"c1", "c2", "c3"};
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
+  ASSERT_EQ(Reserve("dead", "o1", "alice", 2, 1500, "tok")->outcome, Outcome::kReserved);
+  ASSERT_NO_FATAL_FAILURE(DeadLetterEverything("dead"));
+  ASSERT_EQ(Status("dead").remaining, 3) << "the refused order's items went back";
+
+  auto retry = Reserve("dead", "o2", "alice", 2, 1500, "tok");
+  ASSERT_TRUE(retry.ok()) << retry.error().ToString();
+  EXPECT_EQ(retry->outcome, Outcome::kRefused);
+  EXPECT_TRUE(retry->replayed);
+  EXPECT_EQ(retry->order_id, "o1");
+  EXPECT_EQ(retry->quantity, 2);
+  EXPECT_EQ(retry->items, (std::vector<std::string>{"c1", "c2"}));
+  EXPECT_EQ(Status("dead").remaining, 3);
+}
+
+// The same for a lottery win the record refused (lottery_draw.lua).
+TEST_F(ReplayTest, ARefusedWinReplaysAsRefusedWithItsPrize) {
+  ASSERT_TRUE(SetUpActivity(Lottery("win", {{"mug", "Mug", 1, 5}}, 2)).ok());
+  auto won = Draw("win", "o1", "alice", "tok");
+  ASSERT_TRUE(won.ok()) << won.error().ToString();
+  ASSERT_EQ(won->outcome, Outcome::kReserved);
+  ASSERT_NO_FATAL_FAILURE(DeadLetterEverything("win"));
+
+  auto retry = Draw("win", "o2", "alice", "tok");
+  ASSERT_TRUE(retry.ok()) << retry.error().ToString();
+  EXPECT_EQ(retry->outcome, Outcome::kRefused);
+  EXPECT_TRUE(retry->replayed);
+  EXPECT_EQ(retry->order_id, "o1");
+  EXPECT_EQ(retry->prize_id, "mug");
+  EXPECT_EQ(retry->draws, 1);
+  EXPECT_EQ(Draw("win", "o1", "alice")->outcome, Outcome::kRefused) << "by order id";
+  EXPECT_EQ(Status("win").remaining, 5) << "the prize went back, no other taken";
+}
+
+// And for a queued draw's ticket (lottery_ticket.lua): its win, then refused.
+TEST_F(ReplayTest, ATicketReportsItsWinAsItIsNow) {
+  ASSERT_TRUE(SetUpActivity(Lottery("queued", {{"mug", "Mug", 1, 5}})).ok());
+  DrawQueue queue(*runner_, ns_);
+  const EnqueueRequest request{.ticket_id = "t1",
+                               .user_id = "alice",
+                               .now_ms = 1500,
+                               .capacity = 100,
+                               .ticket_ttl_ms = 60'000,
+                               .user_token = "token-alice"};
+  ASSERT_EQ(io_.Run(queue.Enqueue("queued", request))->outcome, EnqueueOutcome::kQueued);
+  // The queue consumer's draw: the ticket is the order id and the idempotency key.
+  ASSERT_EQ(Draw("queued", "t1", "alice", "t1")->outcome, Outcome::kReserved);
+  auto ticket = io_.Run(queue.Ticket("queued", "t1", "alice"));
+  ASSERT_TRUE(ticket.ok()) << ticket.error().ToString();
+  EXPECT_EQ(ticket->outcome, Outcome::kReserved);
+
+  ASSERT_NO_FATAL_FAILURE(DeadLetterEverything("queued"));
+  ticket = io_.Run(queue.Ticket("queued", "t1", "alice"));
+  ASSERT_TRUE(ticket.ok()) << ticket.error().ToString();
+  EXPECT_EQ(ticket->state, TicketState::State::kDecided);
+  EXPECT_EQ(ticket->outcome, Outcome::kRefused);
+  EXPECT_EQ(ticket->prize_id, "mug");
+  EXPECT_EQ(ticket->order_id, "t1");
+}
+
+}  // namespace
+}  // namespace flashsale::redis

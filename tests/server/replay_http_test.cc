@@ -1,0 +1,267 @@
+// Retries with an Idempotency-Key over HTTP (a real redis-server, a real SQLite record, the
+// server's own threads): a replay reports the order as it is now, whatever became of it since the
+// first request: reserved, paid, cancelled (expired; a payment after it flagged for a refund),
+// refused (dead-lettered), flagged for compensation; the same for a lottery win and a queued
+// draw's ticket. What the order pipeline would do (persist the intents, dead-letter them) is done
+// here with its own parts on the same Redis and record: this fixture runs no consumer.
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redis/order_stream.h"
+#include "redis/scripts.h"
+#include "redis/seckill.h"
+#include "server/server_fixture.h"
+#include "service/order_consumer.h"
+#include "store/sqlite_store.h"
+#include "support/io_thread.h"
+#include "support/redis_helpers.h"
+
+namespace flashsale::server {
+namespace {
+
+namespace json = boost::json;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::RedisServer;
+using testing::ServerFixture;
+
+json::value Json(const HttpResult& result) {
+  boost::system::error_code error;
+  json::value value = json::parse(result.body, error);
+  if (error) return json::value(result.body);
+  return value;
+}
+int64_t Int(const json::value& v, std::string_view key) { return v.at(key).as_int64(); }
+std::string Str(const json::value& v, std::string_view key) {
+  return std::string(v.at(key).as_string());
+}
+
+class ReplayHttpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { redis_ = new RedisServer(); }
+  static void TearDownTestSuite() {
+    delete redis_;
+    redis_ = nullptr;
+  }
+  void SetUp() override {
+    testing::ServerFixtureOptions options;
+    options.server.registry_poll = std::chrono::hours(1);
+    server_ = std::make_unique<ServerFixture>(*redis_, options);
+    connection_ = testing::Connect(io_, redis_->unix_url());
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+    stream_ = std::make_unique<redis::OrderStream>(*runner_, server_->key_namespace());
+    scripts_ = std::make_unique<redis::SeckillScripts>(*runner_, server_->key_namespace());
+    auto record = store::SqliteStore::Open(server_->data_dir() + "/flashsale.db");
+    ASSERT_TRUE(record.ok()) << record.error().ToString();
+    record_ = std::move(*record);
+  }
+  void TearDown() override {
+    scripts_.reset();
+    stream_.reset();
+    testing::Stop(io_, connection_);
+  }
+
+  HttpResult Create(const std::string& body) {
+    return server_->Client().Post("/api/v1/admin/activities", body, server_->Admin());
+  }
+  static HttpResult Buy(HttpClient& client, const std::string& activity, const std::string& user,
+                        const std::string& key, const std::string& body = "") {
+    return client.Post("/api/v1/activities/" + activity + "/purchase", body,
+                       {{"X-User-Id", user}, {"Idempotency-Key", key}});
+  }
+  static HttpResult Draw(HttpClient& client, const std::string& activity, const std::string& user,
+                         const std::string& key) {
+    return client.Post("/api/v1/activities/" + activity + "/draw", "",
+                       {{"X-User-Id", user}, {"Idempotency-Key", key}});
+  }
+  // The state of the user's order `order_id` in GET /api/v1/orders ("" if it is not listed).
+  std::string OrderState(HttpClient& client, const std::string& user, const std::string& order_id) {
+    const json::value orders = Json(client.Get("/api/v1/orders", ServerFixture::User(user)));
+    for (const auto& order : orders.at("orders").as_array()) {
+      if (Str(order, "order_id") == order_id) return Str(order, "state");
+    }
+    return "";
+  }
+
+  // The order pipeline's work on the activity's stream: every intent not read yet written to the
+  // record (service::ParseOrderIntent, Store::InsertOrders), then acknowledged.
+  void PersistAll(const std::string& activity) {
+    ASSERT_TRUE(io_.Run(stream_->EnsureGroup(activity)).ok());
+    auto entries = io_.Run(stream_->ReadNew(activity, "test", 100));
+    ASSERT_TRUE(entries.ok()) << entries.error().ToString();
+    auto definition = record_->GetActivity(activity, false);
+    ASSERT_TRUE(definition.ok()) << definition.error().ToString();
+    std::vector<store::OrderRecord> orders;
+    std::vector<std::string> ids;
+    for (const auto& entry : *entries) {
+      auto order = service::ParseOrderIntent(entry, *definition);
+      ASSERT_TRUE(order.ok()) << order.error().ToString();
+      orders.push_back(std::move(*order));
+      ids.push_back(entry.id);
+    }
+    ASSERT_TRUE(record_->InsertOrders(orders, server_->clock().NowMs()).ok());
+    ASSERT_TRUE(io_.Run(stream_->Ack(activity, ids)).ok());
+  }
+  // The pipeline's work on intents the record keeps refusing: every intent not read yet
+  // dead-lettered (order_dead_letter.lua), its order refused and its units back in stock.
+  void DeadLetterAll(const std::string& activity) {
+    ASSERT_TRUE(io_.Run(stream_->EnsureGroup(activity)).ok());
+    auto entries = io_.Run(stream_->ReadNew(activity, "test", 100));
+    ASSERT_TRUE(entries.ok()) << entries.error().ToString();
+    ASSERT_FALSE(entries->empty());
+    for (const auto& entry : *entries) {
+      auto dead = io_.Run(stream_->DeadLetter(activity, entry.id, {}, "refused by the test", 3,
+                                              server_->clock().NowMs()));
+      ASSERT_TRUE(dead.ok()) << dead.error().ToString();
+    }
+  }
+
+  static RedisServer* redis_;
+  std::unique_ptr<ServerFixture> server_;
+  testing::IoThread io_;
+  std::shared_ptr<redis::Connection> connection_;
+  std::unique_ptr<redis::ScriptRunner> runner_;
+  std::unique_ptr<redis::OrderStream> stream_;
+  std::unique_ptr<redis::SeckillScripts> scripts_;
+  std::unique_ptr<store::SqliteStore> record_;
+};
+RedisServer* ReplayHttpTest::redis_ = nullptr;
+
+// The issue's first reproduction: a sale with a payment window, a purchase with a key, the order
+// expired (GET /api/v1/orders: cancelled), and the same purchase again answered "reserved".
+TEST_F(ReplayHttpTest, AnExpiredOrderReplaysAsCancelledWithItsOwnQuantity) {
+  ASSERT_EQ(Create(R"({"id":"exp","stock":5,"per_user_limit":2,"payment_window_ms":1000})").status,
+            201);
+  HttpClient client = server_->Client();
+  auto first = Buy(client, "exp", "alice", "ke1", R"({"quantity":2})");
+  ASSERT_EQ(Int(Json(first), "code"), 1) << first.body;
+  const std::string order_id = Str(Json(first), "order_id");
+  ASSERT_NO_FATAL_FAILURE(PersistAll("exp"));
+  server_->clock().Advance(1500);  // past the payment window
+  auto expired = client.Post("/api/v1/admin/jobs/expire", "", server_->Admin());
+  ASSERT_EQ(expired.status, 200) << expired.body;
+  ASSERT_EQ(OrderState(client, "alice", order_id), "cancelled");
+
+  auto retry = Buy(client, "exp", "alice", "ke1", R"({"quantity":2})");
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  const json::value reply = Json(retry);
+  EXPECT_EQ(Int(reply, "code"), -10) << retry.body;
+  EXPECT_EQ(Str(reply, "status"), "cancelled");
+  EXPECT_EQ(Str(reply, "order_id"), order_id);
+  EXPECT_EQ(Int(reply, "quantity"), 2);
+  EXPECT_TRUE(reply.at("replayed").as_bool());
+  EXPECT_EQ(Int(reply, "remaining"), 5) << "the units went back; the replay took none";
+}
+
+TEST_F(ReplayHttpTest, APaidOrderReplaysAsPaidALatePaymentAsCancelledWithARefund) {
+  ASSERT_EQ(Create(R"({"id":"pay","stock":5,"payment_window_ms":1000})").status, 201);
+  HttpClient client = server_->Client();
+  auto ann = Buy(client, "pay", "ann", "ka");
+  auto ben = Buy(client, "pay", "ben", "kb");
+  ASSERT_EQ(Int(Json(ann), "code"), 1) << ann.body;
+  ASSERT_EQ(Int(Json(ben), "code"), 1) << ben.body;
+  const std::string ann_order = Str(Json(ann), "order_id");
+  const std::string ben_order = Str(Json(ben), "order_id");
+  ASSERT_NO_FATAL_FAILURE(PersistAll("pay"));
+  ASSERT_EQ(
+      client.Post("/api/v1/orders/" + ann_order + "/pay", "", ServerFixture::User("ann")).status,
+      200);
+  server_->clock().Advance(1500);
+  ASSERT_EQ(client.Post("/api/v1/admin/jobs/expire", "", server_->Admin()).status, 200);
+  auto late = client.Post("/api/v1/orders/" + ben_order + "/pay", "", ServerFixture::User("ben"));
+  ASSERT_EQ(late.status, 409) << late.body;
+
+  auto paid = Json(Buy(client, "pay", "ann", "ka"));
+  EXPECT_EQ(Int(paid, "code"), 3);
+  EXPECT_EQ(Str(paid, "status"), "paid");
+  EXPECT_EQ(Str(paid, "order_id"), ann_order);
+  EXPECT_TRUE(paid.at("replayed").as_bool());
+  auto refunded = Json(Buy(client, "pay", "ben", "kb"));
+  EXPECT_EQ(Int(refunded, "code"), -10);
+  EXPECT_EQ(Str(refunded, "status"), "cancelled");
+  EXPECT_EQ(Str(refunded, "order_id"), ben_order);
+  EXPECT_TRUE(refunded.as_object().contains("refund_due") && refunded.at("refund_due").as_bool())
+      << json::serialize(refunded);
+}
+
+TEST_F(ReplayHttpTest, AnOrderFlaggedForCompensationReplaysSo) {
+  ASSERT_EQ(Create(R"({"id":"comp","stock":5})").status, 201);
+  HttpClient client = server_->Client();
+  auto first = Buy(client, "comp", "alice", "kc");
+  ASSERT_EQ(Int(Json(first), "code"), 1) << first.body;
+  const std::string order_id = Str(Json(first), "order_id");
+  ASSERT_NO_FATAL_FAILURE(PersistAll("comp"));
+  // What the lost-write repair does to an order whose units were sold again.
+  const std::vector<std::string> flagged = {order_id};
+  ASSERT_TRUE(record_->FlagCompensation(flagged).ok());
+
+  auto retry = Json(Buy(client, "comp", "alice", "kc"));
+  EXPECT_EQ(Int(retry, "code"), 4);
+  EXPECT_EQ(Str(retry, "status"), "compensation_due");
+  EXPECT_EQ(Str(retry, "order_id"), order_id);
+  EXPECT_EQ(Int(retry, "quantity"), 1);
+}
+
+// The same reproduction for a dead-lettered order, a refused lottery win and a queued draw's
+// ticket: each replayed (or polled) as "reserved" / "won" after the record refused it.
+TEST_F(ReplayHttpTest, ARefusedOrderWinAndTicketReplayAsRefused) {
+  HttpClient client = server_->Client();
+  ASSERT_EQ(Create(R"({"id":"dl","stock":5})").status, 201);
+  auto bought = Buy(client, "dl", "alice", "kd");
+  ASSERT_EQ(Int(Json(bought), "code"), 1) << bought.body;
+  ASSERT_NO_FATAL_FAILURE(DeadLetterAll("dl"));
+  ASSERT_EQ(OrderState(client, "alice", Str(Json(bought), "order_id")), "refused");
+  auto order = Json(Buy(client, "dl", "alice", "kd"));
+  EXPECT_EQ(Int(order, "code"), -11) << json::serialize(order);
+  EXPECT_EQ(Str(order, "status"), "refused");
+  EXPECT_EQ(Str(order, "order_id"), Str(Json(bought), "order_id"));
+  EXPECT_EQ(Int(order, "remaining"), 5);
+
+  ASSERT_EQ(Create(R"({"id":"lw","kind":"lottery",
+                       "prizes":[{"id":"mug","name":"A mug","weight":1,"stock":3}]})")
+                .status,
+            201);
+  auto won = Draw(client, "lw", "alice", "kw");
+  ASSERT_EQ(Int(Json(won), "code"), 1) << won.body;
+  ASSERT_NO_FATAL_FAILURE(DeadLetterAll("lw"));
+  auto win = Json(Draw(client, "lw", "alice", "kw"));
+  EXPECT_EQ(Int(win, "code"), -11) << json::serialize(win);
+  EXPECT_EQ(Str(win, "status"), "refused");
+  EXPECT_EQ(Str(win.at("prize"), "id"), "mug");
+  EXPECT_TRUE(win.at("replayed").as_bool());
+
+  ASSERT_EQ(Create(R"({"id":"lq","kind":"lottery","admission":"queue",
+                       "prizes":[{"id":"mug","name":"A mug","weight":1,"stock":3}]})")
+                .status,
+            201);
+  auto queued = Draw(client, "lq", "alice", "kq");
+  ASSERT_EQ(queued.status, 202) << queued.body;
+  const std::string ticket = Str(Json(queued), "ticket");
+  // The queue consumer's draw: the ticket is the order id and the idempotency key.
+  const redis::DrawRequest draw{.order_id = ticket,
+                                .user_id = "alice",
+                                .now_ms = server_->clock().NowMs(),
+                                .idempotency_token = ticket,
+                                .idempotency_ttl_ms = 60'000};
+  auto drawn = io_.Run(scripts_->AsyncDraw("lq", draw, boost::asio::use_awaitable));
+  ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
+  const std::string ticket_url = "/api/v1/activities/lq/tickets/" + ticket;
+  ASSERT_EQ(Str(Json(client.Get(ticket_url, ServerFixture::User("alice"))), "status"), "won");
+  ASSERT_NO_FATAL_FAILURE(DeadLetterAll("lq"));
+  auto polled = client.Get(ticket_url, ServerFixture::User("alice"));
+  ASSERT_EQ(polled.status, 200) << polled.body;
+  EXPECT_EQ(Int(Json(polled), "code"), -11) << polled.body;
+  EXPECT_EQ(Str(Json(polled), "status"), "refused");
+  EXPECT_EQ(Str(Json(polled), "order_id"), ticket);
+}
+
+}  // namespace
+}  // namespace flashsale::server
