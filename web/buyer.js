@@ -174,8 +174,14 @@
 
     let label = verb;
     let enabled = false;
+    // An attempt whose outcome is unknown may be sent again whatever the phase: the service
+    // answers a key it has seen with that attempt's order as it is now (closed, ended or not).
+    const unknownAttempt = state.idempotencyKey !== null;
     if (state.busy) label = isLottery() ? "Drawing…" : "Buying…";
-    else if (current === "before") label = `Opens in ${FS.duration(a.start_ms - now)}`;
+    else if (unknownAttempt && blockedFor <= 0 && current !== "on") {
+      label = "Check my last attempt";
+      enabled = true;
+    } else if (current === "before") label = `Opens in ${FS.duration(a.start_ms - now)}`;
     else if (current === "ended") label = "Ended";
     else if (current === "closed") label = "Closed";
     else if (current === "sold_out") label = isLottery() ? "All prizes gone" : "Sold out";
@@ -414,7 +420,8 @@
   // --- The press: one request per attempt; the button is disabled before it leaves. ---
 
   async function act() {
-    if (state.busy || phase() !== "on" || state.blockedUntil > Date.now()) return;
+    const retry = state.idempotencyKey !== null; // an attempt whose outcome is unknown
+    if (state.busy || (phase() !== "on" && !retry) || state.blockedUntil > Date.now()) return;
     state.busy = true;
     render();
     try {

@@ -123,6 +123,31 @@ asio::awaitable<Result<DrawResult>> DrawNow(ServiceContext& context,
   co_return std::move(result);
 }
 
+// A request with a key that the gate turned away: its key's first outcome (a draw as it is now,
+// or its queued draw's ticket: service/replay.h), or the gate's refusal when the key is not known.
+asio::awaitable<Result<DrawResult>> ReplayOrRefuse(ServiceContext& context,
+                                                   const AdmissionRequest& request,
+                                                   const Refusal& refusal) {
+  auto found = co_await FindKeyReplay(context, request);
+  if (!found.ok()) co_return std::move(found).error();
+  using Kind = redis::KeyReplay::Kind;
+  if (found->kind == Kind::kNone) co_return RefusedResult<DrawResult>(refusal);
+  DrawResult result;
+  result.replayed = true;
+  if (found->kind == Kind::kTicket) {
+    result.ticket = std::move(found->order_id);
+    co_return result;
+  }
+  const SnapshotPtr snapshot = context.snapshot();
+  result = Decided(snapshot->Find(request.activity_id), found->outcome, std::move(found->order_id),
+                   std::move(found->detail), found->count);
+  result.replayed = true;
+  result.remaining = found->remaining;
+  bool refund_due = false;
+  co_await ReadOrderState(context, result.order_id, result.outcome, refund_due);
+  co_return result;
+}
+
 }  // namespace
 
 WonPrize NamePrize(const store::ActivityRecord* record, std::string prize_id) {
@@ -169,11 +194,13 @@ asio::awaitable<Result<std::optional<DrawResult>>> GetTicket(ServiceContext& con
 
 asio::awaitable<Result<DrawResult>> Draw(ServiceContext& context, AdmissionRequest request) {
   co_return co_await AdmitThen<DrawResult>(
-      context, request, Use::kDraw, [&](const Admitted& admission) {
+      context, request, Use::kDraw,
+      [&](const Admitted& admission) {
         return admission.record->activity.lottery->admission == core::Admission::kDirect
                    ? DrawNow(context, request, admission)
                    : Enqueue(context, request, admission);
-      });
+      },
+      [&](const Refusal& refusal) { return ReplayOrRefuse(context, request, refusal); });
 }
 
 }  // namespace flashsale::service

@@ -2,6 +2,7 @@
 
 #include <boost/asio/use_awaitable.hpp>
 
+#include "base/strings.h"
 #include "service/replay.h"
 
 namespace flashsale::service {
@@ -71,12 +72,38 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
   co_return std::move(result);
 }
 
+// A request with a key that the gate turned away: its key's first outcome, the order as it is
+// now (service/replay.h), or the gate's refusal when the key is not known.
+asio::awaitable<Result<PurchaseResult>> ReplayOrRefuse(ServiceContext& context,
+                                                       const PurchaseRequest& request,
+                                                       const Refusal& refusal) {
+  auto found = co_await FindKeyReplay(context, request);
+  if (!found.ok()) co_return std::move(found).error();
+  if (found->kind != redis::KeyReplay::Kind::kOutcome) {
+    co_return RefusedResult<PurchaseResult>(refusal);
+  }
+  PurchaseResult result;
+  result.outcome = found->outcome;
+  result.replayed = true;
+  result.order_id = std::move(found->order_id);
+  result.remaining = found->remaining;
+  if (core::IsOrderState(result.outcome)) {
+    result.quantity = found->count > 0 ? found->count : request.quantity;
+    result.items = base::SplitWords(found->detail);
+    co_await ReadOrderState(context, result.order_id, result.outcome, result.refund_due);
+  } else {
+    result.bought = found->count;  // a refusal an earlier version kept
+  }
+  co_return result;
+}
+
 }  // namespace
 
 asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, PurchaseRequest request) {
   co_return co_await AdmitThen<PurchaseResult>(
       context, request, Use::kPurchase,
-      [&](const Admitted& admission) { return Reserve(context, request, admission); });
+      [&](const Admitted& admission) { return Reserve(context, request, admission); },
+      [&](const Refusal& refusal) { return ReplayOrRefuse(context, request, refusal); });
 }
 
 }  // namespace flashsale::service

@@ -32,4 +32,10 @@ asio::awaitable<void> ReadOrderState(ServiceContext& context, std::string_view o
   }
 }
 
+asio::awaitable<base::Result<redis::KeyReplay>> FindKeyReplay(ServiceContext& context,
+                                                              const AdmissionRequest& request) {
+  const std::string token = IdempotencyToken(context, request);
+  co_return co_await context.idempotency().Replay(request.activity_id, token, request.user_id);
+}
+
 }  // namespace flashsale::service

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "redis/draw_queue.h"
+#include "redis/idempotency.h"
 #include "redis/order_stream.h"
 #include "redis/seckill_fixture.h"
 
@@ -156,6 +157,58 @@ TEST_F(ReplayTest, ATicketReportsItsWinAsItIsNow) {
   EXPECT_EQ(ticket->outcome, Outcome::kRefused);
   EXPECT_EQ(ticket->prize_id, "mug");
   EXPECT_EQ(ticket->order_id, "t1");
+}
+
+// What a retry the local gate refused reads (idempotency_replay.lua): the key's first outcome as
+// the reserve, draw and enqueue scripts left it, the order as it is now; nothing for a key never
+// seen.
+TEST_F(ReplayTest, TheGatesReplayReadsWhatTheScriptsLeftUnderAKey) {
+  IdempotencyRecords records(*runner_, ns_);
+  auto replay = [&](const std::string& activity, const std::string& token) {
+    auto found = io_.Run(records.Replay(activity, token, "alice"));
+    EXPECT_TRUE(found.ok()) << found.error().ToString();
+    return found.ok() ? *found : KeyReplay{};
+  };
+  auto coupons = Activity("gate", 0, 3);
+  coupons.kind = core::StockKind::kItemised;
+  coupons.items = {"c1", "c2", "c3"};
+  ASSERT_TRUE(SetUpActivity(coupons).ok());
+  EXPECT_EQ(replay("gate", "never").kind, KeyReplay::Kind::kNone);
+  ASSERT_EQ(Reserve("gate", "o1", "alice", 2, 1500, "tok")->outcome, Outcome::kReserved);
+  KeyReplay order = replay("gate", "tok");
+  EXPECT_EQ(order.kind, KeyReplay::Kind::kOutcome);
+  EXPECT_EQ(order.outcome, Outcome::kReserved);
+  EXPECT_EQ(order.order_id, "o1");
+  EXPECT_EQ(order.count, 2);
+  EXPECT_EQ(order.detail, "c1 c2");
+  EXPECT_EQ(order.remaining, 1);
+  ASSERT_EQ(Release("gate", "o1")->outcome, ReleaseOutcome::kReleased);
+  EXPECT_EQ(replay("gate", "tok").outcome, Outcome::kCancelled);
+  EXPECT_EQ(replay("gate", "tok").remaining, 3);
+
+  ASSERT_TRUE(SetUpActivity(Lottery("gatewin", {{"mug", "Mug", 1, 5}})).ok());
+  ASSERT_EQ(Draw("gatewin", "w1", "alice", "tok")->outcome, Outcome::kReserved);
+  KeyReplay win = replay("gatewin", "tok");
+  EXPECT_EQ(win.outcome, Outcome::kReserved);
+  EXPECT_EQ(win.order_id, "w1");
+  EXPECT_EQ(win.detail, "mug");
+  EXPECT_EQ(win.count, 1) << "the user's draws";
+  EXPECT_EQ(win.remaining, 4);
+
+  ASSERT_TRUE(SetUpActivity(Lottery("gatequeue", {{"mug", "Mug", 1, 5}})).ok());
+  DrawQueue queue(*runner_, ns_);
+  const EnqueueRequest request{.ticket_id = "t1",
+                               .user_id = "alice",
+                               .now_ms = 1500,
+                               .capacity = 100,
+                               .ticket_ttl_ms = 60'000,
+                               .idempotency_token = "tok",
+                               .idempotency_ttl_ms = 60'000,
+                               .user_token = "token-alice"};
+  ASSERT_EQ(io_.Run(queue.Enqueue("gatequeue", request))->outcome, EnqueueOutcome::kQueued);
+  KeyReplay ticket = replay("gatequeue", "tok");
+  EXPECT_EQ(ticket.kind, KeyReplay::Kind::kTicket);
+  EXPECT_EQ(ticket.order_id, "t1");
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // server's own threads): a replay reports the order as it is now, whatever became of it since the
 // first request: reserved, paid, cancelled (expired; a payment after it flagged for a refund),
 // refused (dead-lettered), flagged for compensation; the same for a lottery win and a queued
-// draw's ticket. What the order pipeline would do (persist the intents, dead-letter them) is done
-// here with its own parts on the same Redis and record: this fixture runs no consumer.
+// draw's ticket. A retry goes past the local gates (closed, ended, sold out, rate limited) to its
+// replay; a key never seen gets the gate's answer. What the order pipeline would do (persist the
+// intents, dead-letter them) is done here with its own parts on the same Redis and record: this
+// fixture runs no consumer.
 
 #include <gtest/gtest.h>
 
@@ -261,6 +263,101 @@ TEST_F(ReplayHttpTest, ARefusedOrderWinAndTicketReplayAsRefused) {
   EXPECT_EQ(Int(Json(polled), "code"), -11) << polled.body;
   EXPECT_EQ(Str(Json(polled), "status"), "refused");
   EXPECT_EQ(Str(Json(polled), "order_id"), ticket);
+}
+
+// The issue's second reproduction: a reserved purchase, then the operator closes the sale, and
+// the same request with its key is told "closed" by the local gate. The same behind the sold-out
+// flag and the window's end. One connection throughout: it stays on one I/O thread, whose flags
+// (sold out) the test relies on.
+TEST_F(ReplayHttpTest, ARetryGoesPastClosedSoldOutAndEndedToItsReplay) {
+  ASSERT_EQ(Create(R"({"id":"gate","stock":1})").status, 201);
+  HttpClient client = server_->Client();
+  auto first = Buy(client, "gate", "alice", "kc1");
+  ASSERT_EQ(Int(Json(first), "code"), 1) << first.body;
+  const std::string order_id = Str(Json(first), "order_id");
+  auto replayed = [&](const char* why) {
+    auto retry = Buy(client, "gate", "alice", "kc1");
+    EXPECT_EQ(retry.status, 200) << why;
+    EXPECT_EQ(Int(Json(retry), "code"), 1) << why << ": " << retry.body;
+    EXPECT_EQ(Str(Json(retry), "status"), "reserved") << why;
+    EXPECT_EQ(Json(retry).as_object().contains("order_id") ? Str(Json(retry), "order_id") : "",
+              order_id)
+        << why;
+  };
+  // Sold out: bob's refusal sets this thread's flag; then the retry, and a key never seen.
+  ASSERT_EQ(
+      Int(Json(client.Post("/api/v1/activities/gate/purchase", "", ServerFixture::User("bob"))),
+          "code"),
+      -1);
+  replayed("sold out");
+  EXPECT_EQ(Int(Json(Buy(client, "gate", "bob", "fresh-1")), "code"), -1);
+  // Closed.
+  ASSERT_EQ(client.Post("/api/v1/admin/activities/gate/close", "", server_->Admin()).status, 200);
+  replayed("closed");
+  EXPECT_EQ(Int(Json(Buy(client, "gate", "bob", "fresh-2")), "code"), -5);
+  // Ended.
+  ASSERT_EQ(client.Post("/api/v1/admin/activities/gate/open", "", server_->Admin()).status, 200);
+  server_->clock().Advance(2 * 3600 * 1000);
+  replayed("ended");
+  EXPECT_EQ(Int(Json(Buy(client, "gate", "bob", "fresh-3")), "code"), -3);
+}
+
+// The rate limiter, in Redis and remembered on the thread: a retry is answered from its key.
+TEST_F(ReplayHttpTest, ARetryGoesPastTheRateLimitToItsReplay) {
+  ASSERT_EQ(Create(R"({"id":"rate","stock":10,"per_user_limit":5,
+                       "user_rate":{"per_second":1,"burst":1}})")
+                .status,
+            201);
+  HttpClient client = server_->Client();
+  auto first = Buy(client, "rate", "alice", "kr1");
+  ASSERT_EQ(Int(Json(first), "code"), 1) << first.body;
+  // Redis's limiter refuses the retry (no refusal remembered yet): the replay.
+  auto retry = Buy(client, "rate", "alice", "kr1");
+  EXPECT_EQ(retry.status, 200) << retry.body;
+  EXPECT_EQ(Int(Json(retry), "code"), 1) << retry.body;
+  EXPECT_TRUE(Json(retry).at("replayed").as_bool());
+  // A request without a key meets the refusal remembered on this thread; the retry goes past it.
+  auto plain = client.Post("/api/v1/activities/rate/purchase", "", ServerFixture::User("alice"));
+  ASSERT_EQ(plain.status, 429) << plain.body;
+  auto again = Buy(client, "rate", "alice", "kr1");
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(Str(Json(again), "order_id"), Str(Json(first), "order_id"));
+  // A key never seen gets the limit.
+  auto fresh = Buy(client, "rate", "alice", "kr2");
+  EXPECT_EQ(fresh.status, 429) << fresh.body;
+  EXPECT_EQ(Int(Json(fresh), "code"), -7);
+}
+
+// Draws: a win and a queued draw's ticket, past a closed lottery.
+TEST_F(ReplayHttpTest, ADrawsRetryGoesPastTheGateToItsWinOrTicket) {
+  HttpClient client = server_->Client();
+  ASSERT_EQ(Create(R"({"id":"dg","kind":"lottery",
+                       "prizes":[{"id":"mug","name":"A mug","weight":1,"stock":3}]})")
+                .status,
+            201);
+  auto won = Draw(client, "dg", "alice", "kw");
+  ASSERT_EQ(Int(Json(won), "code"), 1) << won.body;
+  ASSERT_EQ(Create(R"({"id":"qg","kind":"lottery","admission":"queue",
+                       "prizes":[{"id":"mug","name":"A mug","weight":1,"stock":3}]})")
+                .status,
+            201);
+  auto queued = Draw(client, "qg", "alice", "kq");
+  ASSERT_EQ(queued.status, 202) << queued.body;
+  for (const char* id : {"dg", "qg"}) {
+    ASSERT_EQ(
+        client.Post(std::string("/api/v1/admin/activities/") + id + "/close", "", server_->Admin())
+            .status,
+        200);
+  }
+  auto win = Draw(client, "dg", "alice", "kw");
+  EXPECT_EQ(Int(Json(win), "code"), 1) << win.body;
+  EXPECT_EQ(Str(Json(win), "order_id"), Str(Json(won), "order_id"));
+  EXPECT_EQ(Str(Json(win).at("prize"), "id"), "mug");
+  EXPECT_TRUE(Json(win).at("replayed").as_bool());
+  auto ticket = Draw(client, "qg", "alice", "kq");
+  EXPECT_EQ(ticket.status, 202) << ticket.body;
+  EXPECT_EQ(Str(Json(ticket), "ticket"), Str(Json(queued), "ticket"));
+  EXPECT_EQ(Int(Json(Draw(client, "dg", "alice", "new")), "code"), -5);
 }
 
 }  // namespace
