@@ -28,8 +28,13 @@
 //   failures hash   stream entry id -> failed deliveries so far
 //   pq:<token>      zset    a user's queued draws still pending: ticket id -> expiry (token =
 //                   HMAC of the user)
-//   idem:<token>    string  the first outcome for an idempotency key (token = HMAC of user+key);
-//                   a queued draw's ticket is idem:<ticket id>
+//   idem:<token>    string  what an idempotency key's first request made (token = HMAC of
+//                   user+key), kept the idempotency TTL: a reservation "1|0|order_id", a draw
+//                   "code|draws|order_id|user" (won, no prize), a queued draw "T|ticket id";
+//                   never a refusal (a retry is decided again), so a user holds one per order
+//                   or draw made, however many keys it sends; a queued draw's ticket is
+//                   idem:<ticket id> ("P|user" until drawn, then the draw's outcome, whatever it
+//                   is)
 //   queue   stream  a lottery's admission queue: tickets waiting for a draw (group "draw")
 //   queue_lock, queue_fence  the lock of a strict (fifo) queue's one consumer, its fencing counter
 //   rl:<kind>:<token> string  a GCRA limiter's theoretical arrival time (token = HMAC of the

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ class ReplayTest : public SeckillFixture {
     activity.lottery = core::Lottery{.prizes = std::move(prizes), .no_prize_weight = 0};
     activity.stock = activity.lottery->TotalStock();
     return activity;
+  }
+
+  // INFO memory's used_memory, in bytes.
+  int64_t UsedMemory() {
+    const std::string info = server_->String({"INFO", "memory"});
+    const size_t at = info.find("used_memory:");
+    return at == std::string::npos ? -1 : std::atoll(info.c_str() + at + 12);
   }
 
   base::Result<DrawResult> Draw(const std::string& activity, const std::string& order,
@@ -209,6 +217,54 @@ TEST_F(ReplayTest, TheGatesReplayReadsWhatTheScriptsLeftUnderAKey) {
   KeyReplay ticket = replay("gatequeue", "tok");
   EXPECT_EQ(ticket.kind, KeyReplay::Kind::kTicket);
   EXPECT_EQ(ticket.order_id, "t1");
+}
+
+// The third reproduction at the scripts: refused requests, each with a new key (a user at
+// the limit, a sold-out sale, a lottery user out of draws), stored a key each for a day. A refusal
+// keeps nothing now: 10,000 of them leave Redis with the keys it had, and its memory within a
+// bound far below what 10,000 kept records take.
+TEST_F(ReplayTest, TenThousandRefusalsWithFreshKeysKeepNothing) {
+  ASSERT_TRUE(SetUpActivity(Activity("bound", 1, 1)).ok());
+  ASSERT_EQ(Reserve("bound", "o0", "alice", 1, 1500, "first")->outcome, Outcome::kReserved);
+  ASSERT_TRUE(SetUpActivity(Lottery("boundwin", {{"mug", "Mug", 1, 5}})).ok());
+  ASSERT_EQ(Draw("boundwin", "w0", "alice", "first")->outcome, Outcome::kReserved);
+  // The keys of this test's namespace (DBSIZE would count other tests' keys expiring meanwhile).
+  const auto keys = [&] { return server_->Command({"KEYS", ns_ + ":*"})->elements; };
+  const size_t keys_before = keys();
+  const int64_t memory_before = UsedMemory();
+  constexpr int kBatches = 20, kPerBatch = 500;
+  for (int b = 0; b < kBatches; ++b) {
+    std::vector<std::string> ids, tokens;
+    for (int i = 0; i < kPerBatch; ++i) {
+      ids.push_back("r-" + std::to_string(b) + "-" + std::to_string(i));
+      tokens.push_back("fresh-" + std::to_string(b) + "-" + std::to_string(i));
+    }
+    std::vector<ReserveRequest> requests;
+    for (int i = 0; i < kPerBatch; ++i) {
+      // Alice holds her limit (already purchased); bob meets the sale sold out.
+      requests.push_back({.order_id = ids[i],
+                          .user_id = i % 2 == 0 ? "alice" : "bob",
+                          .quantity = 1,
+                          .now_ms = 1500,
+                          .idempotency_token = tokens[i],
+                          .idempotency_ttl_ms = 86'400'000});
+    }
+    auto results =
+        io_.Run(scripts_->AsyncReserveBatch("bound", requests, boost::asio::use_awaitable));
+    ASSERT_TRUE(results.ok()) << results.error().ToString();
+    for (int i = 0; i < kPerBatch; ++i) {
+      ASSERT_EQ((*results)[i]->outcome, i % 2 == 0 ? Outcome::kLimitReached : Outcome::kSoldOut);
+    }
+    // And a lottery user out of draws: as many draws, each with a new key.
+    for (int i = 0; i < kPerBatch / 10; ++i) {
+      ASSERT_EQ(Draw("boundwin", "d" + ids[i], "alice", "draw-" + tokens[i])->outcome,
+                Outcome::kLimitReached);
+    }
+  }
+  EXPECT_EQ(keys(), keys_before);
+  EXPECT_LT(UsedMemory() - memory_before, 256 * 1024);
+  // The key that reserved still replays.
+  EXPECT_EQ(Reserve("bound", "o1", "alice", 1, 1500, "first")->order_id, "o0");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redis/order_stream.h"
@@ -358,6 +359,40 @@ TEST_F(ReplayHttpTest, ADrawsRetryGoesPastTheGateToItsWinOrTicket) {
   EXPECT_EQ(ticket.status, 202) << ticket.body;
   EXPECT_EQ(Str(Json(ticket), "ticket"), Str(Json(queued), "ticket"));
   EXPECT_EQ(Int(Json(Draw(client, "dg", "alice", "new")), "code"), -5);
+}
+
+// The issue's third reproduction: a user at the limit sends purchases, each with a new
+// Idempotency-Key: each one left a day-long key in Redis (3,000 requests, 3,000 keys). Refusals
+// keep nothing now: 10,000 of them (on four connections at once) leave the keys of this server's
+// namespace as they were (the suite's other tests share the Redis, their keys expiring meanwhile:
+// DBSIZE alone would count them).
+TEST_F(ReplayHttpTest, TenThousandRefusedPurchasesWithFreshKeysLeaveRedisWithinABound) {
+  ASSERT_EQ(Create(R"({"id":"flood","stock":100})").status, 201);
+  HttpClient client = server_->Client();
+  ASSERT_EQ(Int(Json(Buy(client, "flood", "alice", "mine")), "code"), 1);
+  const auto keys = [&] {
+    return redis_->Command({"KEYS", server_->key_namespace() + ":*"})->elements;
+  };
+  const size_t keys_before = keys();
+  constexpr int kThreads = 4, kEach = 2500;
+  std::vector<std::thread> threads;
+  std::vector<int> unexpected(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      HttpClient own = server_->Client();
+      for (int i = 0; i < kEach; ++i) {
+        const std::string key = "k-" + std::to_string(t) + "-" + std::to_string(i);
+        auto reply = Buy(own, "flood", "alice", key);
+        if (reply.status != 200 || Json(reply).at("code").as_int64() != 0) ++unexpected[t];
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(unexpected[t], 0) << "connection " << t;
+  // A refusal keeps nothing: not one key more (the bound is the one purchase's key, kept).
+  EXPECT_EQ(keys(), keys_before);
+  // The purchase with a key still replays.
+  EXPECT_TRUE(Json(Buy(client, "flood", "alice", "mine")).at("replayed").as_bool());
 }
 
 }  // namespace

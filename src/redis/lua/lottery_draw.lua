@@ -13,10 +13,12 @@
 --      stock, by weight (W' = their weights). So the chance of winning something stays the same
 --      while any prize is left, and the lottery answers -1 only when every prize is gone.
 -- Replays, as in seckill_reserve: a retry with the same order id returns the first draw; with
--- an idempotency key (idem_ttl_ms > 0) the first outcome is kept and returned; a win replayed is
--- reported as its record is now (1 won, -11 refused: dead-lettered, -10 released). A queued draw
--- uses its ticket as that key: the ticket holds "P|user" until this script decides it, then
--- "code|draws|order_id|user".
+-- an idempotency key (idem_ttl_ms > 0) a draw made (won or no prize) is kept and returned, and a
+-- refusal is not (it took nothing: a retry is decided again, and fresh keys cost Redis nothing);
+-- a win replayed is reported as its record is now (1 won, -11 refused: dead-lettered, -10
+-- released). A queued draw uses its ticket as that key: the ticket holds "P|user" until this
+-- script decides it, then "code|draws|order_id|user", whatever the outcome (the ticket is
+-- polled for it; the user's pending tickets are bounded by lottery_enqueue.lua).
 -- Fencing: a draw by the holder of a lock (a strict first-come-first-served queue consumer)
 -- passes its fencing token; if another holder has taken the lock since, the call is refused
 -- (a FENCED error, for the whole batch) before anything is written. fence = 0: no check.
@@ -97,14 +99,15 @@ for i = 1, #ARGV, W do
   -- code: the outcome decided (nil: the order id was recorded before, a replay); held: the
   -- user's draws once raised; draws: what the reply says; prize: the prize won; conflict: a
   -- pending ticket of another user; first_code: the idempotency key's outcome (replayed, with
-  -- first_draws and its order id in `look`).
+  -- first_draws and its order id in `look`); ticket: the key is a pending ticket of this user.
   local code, held, draws, prize, conflict = nil, nil, 0, '', false
-  local look, first_code, first_draws = id, nil, nil
+  local look, first_code, first_draws, ticket = id, nil, nil, false
   repeat
     if ik > 6 then
       local first = redis.call('GET', KEYS[ik])
       if first and string.sub(first, 1, 2) == 'P|' then
         if string.sub(first, 3) ~= user then conflict = true break end
+        ticket = true
       elseif first then
         local c, d, o = string.match(first, '^(-?%d+)|(%d+)|([^|]*)|')
         if not c then
@@ -199,7 +202,7 @@ for i = 1, #ARGV, W do
       reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, remaining
       reply[nr + 4], reply[nr + 5], reply[nr + 6] = first_draws, look, ''
     else
-      if ik > 6 then
+      if ticket then
         redis.call('SET', KEYS[ik], code .. '|' .. draws .. '|' .. id .. '|' .. user, 'PX', ttl)
       end
       reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, remaining

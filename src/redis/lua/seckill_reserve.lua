@@ -9,9 +9,12 @@
 --   the order id: a retry with the same id (after a reply that never came) returns the first
 --     call's reservation and takes nothing more, whatever the sale's state is now (closed, sold
 --     out, the user at the limit);
---   an idempotency key (idem_ttl_ms > 0): the outcome of the first call with that key (any
---     outcome the script decided) is kept for idem_ttl_ms and returned to every retry, with the
---     first call's order id.
+--   an idempotency key (idem_ttl_ms > 0): a reservation made with that key is kept under it for
+--     idem_ttl_ms ("1|0|order_id") and returned to every retry, with the first call's order id. A
+--     refusal is not kept: it took nothing, and a retry is decided again (what Redis decided once
+--     it decides the same way while nothing changed), so a client sending fresh keys costs Redis
+--     no memory; keys are kept only for reservations, at most the per-user limit's worth per user
+--     at a time. (A refusal an earlier version kept is still replayed until it expires.)
 --   A replayed order is reported as it is now, from its record: 1 reserved, -10 cancelled
 --   (released: expired unpaid, or given back), -11 refused (dead-lettered), with its own units
 --   and items.
@@ -229,9 +232,6 @@ for r = 1, n do
         reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, left
         reply[nr + 4], reply[nr + 5], reply[nr + 6] = tonumber(first_bought), look, ''
       else
-        if ik > 6 then
-          redis.call('SET', KEYS[ik], code .. '|' .. bought .. '|' .. id, 'PX', ttl)
-        end
         reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, left
         reply[nr + 4], reply[nr + 5], reply[nr + 6] = bought, id, ''
       end
