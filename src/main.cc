@@ -2,10 +2,12 @@
 //   flashsale serve [settings]   the HTTP service (see `flashsale serve --help`)
 //   flashsale worker [settings]  order consumers only (same settings as serve)
 //   flashsale token --user ID    a bearer token for token mode
-//   flashsale dead-letters --activity ID [--retry ENTRY]   list or retry dead letters (admin API)
 //   flashsale activity list|show|create|update|stock|open|close|delete   activities (admin API)
-//   flashsale job prewarm|reconcile|expire [--activity ID] [--no-repair]  a job now (admin API)
+//   flashsale dead-letters ID [--retry ENTRY]   list or retry an activity's dead letters
+//   flashsale job prewarm|reconcile|expire [ID] [--no-repair]  a job now (admin API)
 //   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
+// The admin commands and load find the running serve by --url, FLASHSALE_URL, or the URL serve
+// writes into its --data-dir (app/server_url.h).
 //   flashsale version, flashsale --version   the version and the git commit built from
 //   flashsale help [COMMAND]     the commands, or one command's options
 
@@ -13,6 +15,7 @@
 #include <iostream>
 
 #include "app/activity_command.h"
+#include "app/admin_commands.h"
 #include "app/config.h"
 #include "app/load.h"
 #include "app/serve.h"
@@ -72,30 +75,53 @@ struct TokenCommand {
   std::string data_dir = "./flashsale-data";
 };
 
-// The admin subcommands call the admin API of a running serve.
+// The admin subcommands call the admin API of a running serve: found by --url, FLASHSALE_URL or
+// the URL serve writes into its data directory.
 void AddAdminOptions(CLI::App* command, fs_app::AdminTarget& target) {
-  command->add_option("--url", target.base_url, "The running flashsale serve")
-      ->capture_default_str();
+  command->add_option("--url", target.url,
+                      "The running flashsale serve, http://host:port (default: FLASHSALE_URL, "
+                      "else the URL serve wrote into <data-dir>/url, else http://127.0.0.1:8080)");
   command
       ->add_option("--admin-token", target.admin_token,
                    "Admin token (default: <data-dir>/admin-token)")
       ->envname("FLASHSALE_ADMIN_TOKEN");
-  command->add_option("--data-dir", target.data_dir, "Where `flashsale serve` keeps its token")
+  command
+      ->add_option("--data-dir", target.data_dir,
+                   "Where `flashsale serve` keeps its admin token and its URL")
       ->envname("FLASHSALE_DATA_DIR")
       ->capture_default_str();
+}
+
+// An activity id as the first argument (as `activity show ID`); `--activity ID`, the older
+// form, is still understood (hidden from the help).
+void AddActivityArgument(CLI::App* command, std::string& activity_id, std::string_view what) {
+  command->add_option("activity", activity_id, std::string(what));
+  command->add_option("--activity", activity_id)->group("");
+}
+
+// A command that needs an activity: 2 after saying so when none was given.
+bool NeedsActivity(const std::string& activity_id, std::string_view command) {
+  if (!activity_id.empty()) return true;
+  std::cerr << "flashsale " << command << ": needs an activity id (flashsale " << command
+            << " ID)\n";
+  return false;
 }
 
 struct DeadLettersCommand {
   DeadLettersCommand(CLI::App& app, fs_app::AdminTarget& target)
       : command(app.add_subcommand(
-            "dead-letters", "List an activity's dead-lettered order intents, or put one back")),
+            "dead-letters",
+            "An activity's dead-lettered order intents: list them, or put one back (--retry)")),
         target(target) {
-    command->add_option("--activity", activity_id, "The activity")->required();
+    AddActivityArgument(command, activity_id, "The activity");
     command->add_option("--retry", retry_id,
                         "Put this dead letter (its id) back on the order stream");
     AddAdminOptions(command, target);
   }
-  int Run() const { return fs_app::RunDeadLetters(activity_id, retry_id, target); }
+  int Run() const {
+    if (!NeedsActivity(activity_id, "dead-letters")) return 2;
+    return fs_app::RunDeadLetters(activity_id, retry_id, target);
+  }
 
   CLI::App* command;
   const fs_app::AdminTarget& target;
@@ -140,7 +166,7 @@ struct JobCommand {
     command->add_option("job", job, "prewarm | reconcile | expire")
         ->required()
         ->check(CLI::IsMember({"prewarm", "reconcile", "expire"}));
-    command->add_option("--activity", activity_id, "Only this activity (default: all)");
+    AddActivityArgument(command, activity_id, "Only this activity (default: all)");
     command->add_flag("--no-repair", no_repair, "reconcile: report only, repair nothing");
     AddAdminOptions(command, target);
   }

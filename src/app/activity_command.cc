@@ -10,9 +10,10 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
-#include "app/admin_client.h"
+#include "app/admin_commands.h"
 #include "base/json_writer.h"
 
 namespace flashsale::app {
@@ -22,41 +23,6 @@ namespace {
 namespace json = boost::json;
 
 constexpr std::string_view kBase = "/api/v1/admin/activities";
-
-std::string AdminTokenOf(const AdminTarget& target) {
-  if (!target.admin_token.empty()) return target.admin_token;
-  std::string token;
-  std::ifstream in(target.data_dir + "/admin-token");
-  std::getline(in, token);
-  return token;
-}
-
-// One admin call: its answer, or the exit code when there is none worth printing.
-struct Answer {
-  int exit_code = 0;
-  std::string body;
-};
-
-Answer Call(const AdminTarget& target, std::string_view method, const std::string& path,
-            std::string_view body = {}) {
-  const std::string token = AdminTokenOf(target);
-  if (token.empty()) {
-    std::cerr << "no admin token: give --admin-token, or the --data-dir of the running serve\n";
-    return {.exit_code = 2};
-  }
-  auto answer = CallAdmin(target.base_url, method, path, token, body);
-  if (!answer.ok()) {
-    std::cerr << answer.error().message << "\n";
-    return {.exit_code = 1};
-  }
-  return {.exit_code = answer->status >= 200 && answer->status < 300 ? 0 : 1,
-          .body = std::move(answer->body)};
-}
-
-int Print(const Answer& answer) {
-  if (!answer.body.empty()) std::cout << answer.body << "\n";
-  return answer.exit_code;
-}
 
 // The JSON body in `file` (- for stdin); nullopt after saying why not.
 std::optional<std::string> ReadBody(const std::string& file, std::string_view action) {
@@ -88,12 +54,11 @@ std::string TimeText(int64_t ms) {
 }
 
 // The admin list as a table: one line per activity.
-int PrintTable(const std::string& body) {
+std::string TableText(std::string_view body) {
   boost::system::error_code error;
   const json::value list = json::parse(body, error);
   if (error || !list.is_object() || !list.as_object().contains("activities")) {
-    std::cout << body << "\n";
-    return 0;
+    return std::string(body) + "\n";
   }
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
@@ -130,14 +95,15 @@ int PrintTable(const std::string& body) {
   for (const auto& row : rows) {
     for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
   }
+  std::string out;
   for (const auto& row : rows) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
       line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], widths[i]);
     }
-    std::cout << line << "\n";
+    out += line + "\n";
   }
-  return 0;
+  return out;
 }
 
 bool AllDigits(std::string_view text) {
@@ -150,20 +116,16 @@ bool AllDigits(std::string_view text) {
 int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target) {
   const std::string& action = command.action;
   const std::string base(kBase);
-  if (action == "list") {
-    Answer answer = Call(target, "GET", base);
-    if (answer.exit_code != 0 || command.json) return Print(answer);
-    return PrintTable(answer.body);
-  }
+  if (action == "list") return AdminCall(target, "GET", base, command.json ? nullptr : TableText);
   if (command.argument.empty()) {
     std::cerr << "flashsale activity " << action << ": needs "
               << (action == "create" ? "a JSON file (or - for stdin)" : "an activity id") << "\n";
     return 2;
   }
   const std::string one = base + "/" + command.argument;
-  if (action == "show") return Print(Call(target, "GET", one));
-  if (action == "open" || action == "close") return Print(Call(target, "POST", one + "/" + action));
-  if (action == "delete") return Print(Call(target, "DELETE", one));
+  if (action == "show") return AdminCall(target, "GET", one);
+  if (action == "open" || action == "close") return AdminCall(target, "POST", one + "/" + action);
+  if (action == "delete") return AdminCall(target, "DELETE", one);
   if (action == "create" || action == "update") {
     const std::string& file = action == "create"     ? command.argument
                               : command.rest.empty() ? std::string()
@@ -175,8 +137,8 @@ int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target
     }
     auto body = ReadBody(file, action);
     if (!body) return 2;
-    return action == "create" ? Print(Call(target, "POST", base, *body))
-                              : Print(Call(target, "PATCH", one, *body));
+    return action == "create" ? AdminCall(target, "POST", base, nullptr, *body)
+                              : AdminCall(target, "PATCH", one, nullptr, *body);
   }
   if (action == "stock") {
     base::JsonWriter body;
@@ -194,7 +156,7 @@ int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target
       return 2;
     }
     body.EndObject();
-    return Print(Call(target, "POST", one + "/stock", std::move(body).Take()));
+    return AdminCall(target, "POST", one + "/stock", nullptr, std::move(body).Take());
   }
   std::cerr << "flashsale activity: unknown action '" << action
             << "' (list, show, create, update, stock, open, close, delete)\n";

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "app/serve.h"
+#include "app/admin_commands.h"
 
 namespace flashsale::app {
 

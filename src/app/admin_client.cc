@@ -23,7 +23,8 @@ base::Result<HttpAnswer> CallAdmin(std::string_view base_url, std::string_view m
                                    std::string_view body, std::chrono::milliseconds timeout) {
   auto url = boost::urls::parse_uri(base_url);
   if (!url || url->scheme() != "http" || url->host().empty()) {
-    return MakeError(ErrorCode::kInvalidArgument, "--url '{}' must be http://host:port", base_url);
+    return MakeError(ErrorCode::kInvalidArgument, "'{}' is not a URL of the form http://host:port",
+                     base_url);
   }
   const std::string host = url->host_address();
   const std::string port = url->has_port() ? std::string(url->port()) : "80";

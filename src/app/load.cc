@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/url/parse.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -11,13 +12,14 @@
 #include <iostream>
 
 #include "app/admin_client.h"
+#include "app/server_url.h"
 #include "load/load_generator.h"
 #include "load/verify.h"
 
 namespace flashsale::app {
 
 struct LoadFlags {
-  std::vector<std::string> urls = {"http://127.0.0.1:8080"};
+  std::vector<std::string> urls;  // empty: found as app/server_url.h says
   std::string activity = "demo";
   std::string action = "purchase";
   std::string mode = "closed";
@@ -52,9 +54,10 @@ void AddTargetFlags(CLI::App& command, LoadFlags& f) {
   command
       .add_option("--url", f.urls,
                   "The flashsale to load, http://host:port; several instances of one sale: "
-                  "comma-separated or repeated, the connections spread over them")
-      ->delimiter(',')
-      ->capture_default_str();
+                  "comma-separated or repeated, the connections spread over them (default: "
+                  "FLASHSALE_URL, else the URL serve wrote into <data-dir>/url, else "
+                  "http://127.0.0.1:8080)")
+      ->delimiter(',');
   command.add_option("--activity", f.activity, "The activity")->capture_default_str();
   command.add_option("--action", f.action, "purchase or draw")
       ->check(CLI::IsMember({"purchase", "draw"}))
@@ -320,13 +323,23 @@ int LoadCommand::Run() const {
     std::cerr << "flashsale load: " << message << "\n";
     return 2;
   };
-  auto options = LoadOptionsFrom(f);
+  LoadFlags found = f;
+  if (found.urls.empty()) {
+    // Not given: FLASHSALE_URL (comma-separated too), the serve of --data-dir, the default.
+    const ServerUrl url = FindServerUrl("", f.data_dir, EnvFromProcess);
+    for (size_t start = 0; start <= url.url.size();) {
+      const size_t comma = std::min(url.url.find(',', start), url.url.size());
+      if (comma > start) found.urls.push_back(url.url.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  auto options = LoadOptionsFrom(found);
   if (!options) return usage(options.error().message);
   auto verify = VerifyOptionsFrom(f);
   if (!verify) return usage(verify.error().message);
   const bool verifying = verify->has_value();
   options->keep_order_ids = verifying;
-  if (auto identity = ChooseIdentity(f, *options); !identity) {
+  if (auto identity = ChooseIdentity(found, *options); !identity) {
     return usage(identity.error().message);
   }
   const bool tty = ShowProgress(*options);
@@ -334,7 +347,7 @@ int LoadCommand::Run() const {
   auto report = load::RunLoad(*options);
   if (tty) std::cerr << "\r\033[K";
   if (!report) return usage(report.error().message);
-  PrintReport(f, *options, *report);
+  PrintReport(found, *options, *report);
   if (report->completed == 0) {
     std::cerr << "flashsale load: no request was answered\n";
     return 1;

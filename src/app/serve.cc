@@ -20,12 +20,11 @@
 #include <sstream>
 #include <thread>
 
-#include "app/admin_client.h"
 #include "app/redis_check.h"
+#include "app/server_url.h"
 #include "base/clock.h"
 #include "base/crypto.h"
 #include "base/ids.h"
-#include "base/json_writer.h"
 #include "base/log_format.h"
 #include "base/process_stats.h"
 #include "core/token.h"
@@ -377,6 +376,15 @@ std::string BaseUrl(const HostPort& listen, uint16_t port) {
       listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host, port);
 }
 
+// The URL a client on this machine reaches the listeners at: a wildcard address is reached on
+// loopback.
+std::string LocalUrl(const HostPort& listen, uint16_t port) {
+  HostPort local = listen;
+  if (local.host == "0.0.0.0") local.host = "127.0.0.1";
+  if (local.host == "::") local.host = "::1";
+  return BaseUrl(local, port);
+}
+
 void PrintBanner(const ServeConfig& config, const HostPort& listen, uint16_t port, int threads,
                  const redis::ConnectionOptions& redis_options, const store::Store& store) {
   const std::string base_url = BaseUrl(listen, port);
@@ -499,9 +507,16 @@ int RunServe(const ServeConfig& config) {
     return fail(started.error());
   }
   PrintBanner(config, listen, server.port(), options.threads, redis_options, **store);
+  // Where the command line finds this serve (app/server_url.h), from now until it stops.
+  const std::string local_url = LocalUrl(listen, server.port());
+  if (auto written = WriteServerUrl(config.data_dir, local_url); !written) {
+    spdlog::warn("{}: the command line will not find this serve by its --data-dir",
+                 written.error().message);
+  }
   WaitForSignal("draining and stopping");
 
   server.Stop();
+  RemoveServerUrl(config.data_dir, local_url);
   pipeline.Stop();
   db_pool.join();
   if (served->embedded) served->embedded->Stop();
@@ -591,52 +606,6 @@ int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secre
   const int64_t expires_ms = base::SystemClock::Instance().NowMs() + ttl_s * 1000;
   std::cout << core::TokenSigner(secret).Issue(user_id, expires_ms) << "\n";
   return 0;
-}
-
-namespace {
-
-// The admin token given, or the one the running serve keeps in its data directory.
-std::string AdminToken(const std::string& given, const std::string& data_dir) {
-  if (!given.empty()) return given;
-  std::string token;
-  std::ifstream in(data_dir + "/admin-token");
-  std::getline(in, token);
-  return token;
-}
-
-// One admin call; prints the answer's body. 0 on a 2xx answer, 1 otherwise, 2 without a token.
-int AdminCall(const AdminTarget& target, std::string_view method, const std::string& path,
-              std::string_view body = {}) {
-  const std::string token = AdminToken(target.admin_token, target.data_dir);
-  if (token.empty()) {
-    std::cerr << "no admin token: give --admin-token, or the --data-dir of the running serve\n";
-    return 2;
-  }
-  auto answer = CallAdmin(target.base_url, method, path, token, body);
-  if (!answer.ok()) {
-    std::cerr << answer.error().message << "\n";
-    return 1;
-  }
-  std::cout << answer->body << "\n";
-  return answer->status >= 200 && answer->status < 300 ? 0 : 1;
-}
-
-}  // namespace
-
-int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
-                   const AdminTarget& target) {
-  const std::string base = "/api/v1/admin/activities/" + activity_id + "/dead-letters";
-  return retry_id.empty() ? AdminCall(target, "GET", base)
-                          : AdminCall(target, "POST", base + "/" + retry_id + "/retry");
-}
-
-int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,
-              const AdminTarget& target) {
-  base::JsonWriter body;
-  body.BeginObject().Key("repair").Bool(repair);
-  if (!activity_id.empty()) body.Key("activity_id").String(activity_id);
-  body.EndObject();
-  return AdminCall(target, "POST", "/api/v1/admin/jobs/" + job, std::move(body).Take());
 }
 
 }  // namespace flashsale::app

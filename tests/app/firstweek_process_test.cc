@@ -1,0 +1,194 @@
+// A team's first week with the real `flashsale` binary (issue 32, points 5 to 11): the CLI finds
+// the server, reports read as text on a terminal and as JSON in a pipe, the config file takes
+// TOML's own types and can be checked, no line shows a password, secrets have one rule, the
+// messages say what is true, and a shop front on another origin is answered (CORS). Every child
+// (and the redis-server it started) is SIGKILLed by PID at the end of a test; every wait is
+// bounded.
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/json/parse.hpp>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/flashsale_process.h"
+#include "support/http_client.h"
+#include "support/redis_server.h"
+
+namespace flashsale {
+namespace {
+
+namespace json = boost::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::FreePort;
+using testing::HttpClient;
+using testing::HttpResult;
+using testing::ReadFile;
+using testing::TempDir;
+
+constexpr auto kStartupTimeout = seconds(20);
+constexpr auto kExitTimeout = seconds(30);
+
+class Flashsale : public testing::FlashsaleProcess {
+ public:
+  Flashsale(std::vector<std::string> args, std::string log, std::string data_dir = "")
+      : FlashsaleProcess(FLASHSALE_BINARY, std::move(args), std::move(log), std::move(data_dir)) {}
+};
+
+int ExitCode(const std::optional<int>& status) {
+  return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+}
+
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+struct Finished {
+  std::optional<int> status;
+  std::string output;
+};
+
+// `flashsale args...` to completion, its stdout and stderr in a file (not a terminal).
+Finished RunToExit(const std::vector<std::string>& args, const TempDir& tmp,
+                   const std::string& log_name) {
+  Flashsale child(args, tmp / log_name);
+  Finished finished;
+  finished.status = child.WaitExit(kExitTimeout);
+  finished.output = child.Log();
+  return finished;
+}
+
+// The same with environment variables set for the child only (through env(1)).
+Finished RunWithEnv(const std::vector<std::string>& env, std::vector<std::string> args,
+                    const TempDir& tmp, const std::string& log_name) {
+  std::vector<std::string> argv = env;
+  argv.emplace_back(FLASHSALE_BINARY);
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing::FlashsaleProcess child("/usr/bin/env", argv, tmp / log_name);
+  Finished finished;
+  finished.status = child.WaitExit(kExitTimeout);
+  finished.output = child.Log();
+  return finished;
+}
+
+std::vector<std::string> ServeArgs(uint16_t port, const std::string& data_dir,
+                                   std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"serve",      "--listen", fmt::format("127.0.0.1:{}", port),
+                                   "--data-dir", data_dir,   "--threads",
+                                   "2"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// Polls until `path` exists (bounded); its content, or "" if it never appeared.
+std::string WaitForFile(const std::string& path, milliseconds timeout = seconds(10)) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() >= until) return "";
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return ReadFile(path);
+}
+
+// A running serve on a fresh data directory, with its admin headers.
+struct Service {
+  TempDir tmp;
+  std::string data_dir = tmp / "data";
+  uint16_t port = FreePort();
+  Flashsale serve;
+  std::string admin_token;
+
+  explicit Service(std::vector<std::string> more = {})
+      : serve(ServeArgs(port, data_dir, std::move(more)), tmp / "serve.log", data_dir) {}
+
+  ::testing::AssertionResult Start() {
+    auto healthy = testing::WaitHealthy(serve, port, kStartupTimeout);
+    if (!healthy) return healthy;
+    admin_token = FirstLine(ReadFile(data_dir + "/admin-token"));
+    return ::testing::AssertionSuccess();
+  }
+  std::map<std::string, std::string> Admin() const {
+    return {{"Authorization", "Bearer " + admin_token}};
+  }
+  std::string Url() const { return fmt::format("http://127.0.0.1:{}", port); }
+  // SIGTERM, then the exit status within the bound.
+  std::optional<int> Stop() {
+    serve.Signal(SIGTERM);
+    return serve.WaitExit(kExitTimeout);
+  }
+};
+
+// --- 5. The CLI finds the server ----------------------------------------------------------------
+
+TEST(FirstWeekProcessTest, TheCliFindsTheServerByItsFlagItsVariableOrTheDataDirectory) {
+  Service service({"--demo"});
+  ASSERT_TRUE(service.Start());
+  // serve says where it listens next to its admin token, once it listens.
+  EXPECT_EQ(FirstLine(WaitForFile(service.data_dir + "/url")), service.Url());
+
+  // --data-dir alone: every admin command and the load reach this serve on its port.
+  const std::string& dir = service.data_dir;
+  const Finished list =
+      RunToExit({"activity", "list", "--json", "--data-dir", dir}, service.tmp, "list.log");
+  EXPECT_EQ(ExitCode(list.status), 0) << list.output;
+  EXPECT_NE(list.output.find("\"demo\""), std::string::npos) << list.output;
+  const Finished job = RunToExit({"job", "reconcile", "--data-dir", dir}, service.tmp, "job.log");
+  EXPECT_EQ(ExitCode(job.status), 0) << job.output;
+  // dead-letters takes the activity as `activity show` does; --activity is still understood.
+  const Finished dead =
+      RunToExit({"dead-letters", "demo", "--data-dir", dir}, service.tmp, "dead.log");
+  EXPECT_EQ(ExitCode(dead.status), 0) << dead.output;
+  const Finished old_form =
+      RunToExit({"dead-letters", "--activity", "demo", "--data-dir", dir}, service.tmp, "old.log");
+  EXPECT_EQ(ExitCode(old_form.status), 0) << old_form.output;
+  const Finished load =
+      RunToExit({"load", "--data-dir", dir, "--activity", "demo", "--users", "20", "--user-ids",
+                 "sequential", "--requests", "20", "--connections", "2"},
+                service.tmp, "load.log");
+  EXPECT_EQ(ExitCode(load.status), 0) << load.output;
+  EXPECT_NE(load.output.find(service.Url()), std::string::npos) << load.output;
+
+  // FLASHSALE_URL, from a directory where no serve runs; the flag wins over the variable.
+  const std::string elsewhere = service.tmp / "elsewhere";
+  std::filesystem::create_directories(elsewhere);
+  const Finished by_variable = RunWithEnv(
+      {"FLASHSALE_URL=" + service.Url()},
+      {"activity", "list", "--json", "--data-dir", elsewhere, "--admin-token", service.admin_token},
+      service.tmp, "variable.log");
+  EXPECT_EQ(ExitCode(by_variable.status), 0) << by_variable.output;
+  const Finished by_flag =
+      RunWithEnv({"FLASHSALE_URL=http://127.0.0.1:1"},
+                 {"activity", "list", "--json", "--url", service.Url(), "--data-dir", elsewhere,
+                  "--admin-token", service.admin_token},
+                 service.tmp, "flag.log");
+  EXPECT_EQ(ExitCode(by_flag.status), 0) << by_flag.output;
+  // A URL that answers nothing is named, with where it came from.
+  const Finished wrong = RunWithEnv(
+      {"FLASHSALE_URL=http://127.0.0.1:1"},
+      {"activity", "list", "--data-dir", elsewhere, "--admin-token", service.admin_token},
+      service.tmp, "wrong.log");
+  EXPECT_EQ(ExitCode(wrong.status), 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("http://127.0.0.1:1"), std::string::npos) << wrong.output;
+  EXPECT_NE(wrong.output.find("FLASHSALE_URL"), std::string::npos) << wrong.output;
+
+  // A clean stop takes the file away: nothing points at a serve that is gone.
+  EXPECT_EQ(ExitCode(service.Stop()), 0) << service.serve.Log();
+  EXPECT_FALSE(std::filesystem::exists(service.data_dir + "/url"));
+}
+
+}  // namespace
+}  // namespace flashsale
