@@ -90,6 +90,13 @@ void AddAdminOptions(CLI::App* command, fs_app::AdminTarget& target) {
                    "Where `flashsale serve` keeps its admin token and its URL")
       ->envname("FLASHSALE_DATA_DIR")
       ->capture_default_str();
+  // Text for people on a terminal, JSON for programs in a pipe (as kubectl and redis-cli do).
+  auto* json = command->add_flag(
+      "--json", target.json, "Print the API's JSON (the default when stdout is not a terminal)");
+  command
+      ->add_flag("--text", target.text,
+                 "Print text for people (the default on a terminal), also in a pipe")
+      ->excludes(json);
 }
 
 // An activity id as the first argument (as `activity show ID`); `--activity ID`, the older
@@ -146,7 +153,6 @@ struct ActivitySubcommand {
                         "update: the JSON file of the fields to change; stock: the units to add");
     command->add_option("--items", values.items, "stock: the item ids to add (itemised stock)")
         ->delimiter(',');
-    command->add_flag("--json", values.json, "list: the admin API's JSON, not a table");
     AddAdminOptions(command, target);
   }
   int Run() const { return fs_app::RunActivityCommand(values, target); }

@@ -3,26 +3,28 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/json/parse.hpp>
-#include <boost/json/value.hpp>
 #include <charconv>
 #include <chrono>
-#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
 #include "app/admin_commands.h"
+#include "app/report_text.h"
 #include "base/json_writer.h"
 
 namespace flashsale::app {
 
 namespace {
 
-namespace json = boost::json;
-
 constexpr std::string_view kBase = "/api/v1/admin/activities";
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // The JSON body in `file` (- for stdin); nullopt after saying why not.
 std::optional<std::string> ReadBody(const std::string& file, std::string_view action) {
@@ -40,72 +42,6 @@ std::optional<std::string> ReadBody(const std::string& file, std::string_view ac
   return body.str();
 }
 
-int64_t IntOr(const json::value* value, int64_t fallback) {
-  return value != nullptr && value->is_int64() ? value->as_int64() : fallback;
-}
-
-std::string TimeText(int64_t ms) {
-  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  if (::gmtime_r(&seconds, &utc) == nullptr) return std::to_string(ms);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", &utc);
-  return text;
-}
-
-// The admin list as a table: one line per activity.
-std::string TableText(std::string_view body) {
-  boost::system::error_code error;
-  const json::value list = json::parse(body, error);
-  if (error || !list.is_object() || !list.as_object().contains("activities")) {
-    return std::string(body) + "\n";
-  }
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  std::vector<std::vector<std::string>> rows = {{"ID", "KIND", "STATE", "REMAINING", "RESERVED",
-                                                 "TOTAL", "LIMIT", "START (UTC)", "END (UTC)",
-                                                 "TITLE"}};
-  for (const json::value& entry : list.at("activities").as_array()) {
-    const json::object& a = entry.at("activity").as_object();
-    const json::value& redis = entry.at("redis");
-    const json::object* r = redis.is_object() ? &redis.as_object() : nullptr;
-    const int64_t start = IntOr(a.if_contains("start_ms"), 0);
-    const int64_t end = IntOr(a.if_contains("end_ms"), 0);
-    std::string state = a.at("open").as_bool() ? "open" : "closed";
-    if (now >= end) {
-      state = "ended";
-    } else if (now < start) {
-      state += ", upcoming";
-    }
-    const bool loaded = r != nullptr && r->contains("remaining");
-    // Units reserved now: every reservation minus the units that came back (expired, cancelled).
-    const std::string remaining =
-        loaded ? std::to_string(IntOr(r->if_contains("remaining"), 0)) : "-";
-    const std::string reserved = loaded ? std::to_string(IntOr(r->if_contains("reserved"), 0) -
-                                                         IntOr(r->if_contains("released"), 0))
-                                        : "-";
-    rows.push_back({std::string(a.at("id").as_string()), std::string(a.at("kind").as_string()),
-                    state, remaining, reserved,
-                    std::to_string(IntOr(a.if_contains("total_units"), 0)),
-                    std::to_string(IntOr(a.if_contains("per_user_limit"), 0)), TimeText(start),
-                    TimeText(end), std::string(a.at("title").as_string())});
-  }
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], widths[i]);
-    }
-    out += line + "\n";
-  }
-  return out;
-}
-
 bool AllDigits(std::string_view text) {
   return !text.empty() &&
          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -116,15 +52,20 @@ bool AllDigits(std::string_view text) {
 int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target) {
   const std::string& action = command.action;
   const std::string base(kBase);
-  if (action == "list") return AdminCall(target, "GET", base, command.json ? nullptr : TableText);
+  if (action == "list") {
+    return AdminCall(target, "GET", base,
+                     [](std::string_view body) { return ActivityTableText(body, NowMs()); });
+  }
   if (command.argument.empty()) {
     std::cerr << "flashsale activity " << action << ": needs "
               << (action == "create" ? "a JSON file (or - for stdin)" : "an activity id") << "\n";
     return 2;
   }
   const std::string one = base + "/" + command.argument;
-  if (action == "show") return AdminCall(target, "GET", one);
-  if (action == "open" || action == "close") return AdminCall(target, "POST", one + "/" + action);
+  const TextOf status = [](std::string_view body) { return ActivityText(body, NowMs()); };
+  if (action == "show") return AdminCall(target, "GET", one, status);
+  if (action == "open" || action == "close")
+    return AdminCall(target, "POST", one + "/" + action, status);
   if (action == "delete") return AdminCall(target, "DELETE", one);
   if (action == "create" || action == "update") {
     const std::string& file = action == "create"     ? command.argument
@@ -137,8 +78,8 @@ int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target
     }
     auto body = ReadBody(file, action);
     if (!body) return 2;
-    return action == "create" ? AdminCall(target, "POST", base, nullptr, *body)
-                              : AdminCall(target, "PATCH", one, nullptr, *body);
+    return action == "create" ? AdminCall(target, "POST", base, status, *body)
+                              : AdminCall(target, "PATCH", one, status, *body);
   }
   if (action == "stock") {
     base::JsonWriter body;
@@ -156,7 +97,7 @@ int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target
       return 2;
     }
     body.EndObject();
-    return AdminCall(target, "POST", one + "/stock", nullptr, std::move(body).Take());
+    return AdminCall(target, "POST", one + "/stock", status, std::move(body).Take());
   }
   std::cerr << "flashsale activity: unknown action '" << action
             << "' (list, show, create, update, stock, open, close, delete)\n";

@@ -1,9 +1,12 @@
 #include "app/admin_commands.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 
 #include "app/admin_client.h"
+#include "app/report_text.h"
 #include "app/server_url.h"
 #include "base/json_writer.h"
 
@@ -22,6 +25,11 @@ std::string AdminTokenOf(const AdminTarget& target) {
 
 }  // namespace
 
+bool WantsText(const AdminTarget& target) {
+  if (target.json) return false;
+  return target.text || ::isatty(STDOUT_FILENO) == 1;
+}
+
 int AdminCall(const AdminTarget& target, std::string_view method, const std::string& path,
               const TextOf& text_of, std::string_view body) {
   const std::string token = AdminTokenOf(target);
@@ -38,10 +46,12 @@ int AdminCall(const AdminTarget& target, std::string_view method, const std::str
     return 1;
   }
   const bool ok = answer->status >= 200 && answer->status < 300;
-  if (ok && text_of) {
-    std::cout << text_of(answer->body);
-  } else if (!answer->body.empty()) {
-    std::cout << answer->body << "\n";
+  if (!WantsText(target)) {
+    if (!answer->body.empty()) std::cout << answer->body << "\n";
+  } else if (ok) {
+    std::cout << (text_of ? text_of(answer->body) : AnswerText(answer->body));
+  } else {
+    std::cerr << "HTTP " << answer->status << ": " << AnswerText(answer->body);
   }
   return ok ? 0 : 1;
 }
@@ -49,8 +59,9 @@ int AdminCall(const AdminTarget& target, std::string_view method, const std::str
 int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
                    const AdminTarget& target) {
   const std::string base = "/api/v1/admin/activities/" + activity_id + "/dead-letters";
-  return retry_id.empty() ? AdminCall(target, "GET", base)
-                          : AdminCall(target, "POST", base + "/" + retry_id + "/retry");
+  return retry_id.empty()
+             ? AdminCall(target, "GET", base, DeadLettersText)
+             : AdminCall(target, "POST", base + "/" + retry_id + "/retry", DeadLettersText);
 }
 
 int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,
@@ -59,7 +70,8 @@ int RunJobNow(const std::string& job, const std::string& activity_id, bool repai
   body.BeginObject().Key("repair").Bool(repair);
   if (!activity_id.empty()) body.Key("activity_id").String(activity_id);
   body.EndObject();
-  return AdminCall(target, "POST", "/api/v1/admin/jobs/" + job, nullptr, std::move(body).Take());
+  return AdminCall(target, "POST", "/api/v1/admin/jobs/" + job, JobReportText,
+                   std::move(body).Take());
 }
 
 }  // namespace flashsale::app

@@ -1,6 +1,8 @@
 #pragma once
 // What the admin subcommands (`flashsale activity`, `job`, `dead-letters`) share: where the
-// running serve is (app/server_url.h), its admin token, and one call to its admin API.
+// running serve is (app/server_url.h), its admin token, one call to its admin API and how the
+// answer is printed: readable text on a terminal (app/report_text.h), the API's JSON in a pipe
+// or with --json, as kubectl and redis-cli do (--text: text in a pipe too).
 
 #include <functional>
 #include <string>
@@ -12,14 +14,21 @@ struct AdminTarget {
   std::string url;                            // --url; empty: found as app/server_url.h says
   std::string admin_token;                    // empty: the one in <data_dir>/admin-token
   std::string data_dir = "./flashsale-data";  // where `flashsale serve` keeps both
+  bool json = false;                          // --json: the API's JSON, on a terminal too
+  bool text = false;                          // --text: text, in a pipe too
 };
 
-// How a 2xx answer's body is printed; null: as it is.
+// Text (true) or the API's JSON (false): --json, --text, else whether stdout is a terminal.
+bool WantsText(const AdminTarget& target);
+
+// The API's body as text for people (app/report_text.h).
 using TextOf = std::function<std::string(std::string_view body)>;
 
-// One admin call (`method` on `path`, with `body`); prints the answer (a 2xx answer through
-// `text_of` when given), or, with no answer, the URL and where it came from. The exit code: 0 on
-// a 2xx answer, 1 on another answer or none, 2 when there is no admin token.
+// One admin call (`method` on `path`, with `body`), its answer printed: a 2xx answer as
+// `text_of(body)` (null: AnswerText) or as the JSON body; another answer as its error (text: on
+// stderr, with the HTTP status; JSON: the body on stdout, as the API gave it); no answer on
+// stderr, naming the URL and where it came from. The exit code: 0 on a 2xx answer, 1 on another
+// answer or none, 2 when there is no admin token.
 int AdminCall(const AdminTarget& target, std::string_view method, const std::string& path,
               const TextOf& text_of = nullptr, std::string_view body = {});
 

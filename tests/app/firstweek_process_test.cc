@@ -57,6 +57,19 @@ int ExitCode(const std::optional<int>& status) {
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// The text as one JSON document, or null when it is not one.
+json::value JsonOf(const std::string& text) {
+  boost::system::error_code error;
+  json::value value = json::parse(text, error);
+  if (error) return nullptr;
+  return value;
+}
+
 struct Finished {
   std::optional<int> status;
   std::string output;
@@ -82,6 +95,57 @@ Finished RunWithEnv(const std::vector<std::string>& env, std::vector<std::string
   Finished finished;
   finished.status = child.WaitExit(kExitTimeout);
   finished.output = child.Log();
+  return finished;
+}
+
+// `flashsale args...` to completion on a pseudo-terminal, as a person at a shell runs it: its
+// output with the terminal's "\r\n" back to "\n". SIGKILLed if it has not exited in time.
+Finished RunOnTerminal(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {FLASHSALE_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> pointers;
+  for (std::string& arg : argv) pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+  winsize size{};
+  size.ws_row = 50;
+  size.ws_col = 200;
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, &size);
+  if (pid == 0) {
+    ::execv(pointers[0], pointers.data());
+    ::_exit(127);
+  }
+  Finished finished;
+  if (pid < 0) {
+    finished.output = "forkpty failed";
+    return finished;
+  }
+  const auto until = std::chrono::steady_clock::now() + kExitTimeout;
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd fd{master, POLLIN, 0};
+    const int ready = ::poll(&fd, 1, 100);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    const ssize_t got = ::read(master, buffer, sizeof(buffer));
+    if (got <= 0) break;  // EIO once the child and its terminal are gone
+    finished.output.append(buffer, static_cast<size_t>(got));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ::close(master);
+      finished.output += "\n(killed: still running)";
+      return finished;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ::close(master);
+  finished.status = status;
+  finished.output.erase(std::remove(finished.output.begin(), finished.output.end(), '\r'),
+                        finished.output.end());
   return finished;
 }
 
@@ -188,6 +252,58 @@ TEST(FirstWeekProcessTest, TheCliFindsTheServerByItsFlagItsVariableOrTheDataDire
   // A clean stop takes the file away: nothing points at a serve that is gone.
   EXPECT_EQ(ExitCode(service.Stop()), 0) << service.serve.Log();
   EXPECT_FALSE(std::filesystem::exists(service.data_dir + "/url"));
+}
+
+// --- 6. Output for people -----------------------------------------------------------------------
+
+TEST(FirstWeekProcessTest, ReportsAreTextOnATerminalAndJsonInAPipeOrWithJson) {
+  Service service({"--demo"});
+  ASSERT_TRUE(service.Start());
+  HttpClient client("127.0.0.1", service.port);
+  ASSERT_EQ(client.Post("/api/v1/activities/demo/purchase", "", {{"X-User-Id", "ann"}}).status,
+            200);
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--url", service.Url(), "--data-dir", service.data_dir});
+    return args;
+  };
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> says;  // on a terminal, in any case
+    std::string json_key;           // in a pipe: a JSON object with this key
+  };
+  const std::vector<Case> cases = {
+      {{"activity", "show", "demo"}, {"demo flash sale", "remaining", "99"}, "activity"},
+      {{"activity", "list"}, {"remaining", "demo-lottery"}, "activities"},
+      {{"job", "reconcile", "demo"}, {"reconcile", "demo", "drift"}, "job"},
+      {{"dead-letters", "demo"}, {"no dead letters", "demo"}, "dead_letters"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{}", fmt::join(c.args, " ")));
+    const Finished terminal = RunOnTerminal(cli(c.args));
+    EXPECT_EQ(ExitCode(terminal.status), 0) << terminal.output;
+    EXPECT_EQ(terminal.output.find('{'), std::string::npos) << "not text:\n" << terminal.output;
+    for (const std::string& words : c.says) {
+      EXPECT_NE(Lower(terminal.output).find(words), std::string::npos) << words << "\n"
+                                                                       << terminal.output;
+    }
+    const Finished piped =
+        RunToExit(cli(c.args), service.tmp, fmt::format("piped-{}.log", c.json_key));
+    EXPECT_EQ(ExitCode(piped.status), 0) << piped.output;
+    const json::value document = JsonOf(piped.output);
+    ASSERT_TRUE(document.is_object()) << "not JSON:\n" << piped.output;
+    EXPECT_TRUE(document.as_object().contains(c.json_key)) << piped.output;
+
+    std::vector<std::string> with_json = c.args;
+    with_json.emplace_back("--json");
+    const Finished asked = RunOnTerminal(cli(with_json));
+    EXPECT_EQ(ExitCode(asked.status), 0) << asked.output;
+    EXPECT_TRUE(JsonOf(asked.output).is_object()) << "not JSON:\n" << asked.output;
+  }
+  // --text in a pipe: the table, as on a terminal.
+  const Finished table = RunToExit(cli({"activity", "list", "--text"}), service.tmp, "table.log");
+  EXPECT_EQ(ExitCode(table.status), 0) << table.output;
+  EXPECT_NE(table.output.find("REMAINING"), std::string::npos) << table.output;
+  EXPECT_EQ(table.output.find('{'), std::string::npos) << table.output;
 }
 
 }  // namespace

@@ -614,7 +614,8 @@ TEST(NewcomerProcessTest, ActivityCommandsListAsATableUpdateRestockAndJobsAreNam
   EXPECT_EQ(ExitCode(items.status), 1) << items.output;
   EXPECT_NE(items.output.find("send units, not items"), std::string::npos) << items.output;
 
-  const Finished table = service.Cli({"activity", "list"}, "list.log");
+  // A table as on a terminal (--text; in a pipe the default is the API's JSON).
+  const Finished table = service.Cli({"activity", "list", "--text"}, "list.log");
   ASSERT_EQ(ExitCode(table.status), 0) << table.output;
   EXPECT_NE(table.output.find("ID"), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("REMAINING"), std::string::npos) << table.output;
