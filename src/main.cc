@@ -6,6 +6,7 @@
 //   flashsale dead-letters ID [--retry ENTRY]   list or retry an activity's dead letters
 //   flashsale job prewarm|reconcile|expire [ID] [--no-repair]  a job now (admin API)
 //   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
+//   flashsale config check [FILE] | config template   check a settings file; print the template
 // The admin commands and load find the running serve by --url, FLASHSALE_URL, or the URL serve
 // writes into its --data-dir (app/server_url.h).
 //   flashsale version, flashsale --version   the version and the git commit built from
@@ -185,6 +186,53 @@ struct JobCommand {
   bool no_repair = false;
 };
 
+// `flashsale config check [FILE]` (as nginx -t: OK and 0, or every problem and 1) and
+// `flashsale config template` (the commented settings file, as the package installs it).
+struct ConfigCommand {
+  explicit ConfigCommand(CLI::App& app)
+      : command(app.add_subcommand(
+            "config", "The settings file: check one, or print the template with every setting")) {
+    command->require_subcommand(1);
+    check = command->add_subcommand(
+        "check",
+        "Check a settings file and the FLASHSALE_ variables as serve and worker would: print OK "
+        "and exit 0, or every problem and exit 1");
+    check->add_option("file", file,
+                      "The TOML file (default: FLASHSALE_CONFIG, else "
+                      "/etc/flashsale/flashsale.toml)");
+    print_template = command->add_subcommand(
+        "template",
+        "Print a settings file with every setting commented out at its default, with its help "
+        "(the packaged /etc/flashsale/flashsale.toml)");
+  }
+
+  int Run() const {
+    if (print_template->parsed()) {
+      std::cout << fs_app::ConfigFileTemplate();
+      return 0;
+    }
+    std::string path = file;
+    if (path.empty()) {
+      const std::optional<std::string> named = fs_app::EnvFromProcess("FLASHSALE_CONFIG");
+      path = named && !named->empty() ? *named : "/etc/flashsale/flashsale.toml";
+    }
+    const std::vector<std::string> problems = fs_app::CheckConfig(path, fs_app::EnvFromProcess);
+    if (problems.empty()) {
+      std::cout << path << ": OK\n";
+      return 0;
+    }
+    for (const std::string& problem : problems) std::cerr << problem << "\n";
+    std::cerr << path << ": " << problems.size()
+              << (problems.size() == 1 ? " problem" : " problems") << "\n";
+    return 1;
+  }
+
+  CLI::App* command;
+  CLI::App* check;
+  CLI::App* print_template;
+  std::string file;
+};
+
 struct HelpCommand {
   explicit HelpCommand(CLI::App& app)
       : command(app.add_subcommand("help", "Print the commands, or a command's options")) {
@@ -239,6 +287,7 @@ int main(int argc, char** argv) {
       "Drive a sale at a running flashsale; report throughput, latency and outcomes; "
       "verify the sale against Redis and the database");
   const fs_app::LoadCommand load_command(*load);
+  const ConfigCommand config(app);
   app.add_subcommand("version", "Print the version and the commit");
   const HelpCommand help(app);
 
@@ -255,6 +304,7 @@ int main(int argc, char** argv) {
   if (activity.command->parsed()) return activity.Run();
   if (job.command->parsed()) return job.Run();
   if (load->parsed()) return load_command.Run();
+  if (config.command->parsed()) return config.Run();
   if (help.command->parsed()) return help.Run(app);
   std::cout << version_text << "\n";
   return 0;

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -31,7 +32,9 @@ constexpr std::string_view kConfigEnv = "FLASHSALE_CONFIG";
 constexpr int64_t kNoMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 
-using Field = std::variant<std::string ServeConfig::*, int64_t ServeConfig::*, bool ServeConfig::*>;
+// A setting's field: text, an integer, a switch, or a number (a fraction).
+using Field = std::variant<std::string ServeConfig::*, int64_t ServeConfig::*, bool ServeConfig::*,
+                           double ServeConfig::*>;
 
 // Checks a string setting's value: empty when it is valid, else what is wrong with it, phrased to
 // follow "setting 'x' from SOURCE: ".
@@ -42,7 +45,7 @@ struct Setting {
   Field field;
   std::string_view placeholder;  // the value's name in --help
   std::string_view help;         // one line, without the default and the variable
-  int64_t min = kNoMin;          // integers only
+  int64_t min = kNoMin;          // integers and numbers only
   int64_t max = kNoMax;
   StringCheck check = nullptr;  // strings only; nullptr: anything goes
 };
@@ -106,17 +109,6 @@ std::string CheckDurability(const std::string& value) {
 std::string CheckLogFormat(const std::string& value) {
   if (value == "text" || value == "json") return "";
   return fmt::format("must be text or json, not \"{}\"", value);
-}
-
-std::string CheckFraction(const std::string& value) {
-  double fraction = -1;
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, fraction);
-  if (value.empty() || ec != std::errc() || ptr != end || !(fraction >= 0 && fraction <= 1)) {
-    return fmt::format("must be a number from 0 to 1 (0.01: one request in 100), not \"{}\"",
-                       value);
-  }
-  return "";
 }
 
 std::string CheckLogLevel(const std::string& value) {
@@ -354,7 +346,8 @@ const std::vector<Setting>& Settings() {
        .placeholder = "FRACTION",
        .help = "Fraction of HTTP requests written to the log, 0..1 (0.01: one in 100; 1: all; 0: "
                "none)",
-       .check = CheckFraction},
+       .min = 0,
+       .max = 1},
   };
   return settings;
 }
@@ -391,6 +384,13 @@ std::string Underscored(std::string_view name) {
   return result;
 }
 
+// A number as TOML writes a float: "0.0", "0.5", "1.0".
+std::string NumberText(double value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
 std::string DefaultText(const Setting& setting) {
   static const ServeConfig kDefaults;
   if (const auto* field = std::get_if<std::string ServeConfig::*>(&setting.field)) {
@@ -399,6 +399,9 @@ std::string DefaultText(const Setting& setting) {
   }
   if (const auto* field = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
     return std::to_string(kDefaults.**field);
+  }
+  if (const auto* field = std::get_if<double ServeConfig::*>(&setting.field)) {
+    return NumberText(kDefaults.**field);
   }
   return kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
 }
@@ -416,6 +419,19 @@ Status StoreString(const Setting& setting, std::string value, std::string_view s
     if (!problem.empty()) return SettingError(setting, source, problem);
   }
   config.*std::get<std::string ServeConfig::*>(setting.field) = std::move(value);
+  return {};
+}
+
+// A number from 0 to 1 for a fraction: the range is the setting's min and max.
+Status StoreNumber(const Setting& setting, double value, std::string_view source,
+                   ServeConfig& config) {
+  if (!std::isfinite(value) || value < static_cast<double>(setting.min) ||
+      value > static_cast<double>(setting.max)) {
+    return SettingError(
+        setting, source,
+        fmt::format("must be a number from {} to {}, not {}", setting.min, setting.max, value));
+  }
+  config.*std::get<double ServeConfig::*>(setting.field) = value;
   return {};
 }
 
@@ -448,6 +464,17 @@ Status ApplyText(const Setting& setting, const std::string& text, std::string_vi
       return SettingError(setting, source, fmt::format("\"{}\" does not fit in 64 bits", text));
     }
     return StoreInt(setting, value, source, config);
+  }
+  if (std::holds_alternative<double ServeConfig::*>(setting.field)) {
+    double value = 0;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc() || ptr != end) {
+      return SettingError(setting, source,
+                          fmt::format("must be a number from {} to {}, not \"{}\"", setting.min,
+                                      setting.max, text));
+    }
+    return StoreNumber(setting, value, source, config);
   }
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(),
@@ -488,8 +515,22 @@ std::string_view TypeName(toml::node_type type) {
 }
 
 // A value from the file: it must have the TOML type of the setting (a quoted "4" is not an int).
+// A number (a fraction) is a TOML float or integer, or text as the environment gives it.
 Status ApplyToml(const Setting& setting, const toml::node& node, std::string_view source,
                  ServeConfig& config) {
+  if (std::holds_alternative<double ServeConfig::*>(setting.field)) {
+    switch (node.type()) {
+      case toml::node_type::floating_point:
+        return StoreNumber(setting, node.as_floating_point()->get(), source, config);
+      case toml::node_type::integer:
+        return StoreNumber(setting, static_cast<double>(node.as_integer()->get()), source, config);
+      case toml::node_type::string:
+        return ApplyText(setting, node.as_string()->get(), source, config);
+      default:
+        return SettingError(setting, source,
+                            fmt::format("must be a number, not {}", TypeName(node.type())));
+    }
+  }
   toml::node_type expected = toml::node_type::boolean;
   if (std::holds_alternative<std::string ServeConfig::*>(setting.field)) {
     expected = toml::node_type::string;
@@ -546,7 +587,11 @@ std::string Suggestion(std::string_view key) {
   return best == nullptr ? "" : fmt::format("; did you mean '{}'?", best->name);
 }
 
-Status ApplyFile(const std::string& path, std::string_view named_by, ServeConfig& config) {
+// The settings of the file at `path` applied to `config`. A file that cannot be read or parsed
+// is an error at once; a setting's problem too, unless `problems` collects them (config check):
+// then every key is tried and each problem added there.
+Status ApplyFile(const std::string& path, std::string_view named_by, ServeConfig& config,
+                 std::vector<std::string>* problems = nullptr) {
   std::error_code ignored;
   if (std::filesystem::is_directory(path, ignored)) {  // it would open, and read as empty
     return MakeError(ErrorCode::kInvalidArgument, "config file {} (from {}) is a directory", path,
@@ -579,21 +624,24 @@ Status ApplyFile(const std::string& path, std::string_view named_by, ServeConfig
     auto it = std::find_if(settings.begin(), settings.end(), [&](const Setting& setting) {
       return key.str() == setting.name || key.str() == Underscored(setting.name);
     });
+    Status applied;
     if (it == settings.end()) {
-      return MakeError(ErrorCode::kInvalidArgument, "unknown setting '{}' in {}{}", key.str(),
-                       location, Suggestion(key.str()));
+      applied = MakeError(ErrorCode::kInvalidArgument, "unknown setting '{}' in {}{}", key.str(),
+                          location, Suggestion(key.str()));
+    } else if (const toml::key*& previous = seen[static_cast<size_t>(it - settings.begin())];
+               previous != nullptr) {
+      applied = MakeError(ErrorCode::kInvalidArgument,
+                          "setting '{}' is given twice in {}, as '{}' on line {} and as '{}' on "
+                          "line {}",
+                          it->name, path, previous->str(), previous->source().begin.line, key.str(),
+                          key.source().begin.line);
+    } else {
+      previous = &key;
+      applied = ApplyToml(*it, entry.second, location, config);
     }
-    const toml::key*& previous = seen[static_cast<size_t>(it - settings.begin())];
-    if (previous != nullptr) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "setting '{}' is given twice in {}, as '{}' on line {} and as '{}' on line "
-                       "{}",
-                       it->name, path, previous->str(), previous->source().begin.line, key.str(),
-                       key.source().begin.line);
-    }
-    previous = &key;
-    Status applied = ApplyToml(*it, entry.second, location, config);
-    if (!applied.ok()) return applied;
+    if (applied.ok()) continue;
+    if (problems == nullptr) return applied;
+    problems->push_back(applied.error().message);
   }
   return {};
 }
@@ -727,12 +775,32 @@ std::string ConfigFileTemplate() {
       value = TomlString(kDefaults.**field);
     } else if (const auto* number = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
       value = std::to_string(kDefaults.**number);
+    } else if (const auto* fraction = std::get_if<double ServeConfig::*>(&setting.field)) {
+      value = NumberText(kDefaults.**fraction);
     } else {
       value = kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
     }
     out += fmt::format("# {} = {}\n", setting.name, value);
   }
   return out;
+}
+
+std::vector<std::string> CheckConfig(const std::string& file, const EnvLookup& getenv) {
+  std::vector<std::string> problems;
+  ServeConfig config;
+  if (Status read = ApplyFile(file, "the command line", config, &problems); !read.ok()) {
+    problems.push_back(read.error().message);
+  }
+  // The variables override the file where serve and worker run; they are checked the same way.
+  for (const Setting& setting : Settings()) {
+    const std::string name = EnvName(setting);
+    if (std::optional<std::string> value = getenv(name)) {
+      if (Status applied = ApplyText(setting, *value, name, config); !applied.ok()) {
+        problems.push_back(applied.error().message);
+      }
+    }
+  }
+  return problems;
 }
 
 bool ServeSettings::Given(std::string_view name, const EnvLookup& getenv) const {

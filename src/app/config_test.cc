@@ -1,5 +1,6 @@
 #include "app/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -471,6 +472,27 @@ TEST_F(ConfigTest, SubcommandHelpListsTheSettings) {
 
 TEST(EnvFromProcessTest, UnsetIsNullopt) {
   EXPECT_FALSE(EnvFromProcess("FLASHSALE_TEST_NEVER_SET_7F3A").has_value());
+}
+
+// Issue 32 point 7: TOML's own numbers and booleans where a number, a fraction or a switch is
+// meant; text still works (the environment is text).
+TEST_F(ConfigTest, TomlNumbersAndBooleansAreTakenWhereANumberOrASwitchIsMeant) {
+  const ServeConfig half = Parse({"--access-log-sample", "0.5"});
+  EXPECT_FALSE(half == ServeConfig{});
+  EXPECT_TRUE(Parse({"--config", Write("float.toml", "access-log-sample = 0.5\n")}) == half);
+  EXPECT_TRUE(Parse({"--config", Write("text.toml", "access-log-sample = \"0.5\"\n")}) == half);
+  EXPECT_TRUE(Parse({}, {{"FLASHSALE_ACCESS_LOG_SAMPLE", "0.5"}}) == half);
+  EXPECT_TRUE(Parse({"--config", Write("one.toml", "access-log-sample = 1\n")}) ==
+              Parse({"--access-log-sample", "1"}));
+  const std::string out_of_range = Write("range.toml", "access-log-sample = 1.5\n");
+  EXPECT_NE(ErrorOf({"--config", out_of_range}).find("from 0 to 1"), std::string::npos);
+  const std::string switch_given = Write("bool.toml", "access-log-sample = true\n");
+  EXPECT_EQ(
+      ErrorOf({"--config", switch_given}),
+      "setting 'access-log-sample' from " + switch_given + ":1: must be a number, not a boolean");
+  // Switches are TOML booleans, and numbers TOML integers, as before.
+  EXPECT_TRUE(Parse({"--config", Write("switch.toml", "demo = true\nthreads = 3\n")}) ==
+              Parse({"--demo", "--threads", "3"}));
 }
 
 }  // namespace

@@ -68,8 +68,7 @@ void ConfigureLogs(const ServeConfig& config) {
 }
 
 // --access-log-sample (checked to be 0..1) as "one request in N"; 0: none.
-int64_t AccessLogEvery(const std::string& sample) {
-  const double fraction = std::strtod(sample.c_str(), nullptr);
+int64_t AccessLogEvery(double fraction) {
   if (!(fraction > 0)) return 0;
   // A tiny fraction would overflow: one in a trillion is as good as never.
   return std::max<int64_t>(1, std::llround(std::min(1 / fraction, 1e12)));

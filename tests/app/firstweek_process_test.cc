@@ -306,5 +306,52 @@ TEST(FirstWeekProcessTest, ReportsAreTextOnATerminalAndJsonInAPipeOrWithJson) {
   EXPECT_EQ(table.output.find('{'), std::string::npos) << table.output;
 }
 
+// --- 7. config check and config template --------------------------------------------------------
+
+TEST(FirstWeekProcessTest, ConfigCheckSaysOkOrListsEveryErrorAndTheTemplateComesFromTheBinary) {
+  TempDir tmp;
+  const std::string good = tmp / "good.toml";
+  std::ofstream(good) << "threads = 2\naccess-log-sample = 0.5\ndemo = true\n";
+  const Finished ok = RunToExit({"config", "check", good}, tmp, "good.log");
+  EXPECT_EQ(ExitCode(ok.status), 0) << ok.output;
+  EXPECT_NE(ok.output.find("OK"), std::string::npos) << ok.output;
+
+  const std::string bad = tmp / "bad.toml";
+  std::ofstream(bad) << "treads = 2\naccess-log-sample = 2\nlisten = \"nowhere\"\n";
+  const Finished refused = RunToExit({"config", "check", bad}, tmp, "bad.log");
+  EXPECT_EQ(ExitCode(refused.status), 1) << refused.output;
+  for (const char* named :
+       {"'treads'", "did you mean 'threads'", "'access-log-sample'", "'listen'", bad.c_str()}) {
+    EXPECT_NE(refused.output.find(named), std::string::npos) << named << "\n" << refused.output;
+  }
+  EXPECT_EQ(refused.output.find("OK"), std::string::npos) << refused.output;
+  const Finished missing = RunToExit({"config", "check", tmp / "none.toml"}, tmp, "none.log");
+  EXPECT_EQ(ExitCode(missing.status), 1) << missing.output;
+  EXPECT_NE(missing.output.find("cannot be read"), std::string::npos) << missing.output;
+
+  // The commented template, from the binary itself: every line a comment; uncommented, it
+  // passes the check.
+  const Finished printed = RunToExit({"config", "template"}, tmp, "template.log");
+  ASSERT_EQ(ExitCode(printed.status), 0) << printed.output;
+  EXPECT_NE(printed.output.find("# listen = \"127.0.0.1:8080\""), std::string::npos)
+      << printed.output;
+  std::string uncommented;
+  size_t settings = 0;
+  std::istringstream lines(printed.output);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_TRUE(line.empty() || line[0] == '#') << line;
+    if (line.rfind("# ", 0) == 0 && line.find(" = ") != std::string::npos &&
+        line.find(' ', 2) == line.find(" = ")) {
+      uncommented += line.substr(2) + "\n";
+      ++settings;
+    }
+  }
+  EXPECT_GE(settings, 30u);
+  const std::string all = tmp / "all.toml";
+  std::ofstream(all) << uncommented;
+  const Finished all_ok = RunToExit({"config", "check", all}, tmp, "all.log");
+  EXPECT_EQ(ExitCode(all_ok.status), 0) << all_ok.output << "\n" << uncommented;
+}
+
 }  // namespace
 }  // namespace flashsale
