@@ -20,6 +20,8 @@
 #include <utility>
 #include <variant>
 
+#include "core/token.h"
+
 namespace flashsale::app {
 namespace {
 
@@ -111,6 +113,12 @@ std::string CheckLogFormat(const std::string& value) {
   return fmt::format("must be text or json, not \"{}\"", value);
 }
 
+// The secret, the admin token and the gateway secret: empty (generated, or not asked), or at
+// least core::kMinSecretBytes.
+std::string CheckSecret(const std::string& value) {
+  return value.empty() ? "" : core::SecretProblem(value);
+}
+
 std::string CheckLogLevel(const std::string& value) {
   for (std::string_view level : {"trace", "debug", "info", "warn", "error"}) {
     if (value == level) return "";
@@ -185,19 +193,22 @@ const std::vector<Setting>& Settings() {
       {.name = "secret",
        .field = &ServeConfig::secret,
        .placeholder = "TEXT",
-       .help = "HMAC key of tokens and of ids in Redis keys; empty: generated once into "
-               "<data-dir>/secret. Prefer the file or the variable: flags show in ps"},
+       .help = "HMAC key of tokens and of ids in Redis keys, 16 bytes or more; empty: generated "
+               "once into <data-dir>/secret. Prefer the file or the variable: flags show in ps",
+       .check = CheckSecret},
       {.name = "admin-token",
        .field = &ServeConfig::admin_token,
        .placeholder = "TEXT",
-       .help = "Bearer token of the admin API; empty: generated once into "
-               "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps"},
+       .help = "Bearer token of the admin API, 16 bytes or more; empty: generated once into "
+               "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps",
+       .check = CheckSecret},
       {.name = "gateway-secret",
        .field = &ServeConfig::gateway_secret,
        .placeholder = "TEXT",
        .help = "Gateway identity: a secret the gateway sends in X-Gateway-Secret with every user "
-               "request (compared in constant time; missing or wrong is 401); empty: not asked. "
-               "Prefer the file or the variable: flags show in ps"},
+               "request, 16 bytes or more (compared in constant time; missing or wrong is 401); "
+               "empty: not asked. Prefer the file or the variable: flags show in ps",
+       .check = CheckSecret},
       {.name = "demo",
        .field = &ServeConfig::demo,
        .help = "Demo mode: create the open activity 'demo' (see demo-stock) and take the user from "

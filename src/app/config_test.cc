@@ -145,9 +145,12 @@ TEST_F(ConfigTest, EverySettingHasAFlagAVariableAndAKey) {
        [](ServeConfig& c) { c.db_url = "sqlite:/x.db"; }},
       {"key-namespace", "prod", "\"prod\"", [](ServeConfig& c) { c.key_namespace = "prod"; }},
       {"identity", "gateway", "\"gateway\"", [](ServeConfig& c) { c.identity = "gateway"; }},
-      {"secret", "s3", "\"s3\"", [](ServeConfig& c) { c.secret = "s3"; }},
-      {"admin-token", "at", "\"at\"", [](ServeConfig& c) { c.admin_token = "at"; }},
-      {"gateway-secret", "gs", "\"gs\"", [](ServeConfig& c) { c.gateway_secret = "gs"; }},
+      {"secret", "s3cret-of-16-bytes", "\"s3cret-of-16-bytes\"",
+       [](ServeConfig& c) { c.secret = "s3cret-of-16-bytes"; }},
+      {"admin-token", "admin-token-16-bytes", "\"admin-token-16-bytes\"",
+       [](ServeConfig& c) { c.admin_token = "admin-token-16-bytes"; }},
+      {"gateway-secret", "gateway-secret-16b", "\"gateway-secret-16b\"",
+       [](ServeConfig& c) { c.gateway_secret = "gateway-secret-16b"; }},
       {"demo", "true", "true", [](ServeConfig& c) { c.demo = true; }},
       {"demo-stock", "0", "0", [](ServeConfig& c) { c.demo_stock = 0; }},
       {"max-header-bytes", "4096", "4096", [](ServeConfig& c) { c.max_header_bytes = 4096; }},
@@ -493,6 +496,29 @@ TEST_F(ConfigTest, TomlNumbersAndBooleansAreTakenWhereANumberOrASwitchIsMeant) {
   // Switches are TOML booleans, and numbers TOML integers, as before.
   EXPECT_TRUE(Parse({"--config", Write("switch.toml", "demo = true\nthreads = 3\n")}) ==
               Parse({"--demo", "--threads", "3"}));
+}
+
+// Issue 32 point 9: one rule for secrets, wherever they come from.
+TEST_F(ConfigTest, SecretsUnder16BytesAreRefusedFromEverySource) {
+  for (const char* name : {"secret", "admin-token", "gateway-secret"}) {
+    SCOPED_TRACE(name);
+    std::string error = ErrorOf({fmt::format("--{}=fifteen-bytes!!", name)});
+    EXPECT_NE(error.find(fmt::format("setting '{}' from --{}", name, name)), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("at least 16 bytes, not 15"), std::string::npos) << error;
+    std::string env = "FLASHSALE_";
+    for (const char* c = name; *c != 0; ++c) {
+      env += *c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+    }
+    error = ErrorOf({}, {{env, "short"}});
+    EXPECT_NE(error.find("at least 16 bytes"), std::string::npos) << error;
+    const std::string file = Write("secret.toml", fmt::format("{} = \"short\"\n", name));
+    error = ErrorOf({"--config", file});
+    EXPECT_NE(error.find("at least 16 bytes"), std::string::npos) << error;
+    EXPECT_FALSE(Parse({fmt::format("--{}=sixteen-bytes-ok", name)}) == ServeConfig{});
+    // Empty is not a short secret: it means generated (or, for the gateway, not asked).
+    EXPECT_TRUE(Parse({}, {{env, ""}}) == ServeConfig{});
+  }
 }
 
 }  // namespace

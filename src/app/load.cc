@@ -8,11 +8,13 @@
 #include <boost/url/parse.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "app/admin_client.h"
+#include "app/serve.h"
 #include "app/server_url.h"
+#include "base/redact.h"
+#include "core/token.h"
 #include "load/load_generator.h"
 #include "load/verify.h"
 
@@ -161,13 +163,6 @@ LoadCommand::~LoadCommand() = default;
 
 namespace {
 
-std::string ReadLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // Thousands of connections need thousands of descriptors: the soft limit up to the hard one.
 void RaiseFileLimit() {
   rlimit limit{};
@@ -266,14 +261,23 @@ base::Status ChooseIdentity(const LoadFlags& f, load::LoadOptions& options) {
     }
   }
   if (identity != "token") return base::Status();
-  options.token_secret = f.token_secret;
-  if (options.token_secret.empty() && !f.data_dir.empty()) {
-    options.token_secret = ReadLine(f.data_dir + "/secret");
+  // The one rule of secrets (core::SecretProblem), as serve and token apply it.
+  if (!f.token_secret.empty()) {
+    if (std::string problem = core::SecretProblem(f.token_secret); !problem.empty()) {
+      return Usage("--secret (or FLASHSALE_SECRET) " + problem);
+    }
+    options.token_secret = f.token_secret;
+    return base::Status();
   }
-  if (options.token_secret.empty()) {
-    return Usage("token identity needs --secret or the --data-dir of the server");
+  if (!f.data_dir.empty()) {
+    auto read = ReadSecretFile(f.data_dir + "/secret");
+    if (read) {
+      options.token_secret = std::move(*read);
+      return base::Status();
+    }
+    if (read.error().code != base::ErrorCode::kNotFound) return Usage(read.error().message);
   }
-  return base::Status();
+  return Usage("token identity needs --secret or the --data-dir of the server");
 }
 
 // Progress on stderr: rewritten in place on a terminal (then true), else one line a second.
@@ -310,7 +314,9 @@ int VerifyAfterLoad(load::VerifyOptions verify, load::LoadReport& report) {
     std::cerr << "flashsale load: could not verify: " << verified.error().ToString() << "\n";
     return 1;
   }
-  std::cout << "verify (" << verify.redis_url << ", " << verify.db_url << "):\n"
+  // The URLs as given, their passwords hidden.
+  std::cout << "verify (" << base::RedactUrl(verify.redis_url) << ", "
+            << base::RedactUrl(verify.db_url) << "):\n"
             << load::FormatVerification(*verified);
   std::cout.flush();
   return verified->ok() ? 0 : 1;

@@ -206,16 +206,20 @@ base::Status CheckDurability(const ServeConfig& config) {
 
 }  // namespace
 
-Result<std::string> ReadOrCreateSecret(const std::string& path) {
+Result<std::string> ReadSecretFile(const std::string& path) {
   std::ifstream in(path);
-  if (in) {
-    std::string secret;
-    std::getline(in, secret);
-    if (secret.size() < 16) {
-      return MakeError(ErrorCode::kInvalidArgument, "{} holds a secret under 16 characters", path);
-    }
-    return secret;
+  if (!in) return MakeError(ErrorCode::kNotFound, "{} does not exist", path);
+  std::string secret;
+  std::getline(in, secret);
+  if (std::string problem = core::SecretProblem(secret); !problem.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "the secret in {} {}", path, problem);
   }
+  return secret;
+}
+
+Result<std::string> ReadOrCreateSecret(const std::string& path) {
+  auto read = ReadSecretFile(path);
+  if (read.ok() || read.error().code != ErrorCode::kNotFound) return read;
   const std::string secret = base::RandomHex(32);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
@@ -592,15 +596,23 @@ int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secre
     return 2;
   }
   std::string secret = secret_given;
-  if (secret.empty()) {
-    std::ifstream in(data_dir + "/secret");
-    std::getline(in, secret);
-    if (secret.empty()) {
-      std::cerr << "no secret: give --secret, or the --data-dir where `flashsale serve` keeps "
-                   "one ("
-                << data_dir << "/secret does not exist)\n";
+  if (!secret.empty()) {
+    if (std::string problem = core::SecretProblem(secret); !problem.empty()) {
+      std::cerr << "flashsale token: --secret (or FLASHSALE_SECRET) " << problem << "\n";
       return 2;
     }
+  } else {
+    auto read = ReadSecretFile(data_dir + "/secret");
+    if (!read && read.error().code == ErrorCode::kNotFound) {
+      std::cerr << "no secret: give --secret, or the --data-dir where `flashsale serve` keeps one ("
+                << read.error().message << ")\n";
+      return 2;
+    }
+    if (!read) {
+      std::cerr << "flashsale token: " << read.error().message << "\n";
+      return 2;
+    }
+    secret = std::move(*read);
   }
   const int64_t expires_ms = base::SystemClock::Instance().NowMs() + ttl_s * 1000;
   std::cout << core::TokenSigner(secret).Issue(user_id, expires_ms) << "\n";

@@ -353,5 +353,83 @@ TEST(FirstWeekProcessTest, ConfigCheckSaysOkOrListsEveryErrorAndTheTemplateComes
   EXPECT_EQ(ExitCode(all_ok.status), 0) << all_ok.output << "\n" << uncommented;
 }
 
+// --- 9. Secrets ---------------------------------------------------------------------------------
+
+TEST(FirstWeekProcessTest, NoLineThatPrintsAUrlShowsItsPassword) {
+  const std::string password = "redis-pass-0123456789";
+  testing::RedisServer redis({.requirepass = password});
+  const std::string redis_url = fmt::format("redis://:{}@127.0.0.1:{}/0", password, redis.port());
+  Service service({"--demo", "--redis-url", redis_url});
+  ASSERT_TRUE(service.Start());
+  ASSERT_TRUE(service.serve.WaitForLog("serving on", seconds(10))) << service.serve.Log();
+  EXPECT_EQ(service.serve.Log().find(password), std::string::npos) << service.serve.Log();
+
+  // The load's verification line names the Redis and the database it checked.
+  const Finished load =
+      RunToExit({"load", "--url", service.Url(), "--activity", "demo", "--requests", "10",
+                 "--users", "10", "--user-ids", "sequential", "--connections", "2", "--redis-url",
+                 redis_url, "--db-url", "sqlite:" + service.data_dir + "/flashsale.db"},
+                service.tmp, "load.log");
+  EXPECT_EQ(ExitCode(load.status), 0) << load.output;
+  EXPECT_NE(load.output.find("verify ("), std::string::npos) << load.output;
+  EXPECT_EQ(load.output.find(password), std::string::npos) << load.output;
+  EXPECT_NE(load.output.find(":***@"), std::string::npos) << load.output;
+
+  // URLs refused at startup are named without their password too.
+  const std::string secret = "hunter2-secret-pass";
+  for (const std::vector<std::string>& setting : std::vector<std::vector<std::string>>{
+           {"--redis-url", fmt::format("redis://:{}@127.0.0.1:notaport/0", secret)},
+           {"--redis-url", fmt::format("redis://127.0.0.1:6379/zero?password={}", secret)},
+           {"--redis-url", fmt::format("redis+cluster://:{}@127.0.0.1:1,/x", secret)},
+           {"--db-url", fmt::format("postgres://app:{}@db.example/shop", secret)},
+       }) {
+    SCOPED_TRACE(setting[1]);
+    std::vector<std::string> args = ServeArgs(FreePort(), service.tmp / "refused", setting);
+    const Finished refused = RunToExit(args, service.tmp, "refused.log");
+    EXPECT_NE(ExitCode(refused.status), 0) << refused.output;
+    EXPECT_EQ(refused.output.find(secret), std::string::npos) << refused.output;
+  }
+}
+
+TEST(FirstWeekProcessTest, ASecretUnder16BytesIsRefusedWhereverItIsTaken) {
+  TempDir tmp;
+  const std::string rule = "at least 16 bytes";
+  auto expect_refused = [&](const Finished& finished, int code, const std::string& names) {
+    EXPECT_EQ(ExitCode(finished.status), code) << finished.output;
+    EXPECT_NE(finished.output.find(rule), std::string::npos) << finished.output;
+    EXPECT_NE(finished.output.find(names), std::string::npos) << names << "\n" << finished.output;
+    EXPECT_EQ(finished.output.find("serving on"), std::string::npos) << finished.output;
+  };
+  const std::string dir = tmp / "data";
+  for (const char* flag : {"--secret", "--admin-token", "--gateway-secret"}) {
+    SCOPED_TRACE(flag);
+    expect_refused(RunToExit(ServeArgs(FreePort(), dir, {flag, "short"}), tmp, "serve.log"), 2,
+                   flag);
+  }
+  expect_refused(RunWithEnv({"FLASHSALE_SECRET=short"}, ServeArgs(FreePort(), dir), tmp, "env.log"),
+                 2, "FLASHSALE_SECRET");
+  expect_refused(RunToExit({"token", "--user", "ann", "--secret", "short"}, tmp, "token.log"), 2,
+                 "--secret");
+  expect_refused(
+      RunWithEnv({"FLASHSALE_SECRET=short"}, {"token", "--user", "ann"}, tmp, "token-env.log"), 2,
+      "FLASHSALE_SECRET");
+  expect_refused(RunToExit({"load", "--requests", "1", "--identity", "token", "--secret", "short",
+                            "--url", "http://127.0.0.1:1"},
+                           tmp, "load.log"),
+                 2, "--secret");
+  // The data directory's file: the same rule for token and for serve.
+  const std::string short_dir = tmp / "short";
+  std::filesystem::create_directories(short_dir);
+  std::ofstream(short_dir + "/secret") << "short\n";
+  expect_refused(RunToExit({"token", "--user", "ann", "--data-dir", short_dir}, tmp, "file.log"), 2,
+                 short_dir + "/secret");
+  expect_refused(RunToExit(ServeArgs(FreePort(), short_dir), tmp, "serve-file.log"), 1,
+                 short_dir + "/secret");
+  // 16 bytes is enough.
+  const Finished enough =
+      RunToExit({"token", "--user", "ann", "--secret", "0123456789abcdef"}, tmp, "enough.log");
+  EXPECT_EQ(ExitCode(enough.status), 0) << enough.output;
+}
+
 }  // namespace
 }  // namespace flashsale
