@@ -680,8 +680,16 @@ ServeSettings::ServeSettings(CLI::App& command, Role role) {
       continue;
     }
     const std::string flag = fmt::format("--{}", setting.name);
-    const std::string description = fmt::format("{} (default: {}; env {})", setting.help,
-                                                DefaultText(setting), EnvName(setting));
+    std::string description = fmt::format("{} (default: {}; env {})", setting.help,
+                                          DefaultText(setting), EnvName(setting));
+    if (role == Role::kWorker && setting.name == "listen") {
+      // A worker has no HTTP service: without the flag (or its variable or key) it serves
+      // nothing, and with it only what operations need.
+      description = fmt::format(
+          "Address to serve /metrics, /healthz and /readyz on, HOST:PORT (default: none, no "
+          "HTTP; env {})",
+          EnvName(setting));
+    }
     CLI::Option* option = nullptr;
     if (IsBool(setting)) {
       // --demo is true and --no-demo false, so a flag can undo a file or a variable; --demo=no

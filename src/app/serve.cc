@@ -90,12 +90,19 @@ Result<redis::ConnectionOptions> RedisOptionsFor(const ServeConfig& config,
   return options;
 }
 
+// The demo's two activities as they are now (a restarted demo may be sold out, closed or over).
+struct DemoStates {
+  service::ActivityState sale;
+  service::ActivityState lottery;
+};
+
 // Creates the demo activities unless they exist, on a short-lived connection of their own, before
 // the server loads its registry: the sale `demo` (open now for 30 days, limit 1) and the lottery
 // `demo-lottery` (three prizes of different weights and stocks, a "no prize" weight, one draw per
-// user).
-base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOptions& redis_options,
-                        store::Store& store, const service::ServiceSettings& settings) {
+// user). Their states after it, for the banner.
+Result<DemoStates> CreateDemo(const ServeConfig& config,
+                              const redis::ConnectionOptions& redis_options, store::Store& store,
+                              const service::ServiceSettings& settings) {
   asio::io_context io;
   asio::thread_pool db(1);
   auto connection = redis::Connection::Create(io.get_executor(), redis_options);
@@ -105,6 +112,7 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
   base::SecureRandom random;
   service::ServiceContext context(settings, runner, store, db.get_executor(), registry,
                                   base::SystemClock::Instance(), random);
+  DemoStates states;
   auto future = asio::co_spawn(
       io,
       [&]() -> asio::awaitable<std::optional<base::Error>> {
@@ -127,10 +135,15 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
         std::optional<base::Error> failed;
         for (const core::SeckillActivity* activity : {&demo, &lottery}) {
           auto state = co_await service::CreateActivity(context, *activity);
-          if (!state.ok() && state.error().code != ErrorCode::kAlreadyExists) {
+          if (!state.ok() && state.error().code == ErrorCode::kAlreadyExists) {
+            // There from an earlier run: as it is now, which may be sold out or over.
+            state = co_await service::GetActivityState(context, activity->id);
+          }
+          if (!state.ok()) {
             failed = std::move(state).error();
             break;
           }
+          (activity == &demo ? states.sale : states.lottery) = std::move(*state);
         }
         connection->Stop();
         co_return failed;
@@ -138,9 +151,8 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
       asio::use_future);
   io.run();
   db.join();
-  auto error = future.get();
-  if (error) return *error;
-  return {};
+  if (auto error = future.get()) return *error;
+  return states;
 }
 
 service::PipelineDeps PipelineDepsFor(const ServeConfig& config,
@@ -388,20 +400,42 @@ std::string LocalUrl(const HostPort& listen, uint16_t port) {
   return BaseUrl(local, port);
 }
 
+// What a demo activity is now, in words: "activity 'demo' is open with 100 units", "... is open
+// with 97 of 100 units left", "... is sold out (100 units)", "... is closed ...", "... has ended".
+std::string DemoActivityText(const service::ActivityState& state, std::string_view what,
+                             std::string_view units, int64_t now_ms) {
+  const core::SeckillActivity& activity = state.record.activity;
+  const int64_t total = state.record.total_units;
+  const std::string name = fmt::format("{} '{}'", what, activity.id);
+  if (now_ms >= activity.end_ms) return name + " has ended";
+  if (!state.redis || !state.redis->found) {
+    return fmt::format("{} has {} {} (Redis did not say how many are left)", name, total, units);
+  }
+  const int64_t left = state.redis->remaining;
+  const bool open = state.redis->state == "open";
+  if (left == 0) return fmt::format("{} is sold out ({} {})", name, total, units);
+  const std::string stock = left == total ? fmt::format("{} {}", total, units)
+                                          : fmt::format("{} of {} {} left", left, total, units);
+  return fmt::format("{} is {} with {}", name, open ? "open" : "closed", stock);
+}
+
 void PrintBanner(const ServeConfig& config, const HostPort& listen, uint16_t port, int threads,
-                 const redis::ConnectionOptions& redis_options, const store::Store& store) {
+                 const redis::ConnectionOptions& redis_options, const store::Store& store,
+                 const std::optional<DemoStates>& demo) {
   const std::string base_url = BaseUrl(listen, port);
   std::cout << fmt::format("flashsale serving on {}  ({} threads; redis {}; db {}; {} identity)\n",
                            base_url, threads, redis_options.endpoint.Describe(), store.Describe(),
                            GatewayIdentity(config) ? "gateway (X-User-Id)" : "token (Bearer)");
-  if (config.demo) {
+  if (demo) {
+    // What is true now: a restarted demo keeps its sale, which may be sold out or over.
+    const int64_t now_ms = base::SystemClock::Instance().NowMs();
     std::cout << fmt::format(
-        "demo: activity 'demo' is open with {} units, one per user; lottery 'demo-lottery' "
-        "with 111 prizes, one draw per user\n"
+        "demo: {}, one per user; {}, one draw per user\n"
         "  open  {}/\n"
         "  try   curl -s -X POST -H 'X-User-Id: alice' {}/api/v1/activities/demo/purchase\n"
         "        curl -s -X POST -H 'X-User-Id: alice' {}/api/v1/activities/demo-lottery/draw\n",
-        config.demo_stock, base_url, base_url, base_url);
+        DemoActivityText(demo->sale, "activity", "units", now_ms),
+        DemoActivityText(demo->lottery, "lottery", "prizes", now_ms), base_url, base_url, base_url);
   }
   std::cout << fmt::format("admin token: {}\n", config.admin_token.empty()
                                                     ? "in " + config.data_dir + "/admin-token"
@@ -476,9 +510,12 @@ int RunServe(const ServeConfig& config) {
   settings.secret = secrets->secret;
   service::RedisWatch redis_watch(base::SystemClock::Instance());
   HookRedisWatch(redis_watch, served->options, settings);
-  const base::Status demo =
-      config.demo ? CreateDemo(config, redis_options, **store, settings) : base::Status();
-  if (!demo) return fail(demo.error());
+  std::optional<DemoStates> demo;
+  if (config.demo) {
+    auto created = CreateDemo(config, redis_options, **store, settings);
+    if (!created) return fail(created.error());
+    demo = std::move(*created);
+  }
 
   const HostPort listen = ParseListen(config.listen);
   const server::ServerOptions options = ServerOptionsFor(config, listen);
@@ -509,7 +546,7 @@ int RunServe(const ServeConfig& config) {
     db_pool.join();
     return fail(started.error());
   }
-  PrintBanner(config, listen, server.port(), options.threads, redis_options, **store);
+  PrintBanner(config, listen, server.port(), options.threads, redis_options, **store, demo);
   // Where the command line finds this serve (app/server_url.h), from now until it stops.
   const std::string local_url = LocalUrl(listen, server.port());
   if (auto written = WriteServerUrl(config.data_dir, local_url); !written) {

@@ -185,6 +185,7 @@ Reply ErrorToReply(const base::Error& error) {
     case ErrorCode::kNotFound:
       return ErrorReply(http::status::not_found, Word::kNotFound, error.message);
     case ErrorCode::kAlreadyExists:
+    case ErrorCode::kFailedPrecondition:  // RFC 9110 15.5.10: the resource's state conflicts
       return ErrorReply(http::status::conflict, Word::kConflict, error.message);
     case ErrorCode::kResourceExhausted: {
       JsonWriter w;

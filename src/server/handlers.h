@@ -75,8 +75,9 @@ boost::asio::awaitable<Reply> HandlePage(Call& call);
 boost::asio::awaitable<Reply> HandleDashboard(Call& call);
 boost::asio::awaitable<Reply> HandleWebFile(Call& call);
 
-// A use-case error as a reply: 400 for bad input, 404 not found, 409 exists, 503 for Redis or the
-// database being unavailable (with Retry-After), 500 only for our own bugs.
+// A use-case error as a reply: 400 for bad input, 404 not found, 409 exists or a state that
+// forbids the operation, 503 for Redis or the database being unavailable (with Retry-After), 500
+// only for our own bugs.
 Reply ErrorToReply(const base::Error& error);
 
 }  // namespace flashsale::server

@@ -112,6 +112,7 @@ void SerializeHead(const Reply& reply, unsigned version, bool keep_alive, std::s
     out += reply.allow;
     out += "\r\n";
   }
+  out += reply.headers;
   // A 401 names the scheme that would be accepted (RFC 9110 11.6.1): bearer tokens, the user's or
   // the admin's (in gateway mode the user comes from the gateway's header, and only admin routes
   // answer 401 for a token).

@@ -63,6 +63,9 @@ struct Reply {
   std::string_view cache_control;  // a Cache-Control header when set (static storage)
   std::string_view etag;           // an ETag header when set, without quotes (static storage)
   bool close = false;              // close the connection after this reply
+  // More header lines, each "Name: value\r\n", written as they are (a 202's Location). Values
+  // are the server's own, never a request's bytes.
+  std::string headers;
   // An error's full text (endpoints included) when the body only says it in words: replaces the
   // body's message on admin routes, logged otherwise.
   std::string detail;

@@ -431,5 +431,57 @@ TEST(FirstWeekProcessTest, ASecretUnder16BytesIsRefusedWhereverItIsTaken) {
   EXPECT_EQ(ExitCode(enough.status), 0) << enough.output;
 }
 
+// --- 10. What is said is true --------------------------------------------------------------------
+
+TEST(FirstWeekProcessTest, WorkerHelpSaysThatWithoutListenThereIsNoHttp) {
+  TempDir tmp;
+  const Finished worker = RunToExit({"worker", "--help"}, tmp, "worker.log");
+  EXPECT_EQ(ExitCode(worker.status), 0) << worker.output;
+  const size_t at = worker.output.find("--listen");
+  ASSERT_NE(at, std::string::npos) << worker.output;
+  const std::string line = worker.output.substr(at, worker.output.find("\n  -", at) - at);
+  EXPECT_EQ(line.find("127.0.0.1:8080"), std::string::npos) << line;
+  EXPECT_NE(line.find("no HTTP"), std::string::npos) << line;
+  const Finished serve = RunToExit({"serve", "--help"}, tmp, "serve.log");
+  EXPECT_NE(serve.output.find("default: 127.0.0.1:8080"), std::string::npos) << serve.output;
+}
+
+TEST(FirstWeekProcessTest, ARestartedSoldOutDemoSaysSoAndWhatSoldCannotBeDeleted) {
+  TempDir tmp;
+  const std::string dir = tmp / "data";
+  const std::vector<std::string> demo = {"--demo", "--demo-stock", "2"};
+  {
+    const uint16_t port = FreePort();
+    Flashsale serve(ServeArgs(port, dir, demo), tmp / "first.log", dir);
+    ASSERT_TRUE(testing::WaitHealthy(serve, port, kStartupTimeout));
+    ASSERT_TRUE(serve.WaitForLog("curl", seconds(10))) << serve.Log();
+    EXPECT_NE(serve.Log().find("'demo' is open with 2 units"), std::string::npos) << serve.Log();
+    HttpClient client("127.0.0.1", port);
+    for (const char* user : {"ann", "bob"}) {
+      auto bought = client.Post("/api/v1/activities/demo/purchase", "", {{"X-User-Id", user}});
+      ASSERT_NE(bought.body.find("\"reserved\""), std::string::npos) << bought.body;
+    }
+    serve.Signal(SIGTERM);
+    ASSERT_EQ(ExitCode(serve.WaitExit(kExitTimeout)), 0) << serve.Log();
+  }
+  const uint16_t port = FreePort();
+  Flashsale serve(ServeArgs(port, dir, demo), tmp / "second.log", dir);
+  ASSERT_TRUE(testing::WaitHealthy(serve, port, kStartupTimeout));
+  ASSERT_TRUE(serve.WaitForLog("curl", seconds(10))) << serve.Log();
+  const std::string banner = serve.Log();
+  EXPECT_EQ(banner.find("open with 2 units"), std::string::npos) << banner;
+  EXPECT_NE(banner.find("'demo' is sold out"), std::string::npos) << banner;
+
+  // Deleting it now conflicts with its state: 409, and it stays.
+  HttpClient client("127.0.0.1", port);
+  const std::string token = FirstLine(ReadFile(dir + "/admin-token"));
+  auto refused = client.Request("DELETE", "/api/v1/admin/activities/demo", "",
+                                {{"Authorization", "Bearer " + token}});
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("only an activity that sold nothing"), std::string::npos)
+      << refused.body;
+  EXPECT_EQ(client.Get("/api/v1/activities/demo").status, 200);
+}
+
 }  // namespace
 }  // namespace flashsale

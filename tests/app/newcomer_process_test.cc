@@ -245,9 +245,9 @@ TEST(NewcomerProcessTest, AnActivityThatSoldNothingCanBeDeletedAndIsGoneEverywhe
   const Finished cli = service.Cli({"activity", "delete", "typo"}, "delete.log");
   EXPECT_EQ(ExitCode(cli.status), 0) << cli.output;
 
-  // One that sold something stays, and says why.
+  // One that sold something stays, and says why: its state conflicts with the request.
   auto refused = client.Request("DELETE", "/api/v1/admin/activities/sold", "", service.admin);
-  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.status, 409) << refused.body;
   EXPECT_NE(Str(refused, "error").find("only an activity that sold nothing"), std::string::npos)
       << refused.body;
   auto missing = client.Request("DELETE", "/api/v1/admin/activities/never", "", service.admin);
