@@ -21,6 +21,7 @@
 #include <variant>
 
 #include "core/token.h"
+#include "server/cors.h"
 
 namespace flashsale::app {
 namespace {
@@ -34,9 +35,9 @@ constexpr std::string_view kConfigEnv = "FLASHSALE_CONFIG";
 constexpr int64_t kNoMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 
-// A setting's field: text, an integer, a switch, or a number (a fraction).
+// A setting's field: text, an integer, a switch, a number (a fraction), or a list of text.
 using Field = std::variant<std::string ServeConfig::*, int64_t ServeConfig::*, bool ServeConfig::*,
-                           double ServeConfig::*>;
+                           double ServeConfig::*, std::vector<std::string> ServeConfig::*>;
 
 // Checks a string setting's value: empty when it is valid, else what is wrong with it, phrased to
 // follow "setting 'x' from SOURCE: ".
@@ -49,7 +50,7 @@ struct Setting {
   std::string_view help;         // one line, without the default and the variable
   int64_t min = kNoMin;          // integers and numbers only
   int64_t max = kNoMax;
-  StringCheck check = nullptr;  // strings only; nullptr: anything goes
+  StringCheck check = nullptr;  // strings and each item of a list; nullptr: anything goes
 };
 
 std::string NotEmpty(const std::string& value) { return value.empty() ? "must not be empty" : ""; }
@@ -118,6 +119,9 @@ std::string CheckLogFormat(const std::string& value) {
 std::string CheckSecret(const std::string& value) {
   return value.empty() ? "" : core::SecretProblem(value);
 }
+
+// One origin of --cors-origin (server/cors.h).
+std::string CheckCorsOrigin(const std::string& value) { return server::CheckOrigin(value); }
 
 std::string CheckLogLevel(const std::string& value) {
   for (std::string_view level : {"trace", "debug", "info", "warn", "error"}) {
@@ -337,6 +341,14 @@ const std::vector<Setting>& Settings() {
       {.name = "trust-forwarded-for",
        .field = &ServeConfig::trust_forwarded_for,
        .help = "Take the client address from X-Forwarded-For; only behind a proxy that sets it"},
+      {.name = "cors-origin",
+       .field = &ServeConfig::cors_origin,
+       .placeholder = "ORIGIN,...",
+       .help = "Origins whose pages may call the public API from a browser (CORS: purchase, "
+               "draw, tickets, activities, config, orders; the admin routes never), each "
+               "scheme://host[:port] as the browser sends it, comma-separated, or * for any; "
+               "empty: none",
+       .check = CheckCorsOrigin},
       {.name = "allow-evicting-redis",
        .field = &ServeConfig::allow_evicting_redis,
        .help = "Start even on a Redis whose maxmemory-policy may evict keys without a TTL "
@@ -369,7 +381,7 @@ bool ServeOnly(const Setting& setting) {
   for (std::string_view name :
        {"threads", "redis-server", "identity", "secret", "admin-token", "demo", "demo-stock",
         "max-header-bytes", "max-body-bytes", "read-timeout-ms", "idle-timeout-ms",
-        "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for"}) {
+        "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for", "cors-origin"}) {
     if (setting.name == name) return true;
   }
   return false;
@@ -377,6 +389,10 @@ bool ServeOnly(const Setting& setting) {
 
 bool IsBool(const Setting& setting) {
   return std::holds_alternative<bool ServeConfig::*>(setting.field);
+}
+
+bool IsList(const Setting& setting) {
+  return std::holds_alternative<std::vector<std::string> ServeConfig::*>(setting.field);
 }
 
 // "data-dir" -> "FLASHSALE_DATA_DIR".
@@ -414,6 +430,10 @@ std::string DefaultText(const Setting& setting) {
   if (const auto* field = std::get_if<double ServeConfig::*>(&setting.field)) {
     return NumberText(kDefaults.**field);
   }
+  if (const auto* field = std::get_if<std::vector<std::string> ServeConfig::*>(&setting.field)) {
+    const std::vector<std::string>& items = kDefaults.**field;
+    return items.empty() ? "none" : fmt::format("{}", fmt::join(items, ","));
+  }
   return kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
 }
 
@@ -431,6 +451,37 @@ Status StoreString(const Setting& setting, std::string value, std::string_view s
   }
   config.*std::get<std::string ServeConfig::*>(setting.field) = std::move(value);
   return {};
+}
+
+// A list, each item checked: empty items (",," or a trailing comma) are refused, not skipped.
+Status StoreList(const Setting& setting, std::vector<std::string> items, std::string_view source,
+                 ServeConfig& config) {
+  for (const std::string& item : items) {
+    if (item.empty()) return SettingError(setting, source, "has an empty item");
+    if (setting.check != nullptr) {
+      if (std::string problem = setting.check(item); !problem.empty()) {
+        return SettingError(setting, source, problem);
+      }
+    }
+  }
+  config.*std::get<std::vector<std::string> ServeConfig::*>(setting.field) = std::move(items);
+  return {};
+}
+
+// "a, b,c" as {"a", "b", "c"} (spaces around items dropped); "" as no item at all.
+std::vector<std::string> SplitList(std::string_view text) {
+  std::vector<std::string> items;
+  if (text.find_first_not_of(' ') == std::string_view::npos) return items;
+  for (size_t start = 0;;) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string_view item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    items.emplace_back(item);
+    if (comma == text.size()) break;
+    start = comma + 1;
+  }
+  return items;
 }
 
 // A number from 0 to 1 for a fraction: the range is the setting's min and max.
@@ -476,6 +527,7 @@ Status ApplyText(const Setting& setting, const std::string& text, std::string_vi
     }
     return StoreInt(setting, value, source, config);
   }
+  if (IsList(setting)) return StoreList(setting, SplitList(text), source, config);
   if (std::holds_alternative<double ServeConfig::*>(setting.field)) {
     double value = 0;
     const char* end = text.data() + text.size();
@@ -541,6 +593,27 @@ Status ApplyToml(const Setting& setting, const toml::node& node, std::string_vie
         return SettingError(setting, source,
                             fmt::format("must be a number, not {}", TypeName(node.type())));
     }
+  }
+  if (IsList(setting)) {
+    if (node.is_string()) return ApplyText(setting, node.as_string()->get(), source, config);
+    const toml::array* array = node.as_array();
+    std::vector<std::string> items;
+    for (size_t i = 0; array != nullptr && i < array->size(); ++i) {
+      const toml::node& item = *array->get(i);
+      if (!item.is_string()) {
+        return SettingError(
+            setting, source,
+            fmt::format("must be an array of strings, not one holding {}", TypeName(item.type())));
+      }
+      items.push_back(item.as_string()->get());
+    }
+    if (array == nullptr) {
+      return SettingError(setting, source,
+                          fmt::format("must be an array of strings or a comma-separated string, "
+                                      "not {}",
+                                      TypeName(node.type())));
+    }
+    return StoreList(setting, std::move(items), source, config);
   }
   toml::node_type expected = toml::node_type::boolean;
   if (std::holds_alternative<std::string ServeConfig::*>(setting.field)) {
@@ -697,10 +770,11 @@ ServeSettings::ServeSettings(CLI::App& command, Role role) {
       option = command.add_flag(fmt::format("{},!--no-{}", flag, setting.name));
     } else {
       // Plain text: typed and checked by Resolve. The last one given wins, so a wrapper script's
-      // flags can be overridden by appending.
+      // flags can be overridden by appending; a list takes every one given.
       option = command.add_option(flag)
                    ->type_name(std::string(setting.placeholder))
-                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+                   ->multi_option_policy(IsList(setting) ? CLI::MultiOptionPolicy::TakeAll
+                                                         : CLI::MultiOptionPolicy::TakeLast);
     }
     option->description(description);
     options_.push_back(option);
@@ -739,9 +813,12 @@ base::Result<ServeConfig> ServeSettings::Resolve(const EnvLookup& getenv) const 
 
   for (size_t i = 0; i < settings.size(); ++i) {
     if (options_[i] == nullptr || options_[i]->count() == 0) continue;
-    // A bool flag's text is "true" for --demo, "false" for --no-demo, or what --demo= was given.
-    Status applied = ApplyText(settings[i], options_[i]->as<std::string>(),
-                               fmt::format("--{}", settings[i].name), config);
+    // A bool flag's text is "true" for --demo, "false" for --no-demo, or what --demo= was given;
+    // a list's flag may be repeated, its values joined as one comma-separated list.
+    const std::string text = IsList(settings[i])
+                                 ? fmt::format("{}", fmt::join(options_[i]->results(), ","))
+                                 : options_[i]->as<std::string>();
+    Status applied = ApplyText(settings[i], text, fmt::format("--{}", settings[i].name), config);
     if (!applied.ok()) return std::move(applied).error();
   }
   return config;
@@ -796,6 +873,11 @@ std::string ConfigFileTemplate() {
       value = std::to_string(kDefaults.**number);
     } else if (const auto* fraction = std::get_if<double ServeConfig::*>(&setting.field)) {
       value = NumberText(kDefaults.**fraction);
+    } else if (const auto* list =
+                   std::get_if<std::vector<std::string> ServeConfig::*>(&setting.field)) {
+      std::vector<std::string> quoted;
+      for (const std::string& item : kDefaults.**list) quoted.push_back(TomlString(item));
+      value = fmt::format("[{}]", fmt::join(quoted, ", "));
     } else {
       value = kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
     }

@@ -8,6 +8,8 @@
 //   the TOML key      data-dir = "..."         data_dir is accepted too; TOML's own types:
 //                                              threads = 4, demo = true,
 //                                              access-log-sample = 0.5 (or "0.5")
+// A list (cors-origin) is comma-separated in a flag or a variable (the flag may also be
+// repeated), and a TOML array of strings or one comma-separated string in the file.
 // The config file is named by --config FILE, else by FLASHSALE_CONFIG; an empty name means no file
 // (so `--config ""` switches off a file named in the environment). There is no implicit file, and
 // a named file that cannot be read is an error. Paths inside the file are taken as given, i.e.
@@ -73,10 +75,11 @@ struct ServeConfig {
   int64_t rebuild_grace_ms = 20000;    // >= 0
   int64_t expire_every_ms = 5000;      // 0: never
   bool trust_forwarded_for = false;
-  bool allow_evicting_redis = false;  // start on a Redis whose maxmemory-policy may evict
-  std::string log_level = "info";     // trace | debug | info | warn | error
-  std::string log_format = "text";    // text | json (JSON lines on stderr)
-  double access_log_sample = 0;       // a fraction 0..1 of requests logged (1 in round(1/x))
+  std::vector<std::string> cors_origin;  // origins whose pages may call the public API (CORS)
+  bool allow_evicting_redis = false;     // start on a Redis whose maxmemory-policy may evict
+  std::string log_level = "info";        // trace | debug | info | warn | error
+  std::string log_format = "text";       // text | json (JSON lines on stderr)
+  double access_log_sample = 0;          // a fraction 0..1 of requests logged (1 in round(1/x))
 
   friend bool operator==(const ServeConfig&, const ServeConfig&) = default;
 };

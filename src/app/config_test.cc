@@ -406,6 +406,7 @@ const std::vector<Listed>& EverySetting() {
       {"--expire-every-ms", "5000", "FLASHSALE_EXPIRE_EVERY_MS"},
       {"--rebuild-grace-ms", "20000", "FLASHSALE_REBUILD_GRACE_MS"},
       {"--trust-forwarded-for", "false", "FLASHSALE_TRUST_FORWARDED_FOR"},
+      {"--cors-origin", "none", "FLASHSALE_CORS_ORIGIN"},
       {"--log-level", "info", "FLASHSALE_LOG_LEVEL"},
   };
   return listed;
@@ -519,6 +520,31 @@ TEST_F(ConfigTest, SecretsUnder16BytesAreRefusedFromEverySource) {
     // Empty is not a short secret: it means generated (or, for the gateway, not asked).
     EXPECT_TRUE(Parse({}, {{env, ""}}) == ServeConfig{});
   }
+}
+
+// Issue 32 point 11: the origins a shop front may call the public API from.
+TEST_F(ConfigTest, CorsOriginsAreAListFromTheFlagTheVariableAndTheFile) {
+  const ServeConfig two = Parse({"--cors-origin", "http://shop.example,https://b.example:8443"});
+  EXPECT_FALSE(two == ServeConfig{});
+  EXPECT_TRUE(Parse({"--cors-origin", "http://shop.example", "--cors-origin",
+                     "https://b.example:8443"}) == two);
+  EXPECT_TRUE(
+      Parse({}, {{"FLASHSALE_CORS_ORIGIN", "http://shop.example, https://b.example:8443"}}) == two);
+  const std::string array =
+      Write("cors.toml", "cors-origin = [\"http://shop.example\", \"https://b.example:8443\"]\n");
+  EXPECT_TRUE(Parse({"--config", array}) == two);
+  const std::string text =
+      Write("cors.toml", "cors_origin = \"http://shop.example,https://b.example:8443\"\n");
+  EXPECT_TRUE(Parse({"--config", text}) == two);
+  EXPECT_FALSE(Parse({"--cors-origin", "*"}) == ServeConfig{});
+  for (const char* bad : {"shop.example", "http://shop.example/", "http://shop.example/path",
+                          "ftp://shop.example", "http://", "http://a.example,,http://b.example"}) {
+    SCOPED_TRACE(bad);
+    const std::string error = ErrorOf({"--cors-origin", bad});
+    EXPECT_NE(error.find("setting 'cors-origin' from --cors-origin"), std::string::npos) << error;
+  }
+  const std::string numbers = Write("cors.toml", "cors-origin = [1, 2]\n");
+  EXPECT_NE(ErrorOf({"--config", numbers}).find("cors-origin"), std::string::npos);
 }
 
 }  // namespace

@@ -316,6 +316,7 @@ server::ServerOptions ServerOptionsFor(const ServeConfig& config, const HostPort
   options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
   options.trust_forwarded_for = config.trust_forwarded_for;
+  options.cors_origins = config.cors_origin;
   options.access_log_every = AccessLogEvery(config.access_log_sample);
   return options;
 }

@@ -483,5 +483,83 @@ TEST(FirstWeekProcessTest, ARestartedSoldOutDemoSaysSoAndWhatSoldCannotBeDeleted
   EXPECT_EQ(client.Get("/api/v1/activities/demo").status, 200);
 }
 
+// --- 11. CORS -----------------------------------------------------------------------------------
+
+TEST(FirstWeekProcessTest, CorsAnswersPreflightsOfThePublicRoutesForAllowedOriginsOnly) {
+  const std::string shop = "http://shop.example";
+  Service service({"--demo", "--cors-origin", shop + ",https://other.example:8443"});
+  ASSERT_TRUE(service.Start());
+  HttpClient client("127.0.0.1", service.port);
+  auto preflight = [&](const std::string& target, const std::string& origin,
+                       const std::string& method) {
+    return client.Request("OPTIONS", target, "",
+                          {{"Origin", origin},
+                           {"Access-Control-Request-Method", method},
+                           {"Access-Control-Request-Headers", "content-type,x-user-id"}});
+  };
+  struct Public {
+    std::string target, method;
+  };
+  for (const Public& route : std::vector<Public>{
+           {"/api/v1/activities/demo/purchase", "POST"},
+           {"/api/v1/activities/demo-lottery/draw", "POST"},
+           {"/api/v1/activities/demo-lottery/tickets/t1", "GET"},
+           {"/api/v1/activities", "GET"},
+           {"/api/v1/activities/demo", "GET"},
+           {"/api/v1/config", "GET"},
+           {"/api/v1/orders", "GET"},
+           {"/api/v1/orders/o1/pay", "POST"},
+       }) {
+    SCOPED_TRACE(route.target);
+    auto answer = preflight(route.target, shop, route.method);
+    EXPECT_EQ(answer.status, 204) << answer.body;
+    EXPECT_EQ(answer.headers["access-control-allow-origin"], shop);
+    EXPECT_NE(answer.headers["access-control-allow-methods"].find(route.method), std::string::npos)
+        << answer.headers["access-control-allow-methods"];
+    EXPECT_NE(Lower(answer.headers["access-control-allow-headers"]).find("x-user-id"),
+              std::string::npos)
+        << answer.headers["access-control-allow-headers"];
+    EXPECT_NE(answer.headers["vary"].find("Origin"), std::string::npos);
+    EXPECT_TRUE(answer.body.empty()) << answer.body;
+    // Another origin is told nothing.
+    auto stranger = preflight(route.target, "http://evil.example", route.method);
+    EXPECT_EQ(stranger.headers.count("access-control-allow-origin"), 0u);
+  }
+  // Never for the admin routes.
+  for (const std::string target :
+       {"/api/v1/admin/activities", "/api/v1/admin/activities/demo", "/api/v1/admin/tokens"}) {
+    SCOPED_TRACE(target);
+    auto answer = preflight(target, shop, "GET");
+    EXPECT_EQ(answer.status, 405) << answer.body;
+    EXPECT_EQ(answer.headers.count("access-control-allow-origin"), 0u);
+  }
+  // The actual replies: the origin allowed, only for an allowed origin and a public route.
+  auto bought =
+      client.Post("/api/v1/activities/demo/purchase", "", {{"X-User-Id", "ann"}, {"Origin", shop}});
+  EXPECT_EQ(bought.status, 200) << bought.body;
+  EXPECT_EQ(bought.headers["access-control-allow-origin"], shop);
+  auto other = client.Get("/api/v1/activities", {{"Origin", "https://other.example:8443"}});
+  EXPECT_EQ(other.headers["access-control-allow-origin"], "https://other.example:8443");
+  auto stranger = client.Post("/api/v1/activities/demo/purchase", "",
+                              {{"X-User-Id", "bob"}, {"Origin", "http://evil.example"}});
+  EXPECT_EQ(stranger.status, 200) << stranger.body;
+  EXPECT_EQ(stranger.headers.count("access-control-allow-origin"), 0u);
+  auto no_origin = client.Get("/api/v1/activities");
+  EXPECT_EQ(no_origin.headers.count("access-control-allow-origin"), 0u);
+  auto admin_headers = service.Admin();
+  admin_headers["Origin"] = shop;
+  auto admin = client.Get("/api/v1/admin/activities", admin_headers);
+  EXPECT_EQ(admin.status, 200) << admin.body;
+  EXPECT_EQ(admin.headers.count("access-control-allow-origin"), 0u);
+
+  // A malformed origin is refused at startup, naming it.
+  const Finished bad =
+      RunToExit(ServeArgs(FreePort(), service.tmp / "bad", {"--cors-origin", "shop.example"}),
+                service.tmp, "bad.log");
+  EXPECT_EQ(ExitCode(bad.status), 2) << bad.output;
+  EXPECT_NE(bad.output.find("cors-origin"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("shop.example"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace flashsale
