@@ -6,6 +6,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <charconv>
 #include <ctime>
 #include <vector>
 
@@ -317,10 +318,9 @@ std::string DeadLettersText(std::string_view body) {
     }
     const std::string dead_ms = Text(l, "dead_ms");
     int64_t ms = 0;
-    const bool numeric =
-        !dead_ms.empty() &&
-        std::all_of(dead_ms.begin(), dead_ms.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (numeric) ms = std::stoll(dead_ms);
+    const char* end = dead_ms.data() + dead_ms.size();
+    const auto [ptr, ec] = std::from_chars(dead_ms.data(), end, ms);
+    const bool numeric = !dead_ms.empty() && ec == std::errc() && ptr == end;
     rows.push_back({Text(l, "id"), order, user, Text(l, "deliveries"),
                     numeric ? UtcMinute(ms) : dead_ms, Text(l, "error")});
   }
