@@ -332,6 +332,10 @@
       case -6:
         show("err", "conflict", "That order id belongs to someone else; press again.");
         return;
+      case -12:
+        // The attempt's key was used for another request (the page makes a new one per attempt).
+        show("err", "idempotency_key_reused", "That attempt was refused (its key had been used for another request); press again.");
+        return;
       case -7: {
         const seconds = FS.retryAfterSeconds(answer);
         block(seconds);

@@ -86,13 +86,14 @@ TEST(OutcomeTest, CodesRoundTrip) {
     EXPECT_NE(StatusWord(*outcome), "unknown");
   }
   // The replay's order states a script reports; the service's own codes are not a script's.
-  for (const Outcome outcome : {Outcome::kCancelled, Outcome::kRefused}) {
+  for (const Outcome outcome : {Outcome::kCancelled, Outcome::kRefused, Outcome::kKeyReused}) {
     EXPECT_EQ(OutcomeFromCode(static_cast<int>(outcome)), outcome);
   }
   EXPECT_FALSE(OutcomeFromCode(3).has_value());
   EXPECT_FALSE(OutcomeFromCode(4).has_value());
   EXPECT_FALSE(OutcomeFromCode(-9).has_value());
-  EXPECT_FALSE(OutcomeFromCode(-12).has_value());
+  EXPECT_FALSE(OutcomeFromCode(-13).has_value());
+  EXPECT_EQ(StatusWord(Outcome::kKeyReused), "idempotency_key_reused");
   EXPECT_EQ(StatusWord(Outcome::kPaid), "paid");
   EXPECT_EQ(StatusWord(Outcome::kCompensationDue), "compensation_due");
   EXPECT_EQ(StatusWord(Outcome::kCancelled), "cancelled");

@@ -36,6 +36,8 @@ std::string_view StatusWord(Outcome outcome) {
       return "cancelled";
     case Outcome::kRefused:
       return "refused";
+    case Outcome::kKeyReused:
+      return "idempotency_key_reused";
   }
   return "unknown";
 }
@@ -70,7 +72,8 @@ std::optional<Outcome> OutcomeFromCode(int64_t code) {
     return static_cast<Outcome>(code);
   }
   if (code == static_cast<int>(Outcome::kCancelled) ||
-      code == static_cast<int>(Outcome::kRefused)) {
+      code == static_cast<int>(Outcome::kRefused) ||
+      code == static_cast<int>(Outcome::kKeyReused)) {
     return static_cast<Outcome>(code);
   }
   return std::nullopt;

@@ -31,6 +31,9 @@ enum class Outcome : int {
   // Order states a replay reports (a script's replay, from the order's record in Redis):
   kCancelled = -10,  // the order was cancelled (expired unpaid, or released): its units went back
   kRefused = -11,    // the record refused the order (dead-lettered): its units went back
+  // The Idempotency-Key was used before with another request (another activity, action or
+  // quantity): refused, nothing done (HTTP 422).
+  kKeyReused = -12,
 };
 
 // Whether a replayed outcome is an order's state (an order exists under its order id): reserved

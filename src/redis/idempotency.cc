@@ -1,5 +1,7 @@
 #include "redis/idempotency.h"
 
+#include <charconv>
+
 #include "base/ids.h"
 #include "redis/seckill.h"
 
@@ -13,6 +15,7 @@ using base::Result;
 IdempotencyRecords::IdempotencyRecords(ScriptRunner& runner, std::string key_namespace)
     : runner_(runner),
       namespace_(std::move(key_namespace)),
+      namespace_keys_(namespace_),
       replay_(runner.scripts().Get("idempotency_replay")),
       found_(replay_, "found"),
       code_(replay_, "code"),
@@ -23,7 +26,8 @@ IdempotencyRecords::IdempotencyRecords(ScriptRunner& runner, std::string key_nam
 
 asio::awaitable<Result<KeyReplay>> IdempotencyRecords::Replay(std::string_view activity_id,
                                                               std::string_view token,
-                                                              std::string_view user_id) {
+                                                              std::string_view user_id,
+                                                              int64_t quantity) {
   if (!core::IsValidActivityId(activity_id) || !base::IsValidId(token) ||
       !base::IsValidId(user_id)) {
     co_return MakeError(ErrorCode::kInvalidArgument,
@@ -38,7 +42,8 @@ asio::awaitable<Result<KeyReplay>> IdempotencyRecords::Replay(std::string_view a
       .Key("prizes", keys.prizes())
       .Key("orders", keys.orders())
       .Key("idem", idem)
-      .Arg("user_id", user_id);
+      .Arg("user_id", user_id)
+      .Arg("quantity", quantity);
   auto reply = co_await Await(runner_, call);
   auto read = ScriptReply::Read(replay_, reply);
   if (!read) co_return std::move(read).error();
@@ -66,6 +71,57 @@ asio::awaitable<Result<KeyReplay>> IdempotencyRecords::Replay(std::string_view a
   replay.count = read->Int(count_);
   replay.detail = read->Str(detail_);
   co_return replay;
+}
+
+namespace {
+
+base::Status CheckToken(std::string_view token) {
+  if (base::IsValidId(token)) return {};
+  return MakeError(ErrorCode::kInvalidArgument, "an idempotency key's token must be an id");
+}
+
+}  // namespace
+
+asio::awaitable<Result<KeyClaim>> IdempotencyRecords::Claim(std::string_view token,
+                                                            std::string_view fingerprint,
+                                                            int64_t ttl_ms) {
+  if (auto valid = CheckToken(token); !valid) co_return std::move(valid).error();
+  if (ttl_ms < 1) co_return MakeError(ErrorCode::kInvalidArgument, "claim ttl must be >= 1 ms");
+  char ttl[24];
+  const auto end = std::to_chars(ttl, ttl + sizeof ttl, ttl_ms).ptr;
+  const std::string key = namespace_keys_.IdempotencyClaim(token);
+  const Command set({"SET", key, fingerprint, "NX", "GET", "PX", std::string_view(ttl, end - ttl)});
+  auto reply = co_await Await(runner_.connection(), set);
+  if (!reply.ok()) co_return std::move(reply).error();
+  if (reply->is_nil()) co_return KeyClaim{};
+  if (!reply->is_string()) {
+    co_return MakeError(ErrorCode::kProtocol, "SET NX GET: unexpected {}", reply->Describe());
+  }
+  if (reply->str() == fingerprint) co_return KeyClaim{.state = KeyClaim::State::kSame};
+  co_return KeyClaim{.state = KeyClaim::State::kOther, .held = std::string(reply->str())};
+}
+
+asio::awaitable<Result<std::optional<std::string>>> IdempotencyRecords::Claimed(
+    std::string_view token) {
+  if (auto valid = CheckToken(token); !valid) co_return std::move(valid).error();
+  const std::string key = namespace_keys_.IdempotencyClaim(token);
+  const Command get({"GET", key});
+  auto reply = co_await Await(runner_.connection(), get);
+  if (!reply.ok()) co_return std::move(reply).error();
+  if (reply->is_nil()) co_return std::optional<std::string>();
+  if (!reply->is_string()) {
+    co_return MakeError(ErrorCode::kProtocol, "GET: unexpected {}", reply->Describe());
+  }
+  co_return std::optional<std::string>(std::string(reply->str()));
+}
+
+asio::awaitable<base::Status> IdempotencyRecords::Unclaim(std::string_view token) {
+  if (auto valid = CheckToken(token); !valid) co_return std::move(valid).error();
+  const std::string key = namespace_keys_.IdempotencyClaim(token);
+  const Command del({"DEL", key});
+  auto reply = co_await Await(runner_.connection(), del);
+  if (!reply.ok()) co_return std::move(reply).error();
+  co_return base::Status();
 }
 
 }  // namespace flashsale::redis

@@ -44,6 +44,12 @@ class OutcomeBody {
         status_ = http::status::service_unavailable;
         retry_after_s_ = RetryAfterSeconds(retry_after_ms);
         break;
+      case Outcome::kKeyReused:
+        status_ = http::status::unprocessable_entity;
+        w_.Key("error").String(
+            "this Idempotency-Key was used before with another request (another activity, "
+            "action or quantity); nothing was done: send a new request with a new key");
+        break;
       default:
         break;
     }

@@ -26,6 +26,7 @@ constexpr std::array<std::string_view, static_cast<size_t>(Word::kCount)> kWords
     "compensation_due",
     "cancelled",
     "refused",
+    "idempotency_key_reused",
     "queued",
     "pending",
     "ok",
@@ -90,6 +91,8 @@ Word WordFor(core::Outcome outcome) {
       return Word::kCancelled;
     case core::Outcome::kRefused:
       return Word::kRefused;
+    case core::Outcome::kKeyReused:
+      return Word::kKeyReused;
   }
   return Word::kError;
 }

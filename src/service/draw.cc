@@ -128,11 +128,15 @@ asio::awaitable<Result<DrawResult>> DrawNow(ServiceContext& context,
 asio::awaitable<Result<DrawResult>> ReplayOrRefuse(ServiceContext& context,
                                                    const AdmissionRequest& request,
                                                    const Refusal& refusal) {
-  auto found = co_await FindKeyReplay(context, request);
+  auto found = co_await FindKeyReplay(context, request, Use::kDraw);
   if (!found.ok()) co_return std::move(found).error();
   using Kind = redis::KeyReplay::Kind;
   if (found->kind == Kind::kNone) co_return RefusedResult<DrawResult>(refusal);
   DrawResult result;
+  if (found->outcome == Outcome::kKeyReused) {
+    result.outcome = Outcome::kKeyReused;
+    co_return result;
+  }
   result.replayed = true;
   if (found->kind == Kind::kTicket) {
     result.ticket = std::move(found->order_id);
@@ -146,6 +150,33 @@ asio::awaitable<Result<DrawResult>> ReplayOrRefuse(ServiceContext& context,
   bool refund_due = false;
   co_await ReadOrderState(context, result.order_id, result.outcome, refund_due);
   co_return result;
+}
+
+// What a draw did, for its key's claim (service/replay.h): a ticket or a draw made (won or not).
+KeyFate FateOf(const Result<DrawResult>& result) {
+  if (!result.ok()) return KeyFate::kNothing;
+  if (result->unknown) return KeyFate::kUnknown;
+  if (result->replayed) return KeyFate::kReplayed;
+  const bool made = !result->ticket.empty() || result->outcome == Outcome::kReserved ||
+                    result->outcome == Outcome::kNoPrize;
+  return made ? KeyFate::kMade : KeyFate::kNothing;
+}
+
+// The draw (or the queue's ticket) of a request; with an Idempotency-Key, between the key's claim
+// and its settling.
+asio::awaitable<Result<DrawResult>> DrawOrEnqueue(ServiceContext& context,
+                                                  const AdmissionRequest& request,
+                                                  const Admitted& admission) {
+  return admission.record->activity.lottery->admission == core::Admission::kDirect
+             ? DrawNow(context, request, admission)
+             : Enqueue(context, request, admission);
+}
+asio::awaitable<Result<DrawResult>> DrawWithKey(ServiceContext& context,
+                                                const AdmissionRequest& request,
+                                                const Admitted& admission) {
+  co_return co_await DecideWithKey<DrawResult>(
+      context, request, Use::kDraw, [&] { return DrawOrEnqueue(context, request, admission); },
+      FateOf);
 }
 
 }  // namespace
@@ -196,9 +227,8 @@ asio::awaitable<Result<DrawResult>> Draw(ServiceContext& context, AdmissionReque
   co_return co_await AdmitThen<DrawResult>(
       context, request, Use::kDraw,
       [&](const Admitted& admission) {
-        return admission.record->activity.lottery->admission == core::Admission::kDirect
-                   ? DrawNow(context, request, admission)
-                   : Enqueue(context, request, admission);
+        return admission.idempotency_token.empty() ? DrawOrEnqueue(context, request, admission)
+                                                   : DrawWithKey(context, request, admission);
       },
       [&](const Refusal& refusal) { return ReplayOrRefuse(context, request, refusal); });
 }

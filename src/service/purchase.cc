@@ -77,12 +77,16 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
 asio::awaitable<Result<PurchaseResult>> ReplayOrRefuse(ServiceContext& context,
                                                        const PurchaseRequest& request,
                                                        const Refusal& refusal) {
-  auto found = co_await FindKeyReplay(context, request);
+  auto found = co_await FindKeyReplay(context, request, Use::kPurchase);
   if (!found.ok()) co_return std::move(found).error();
   if (found->kind != redis::KeyReplay::Kind::kOutcome) {
     co_return RefusedResult<PurchaseResult>(refusal);
   }
   PurchaseResult result;
+  if (found->outcome == Outcome::kKeyReused) {
+    result.outcome = Outcome::kKeyReused;
+    co_return result;
+  }
   result.outcome = found->outcome;
   result.replayed = true;
   result.order_id = std::move(found->order_id);
@@ -97,12 +101,32 @@ asio::awaitable<Result<PurchaseResult>> ReplayOrRefuse(ServiceContext& context,
   co_return result;
 }
 
+// What a purchase did, for its key's claim (service/replay.h).
+KeyFate FateOf(const Result<PurchaseResult>& result) {
+  if (!result.ok()) return KeyFate::kNothing;
+  if (result->unknown) return KeyFate::kUnknown;
+  if (result->replayed) return KeyFate::kReplayed;
+  return result->outcome == Outcome::kReserved ? KeyFate::kMade : KeyFate::kNothing;
+}
+
+// A purchase with an Idempotency-Key: the reservation between the key's claim and its settling.
+asio::awaitable<Result<PurchaseResult>> ReserveWithKey(ServiceContext& context,
+                                                       const PurchaseRequest& request,
+                                                       const Admitted& admission) {
+  co_return co_await DecideWithKey<PurchaseResult>(
+      context, request, Use::kPurchase, [&] { return Reserve(context, request, admission); },
+      FateOf);
+}
+
 }  // namespace
 
 asio::awaitable<Result<PurchaseResult>> Purchase(ServiceContext& context, PurchaseRequest request) {
   co_return co_await AdmitThen<PurchaseResult>(
       context, request, Use::kPurchase,
-      [&](const Admitted& admission) { return Reserve(context, request, admission); },
+      [&](const Admitted& admission) {
+        return admission.idempotency_token.empty() ? Reserve(context, request, admission)
+                                                   : ReserveWithKey(context, request, admission);
+      },
       [&](const Refusal& refusal) { return ReplayOrRefuse(context, request, refusal); });
 }
 

@@ -172,8 +172,8 @@ TEST_F(ReplayTest, ATicketReportsItsWinAsItIsNow) {
 // seen.
 TEST_F(ReplayTest, TheGatesReplayReadsWhatTheScriptsLeftUnderAKey) {
   IdempotencyRecords records(*runner_, ns_);
-  auto replay = [&](const std::string& activity, const std::string& token) {
-    auto found = io_.Run(records.Replay(activity, token, "alice"));
+  auto replay = [&](const std::string& activity, const std::string& token, int64_t quantity = 1) {
+    auto found = io_.Run(records.Replay(activity, token, "alice", quantity));
     EXPECT_TRUE(found.ok()) << found.error().ToString();
     return found.ok() ? *found : KeyReplay{};
   };
@@ -183,7 +183,7 @@ TEST_F(ReplayTest, TheGatesReplayReadsWhatTheScriptsLeftUnderAKey) {
   ASSERT_TRUE(SetUpActivity(coupons).ok());
   EXPECT_EQ(replay("gate", "never").kind, KeyReplay::Kind::kNone);
   ASSERT_EQ(Reserve("gate", "o1", "alice", 2, 1500, "tok")->outcome, Outcome::kReserved);
-  KeyReplay order = replay("gate", "tok");
+  KeyReplay order = replay("gate", "tok", 2);
   EXPECT_EQ(order.kind, KeyReplay::Kind::kOutcome);
   EXPECT_EQ(order.outcome, Outcome::kReserved);
   EXPECT_EQ(order.order_id, "o1");
@@ -191,8 +191,8 @@ TEST_F(ReplayTest, TheGatesReplayReadsWhatTheScriptsLeftUnderAKey) {
   EXPECT_EQ(order.detail, "c1 c2");
   EXPECT_EQ(order.remaining, 1);
   ASSERT_EQ(Release("gate", "o1")->outcome, ReleaseOutcome::kReleased);
-  EXPECT_EQ(replay("gate", "tok").outcome, Outcome::kCancelled);
-  EXPECT_EQ(replay("gate", "tok").remaining, 3);
+  EXPECT_EQ(replay("gate", "tok", 2).outcome, Outcome::kCancelled);
+  EXPECT_EQ(replay("gate", "tok", 2).remaining, 3);
 
   ASSERT_TRUE(SetUpActivity(Lottery("gatewin", {{"mug", "Mug", 1, 5}})).ok());
   ASSERT_EQ(Draw("gatewin", "w1", "alice", "tok")->outcome, Outcome::kReserved);
@@ -265,6 +265,65 @@ TEST_F(ReplayTest, TenThousandRefusalsWithFreshKeysKeepNothing) {
   EXPECT_LT(UsedMemory() - memory_before, 256 * 1024);
   // The key that reserved still replays.
   EXPECT_EQ(Reserve("bound", "o1", "alice", 1, 1500, "first")->order_id, "o0");
+}
+
+// The fourth reproduction at the script: a reservation of 1 under a key, then the key with
+// a quantity of 3 answered "reserved, quantity 3, replayed". Another quantity under a used key is
+// another request: -12, nothing taken; the same quantity replays.
+TEST_F(ReplayTest, AKeyKeptWithAnotherQuantityIsRefused) {
+  ASSERT_TRUE(SetUpActivity(Activity("qty", 10, 5)).ok());
+  ASSERT_EQ(Reserve("qty", "o1", "alice", 1, 1500, "tok")->outcome, Outcome::kReserved);
+  auto other = Reserve("qty", "o2", "alice", 3, 1500, "tok");
+  ASSERT_TRUE(other.ok()) << other.error().ToString();
+  EXPECT_EQ(other->outcome, Outcome::kKeyReused);
+  EXPECT_FALSE(other->replayed);
+  EXPECT_EQ(Status("qty").reserved, 1) << "nothing taken";
+  auto same = Reserve("qty", "o3", "alice", 1, 1500, "tok");
+  EXPECT_EQ(same->outcome, Outcome::kReserved);
+  EXPECT_EQ(same->order_id, "o1");
+  // Within one batch: the key's reservation, then the key with another quantity.
+  std::vector<ReserveRequest> batch = {{.order_id = "o4",
+                                        .user_id = "bob",
+                                        .quantity = 1,
+                                        .now_ms = 1500,
+                                        .idempotency_token = "tok2",
+                                        .idempotency_ttl_ms = 60'000},
+                                       {.order_id = "o5",
+                                        .user_id = "bob",
+                                        .quantity = 2,
+                                        .now_ms = 1500,
+                                        .idempotency_token = "tok2",
+                                        .idempotency_ttl_ms = 60'000}};
+  auto results = io_.Run(scripts_->AsyncReserveBatch("qty", batch, boost::asio::use_awaitable));
+  ASSERT_TRUE(results.ok()) << results.error().ToString();
+  EXPECT_EQ((*results)[0]->outcome, Outcome::kReserved);
+  EXPECT_EQ((*results)[1]->outcome, Outcome::kKeyReused);
+  EXPECT_EQ(Status("qty").reserved, 2);
+  // The gate's replay reads the same.
+  IdempotencyRecords records(*runner_, ns_);
+  EXPECT_EQ(io_.Run(records.Replay("qty", "tok", "alice", 3))->outcome, Outcome::kKeyReused);
+  EXPECT_EQ(io_.Run(records.Replay("qty", "tok", "alice", 1))->outcome, Outcome::kReserved);
+}
+
+// The service-wide claim of a key (SET NX GET): the first request's fingerprint, a retry's same,
+// another's refused; dropped, the key is free again.
+TEST_F(ReplayTest, AKeysClaimHoldsTheFingerprintOfItsFirstRequest) {
+  IdempotencyRecords records(*runner_, ns_);
+  auto claim = io_.Run(records.Claim("tok", "a|purchase|1", 60'000));
+  ASSERT_TRUE(claim.ok()) << claim.error().ToString();
+  EXPECT_EQ(claim->state, KeyClaim::State::kClaimed);
+  EXPECT_EQ(io_.Run(records.Claim("tok", "a|purchase|1", 60'000))->state, KeyClaim::State::kSame);
+  auto other = io_.Run(records.Claim("tok", "b|purchase|1", 60'000));
+  EXPECT_EQ(other->state, KeyClaim::State::kOther);
+  EXPECT_EQ(other->held, "a|purchase|1");
+  EXPECT_EQ(io_.Run(records.Claimed("tok"))->value_or(""), "a|purchase|1");
+  const int64_t ttl = server_->Integer({"PTTL", ns_ + ":idem:{tok}"});
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 60'000);
+  ASSERT_TRUE(io_.Run(records.Unclaim("tok")).ok());
+  EXPECT_FALSE(io_.Run(records.Claimed("tok"))->has_value());
+  EXPECT_EQ(io_.Run(records.Claim("tok", "b|purchase|1", 60'000))->state,
+            KeyClaim::State::kClaimed);
 }
 
 }  // namespace

@@ -395,5 +395,54 @@ TEST_F(ReplayHttpTest, TenThousandRefusedPurchasesWithFreshKeysLeaveRedisWithinA
   EXPECT_TRUE(Json(Buy(client, "flood", "alice", "mine")).at("replayed").as_bool());
 }
 
+// The issue's fourth reproduction: {"quantity":1} with kq1 reserved, then {"quantity":3} with kq1
+// answered "reserved, quantity 3, replayed" for a 1-unit order. A key reused with another request
+// (quantity, activity, action) is refused: 422, nothing done. Keys stay per user.
+TEST_F(ReplayHttpTest, AKeyReusedWithAnotherRequestIsRefused) {
+  ASSERT_EQ(Create(R"({"id":"q1","stock":10,"per_user_limit":5})").status, 201);
+  ASSERT_EQ(Create(R"({"id":"q2","stock":10})").status, 201);
+  ASSERT_EQ(Create(R"({"id":"ql","kind":"lottery",
+                       "prizes":[{"id":"mug","name":"A mug","weight":1,"stock":3}]})")
+                .status,
+            201);
+  HttpClient client = server_->Client();
+  auto first = Buy(client, "q1", "alice", "kq1", R"({"quantity":1})");
+  ASSERT_EQ(Int(Json(first), "code"), 1) << first.body;
+
+  auto more = Buy(client, "q1", "alice", "kq1", R"({"quantity":3})");
+  EXPECT_EQ(more.status, 422) << more.body;
+  EXPECT_EQ(Int(Json(more), "code"), -12) << more.body;
+  EXPECT_EQ(Str(Json(more), "status"), "idempotency_key_reused");
+  EXPECT_FALSE(Str(Json(more), "error").empty());
+  auto elsewhere = Buy(client, "q2", "alice", "kq1", R"({"quantity":1})");
+  EXPECT_EQ(elsewhere.status, 422) << "another activity: " << elsewhere.body;
+  auto drawn = Draw(client, "ql", "alice", "kq1");
+  EXPECT_EQ(drawn.status, 422) << "another action: " << drawn.body;
+  // The same request again replays; another user's key of the same name is theirs.
+  auto again = Buy(client, "q1", "alice", "kq1", R"({"quantity":1})");
+  EXPECT_EQ(Int(Json(again), "code"), 1) << again.body;
+  EXPECT_EQ(Int(Json(again), "quantity"), 1);
+  EXPECT_TRUE(Json(again).at("replayed").as_bool());
+  EXPECT_EQ(Int(Json(Buy(client, "q1", "bob", "kq1", R"({"quantity":3})")), "code"), 1);
+  const auto remaining = [&](const std::string& id) {
+    return Int(Json(client.Get("/api/v1/admin/activities/" + id, server_->Admin())).at("redis"),
+               "remaining");
+  };
+  EXPECT_EQ(remaining("q1"), 6) << "alice's 1 and bob's 3";
+  EXPECT_EQ(remaining("q2"), 10);
+  EXPECT_EQ(remaining("ql"), 3);
+
+  // Past a gate the same: q2 closed, alice's used key is refused as reused, a fresh one closed.
+  ASSERT_EQ(client.Post("/api/v1/admin/activities/q2/close", "", server_->Admin()).status, 200);
+  EXPECT_EQ(Buy(client, "q2", "alice", "kq1").status, 422);
+  EXPECT_EQ(Int(Json(Buy(client, "q2", "alice", "fresh")), "code"), -5);
+  // A refused request keeps nothing under its key (the gate's refusal, the script's): the key
+  // serves another request later.
+  EXPECT_EQ(Int(Json(Buy(client, "q2", "carol", "kc")), "code"), -5);
+  EXPECT_EQ(Int(Json(Buy(client, "q1", "carol", "kc", R"({"quantity":2})")), "code"), 1);
+  EXPECT_EQ(Int(Json(Buy(client, "q1", "dave", "kd", R"({"quantity":6})")), "code"), -9);
+  EXPECT_EQ(Int(Json(Buy(client, "q1", "dave", "kd", R"({"quantity":1})")), "code"), 1);
+}
+
 }  // namespace
 }  // namespace flashsale::server

@@ -6,15 +6,16 @@
 -- reserve, draw and enqueue scripts write under the key (seckill_reserve.lua, lottery_draw.lua,
 -- lottery_enqueue.lua) and answers as their replays do; decides nothing, writes nothing.
 -- KEYS: meta stock items prizes orders idem
--- ARGV: user_id
+-- ARGV: user_id quantity
 -- RETURNS: {found:int [code:int remaining:int count:int order_id:str detail:str]}
 -- Returns {0} the key is not known here (or the activity is not loaded); {1, code, remaining,
 -- count, order_id, detail}: the first request's outcome, a sale's order as it is now (code 1
 -- reserved, -10 cancelled, -11 refused; count its units, 0 when not known; detail its items) or
 -- a draw's (code 1 won, 2 no prize, -11 refused, -10 released; count the user's draws then;
 -- detail the prize id), or a refusal a previous version kept (its code; count: units held or
--- draws), or -6 when the order is another user's; {2, 0, 0, 0, ticket_id, ''}: a queued draw's
--- ticket.
+-- draws), or -6 when the order is another user's, or -12 when a sale's key was kept with
+-- another quantity than `quantity` (another request under a used key); {2, 0, 0, 0, ticket_id,
+-- ''}: a queued draw's ticket.
 local kind = redis.call('HGET', KEYS[1], 'kind')
 local first = kind and redis.call('GET', KEYS[6])
 if not first then return {0} end
@@ -24,6 +25,10 @@ if string.sub(first, 1, 2) == 'T|' then return {2, 0, 0, 0, string.sub(first, 3)
 local code, count, order_id, rest = string.match(first, '^(-?%d+)|(%d+)|([^|]*)|?(.*)$')
 if not code then return {0} end
 code, count = tonumber(code), tonumber(count)
+local lottery = kind == 'lottery'
+if not lottery and code == 1 and string.find(rest, '^%d+$') and rest ~= ARGV[2] then
+  return {1, -12, 0, 0, '', ''}
+end
 local remaining = 0
 if kind == 'counted' then
   remaining = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -32,7 +37,6 @@ elseif kind == 'items' then
 else
   for _, left in ipairs(redis.call('HVALS', KEYS[4])) do remaining = remaining + tonumber(left) end
 end
-local lottery = kind == 'lottery'
 local record = (code == 1 or (lottery and code == 2)) and redis.call('HGET', KEYS[5], order_id)
 if not record then
   -- A refusal a previous version kept, or an order whose record is gone: as the key says (a

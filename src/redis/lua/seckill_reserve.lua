@@ -10,7 +10,9 @@
 --     call's reservation and takes nothing more, whatever the sale's state is now (closed, sold
 --     out, the user at the limit);
 --   an idempotency key (idem_ttl_ms > 0): a reservation made with that key is kept under it for
---     idem_ttl_ms ("1|0|order_id") and returned to every retry, with the first call's order id. A
+--     idem_ttl_ms ("1|0|order_id|quantity") and returned to every retry, with the first call's
+--     order id; a request with the key and another quantity is another request under a used
+--     key, refused (-12), nothing taken (the service checks the activity and the action). A
 --     refusal is not kept: it took nothing, and a retry is decided again (what Redis decided once
 --     it decides the same way while nothing changed), so a client sending fresh keys costs Redis
 --     no memory; keys are kept only for reservations, at most the per-user limit's worth per user
@@ -51,9 +53,9 @@
 -- Returns one group per request, in order: {code, replayed, remaining, bought, order_id, items};
 -- items: the item ids taken (itemised stock), space-separated. code 1 reserved, 0 limit reached
 -- (bought = units the user holds), -1 sold out, -2 not started, -3 ended, -4 unknown activity,
--- -5 closed, -6 order id used by another user; a replayed order (replayed = 1): 1 reserved, -10
--- cancelled, -11 refused, and `bought` its units (0: not known, a key's record without its
--- order's).
+-- -5 closed, -6 order id used by another user, -12 the idempotency key was used with another
+-- quantity; a replayed order (replayed = 1): 1 reserved, -10 cancelled, -11 refused, and
+-- `bought` its units (0: not known, a key's record without its order's).
 local W = 6
 if #ARGV % W ~= 0 then
   return redis.error_reply('ERR flashsale: requests of six arguments expected')
@@ -189,7 +191,7 @@ for r = 1, n do
     intents[ni + 4], intents[ni + 5] = item_list, ts
     ni = ni + 5
     if ik > 6 then
-      idem_value[KEYS[ik]] = '1|0|' .. id
+      idem_value[KEYS[ik]] = '1|0|' .. id .. '|' .. qty_s
       local k = #idem_keys + 1
       idem_keys[k], idem_ttls[k] = ik, ttl
     end
@@ -198,13 +200,16 @@ for r = 1, n do
   else
     -- Any other outcome: the order id's record first, so a retry of a recorded order replays
     -- (for an idempotency key's reservation: that order's record).
-    local look, first_code, first_bought = id, nil, nil
+    local look, first_code, first_bought, first_qty = id, nil, nil, ''
     if first then
-      first_code, first_bought, look = string.match(first, '^(-?%d+)|(%d+)|(.*)$')
+      first_code, first_bought, look, first_qty =
+        string.match(first, '^(-?%d+)|(%d+)|([^|]*)|?(%d*)$')
       first_code = tonumber(first_code)
     end
+    -- The key's reservation was of another quantity: another request under a used key.
+    local reused = first_qty ~= '' and first_qty ~= qty_s
     local record = false
-    if not first or first_code == 1 then
+    if (not first or first_code == 1) and not reused then
       if bulk and records then record = records[look] end
       if record == nil or not bulk or not records then
         record = redis.call('HGET', KEYS[5], look)
@@ -215,7 +220,10 @@ for r = 1, n do
     if record then
       state, who, units, items = string.match(record, '^(%a)|([^|]*)|(%d+)|%d+|(.*)$')
     end
-    if record and who ~= user then
+    if reused then
+      reply[nr + 1], reply[nr + 2], reply[nr + 3] = -12, 0, 0
+      reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+    elseif record and who ~= user then
       reply[nr + 1], reply[nr + 2], reply[nr + 3] = -6, 0, 0
       reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
     else
