@@ -39,7 +39,7 @@ namespace {
 asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
                                                const store::ActivityRecord& record) {
   ActivityState state{record, std::nullopt, {}, std::nullopt, std::nullopt};
-  state.frozen = context.frozen();
+  state.frozen = context.Frozen(record.activity.id);
   auto status = co_await context.seckill().AsyncStatus(record.activity.id, asio::use_awaitable);
   if (status.ok()) {
     state.redis = std::move(*status);
@@ -263,6 +263,9 @@ asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::millise
       auto resolved = co_await ResolveRedisEvent(context, *watch, /*may_repair=*/false);
       if (!resolved.ok()) spdlog::debug("redis event: {}", resolved.error().message);
     }
+    if (watch != nullptr && watch->activities().any_frozen()) {
+      co_await ResolveFrozenActivities(context, *watch, /*may_repair=*/false);
+    }
     auto version = co_await state.RegistryVersion();
     if (version.ok()) {
       if (first || *version != seen) {
@@ -275,7 +278,7 @@ asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::millise
       }
     }
     if (*stop) break;
-    timer.expires_after(watch != nullptr && watch->frozen()
+    timer.expires_after(watch != nullptr && (watch->frozen() || watch->activities().any_frozen())
                             ? std::min(every, std::chrono::milliseconds(100))
                             : every);
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));

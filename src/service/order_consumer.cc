@@ -190,11 +190,11 @@ asio::awaitable<void> OrderConsumer::Run(const bool* stop) {
 }
 
 asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
-  // After a Redis restart or failover, nothing is read until the lost-write repair ran; a batch
-  // carries the record's epoch it was read under, so one read before the event is refused by
-  // the record once the repair advanced it (store::Store::InsertOrders).
-  const RedisWatch* watch = context_.settings().redis_watch;
-  if (watch != nullptr && watch->frozen()) co_return 0;
+  // A frozen activity (its Redis lost writes, or its server changed) is not read until its
+  // lost-write repair ran; a batch carries the record's epoch it was read under, so one read
+  // before an event is refused by the record once the repair advanced it
+  // (store::Store::InsertOrders).
+  RedisWatch* watch = context_.settings().redis_watch;
   const std::optional<int64_t> fence =
       watch != nullptr ? std::optional<int64_t>(watch->epoch()) : std::nullopt;
   const SnapshotPtr snapshot = context_.snapshot();
@@ -212,6 +212,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
   for (const auto& activity : snapshot->all()) {
     if (*stop) break;
     const std::string& id = activity.activity.id;
+    if (context_.Frozen(id)) continue;
     if (!groups_ready_[id]) {
       auto created = co_await stream_.EnsureGroup(id);
       if (!created.ok()) {
@@ -398,6 +399,13 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
       metrics_.fenced.Add();
       spdlog::warn("{} held order intents of '{}' refused by the record: {}", orders->size(),
                    activity_id, outcomes.error().message);
+      // A repair (on any instance, for any activity) advanced the fence: what is read from now
+      // on was read after it, and carries its epoch.
+      if (RedisWatch* watch = context_.settings().redis_watch) {
+        const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
+        auto epoch = co_await context_.OnDb(read_fence);
+        if (epoch.ok()) watch->AdoptEpoch(*epoch);
+      }
       co_return outcomes;
     }
     const bool retry = !outcomes.ok() && (outcomes.error().code == ErrorCode::kUnavailable ||
