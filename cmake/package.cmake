@@ -1,7 +1,8 @@
 # Installation and the Debian package (CPack DEB): `scripts/package.sh` builds
 # flashsale_<version>_amd64.deb with the binary, the systemd unit, /etc/flashsale/flashsale.toml
-# (every setting commented at its default, generated from src/app/config.cc), the man page and
-# the system user (sysusers.d, created by postinst).
+# (every setting commented at its default, generated from src/app/config.cc), the man page, the
+# system user (sysusers.d, created by postinst) and /usr/share/doc/flashsale/copyright (Debian's
+# machine-readable format: Apache-2.0, whose text Debian keeps in /usr/share/common-licenses).
 include(GNUInstallDirs)
 
 set(FLASHSALE_DEBIAN_DIR "${PROJECT_SOURCE_DIR}/deploy/debian")
@@ -21,6 +22,7 @@ add_custom_command(
 add_custom_target(flashsale_man ALL DEPENDS "${CMAKE_BINARY_DIR}/flashsale.1.gz")
 install(FILES "${CMAKE_BINARY_DIR}/flashsale.1.gz" DESTINATION share/man/man1)
 install(FILES README.md DESTINATION share/doc/flashsale)
+install(FILES "${FLASHSALE_DEBIAN_DIR}/copyright" DESTINATION share/doc/flashsale)
 install(DIRECTORY deploy/prometheus deploy/grafana DESTINATION share/doc/flashsale/examples)
 install(FILES api/openapi.json DESTINATION share/doc/flashsale)
 
@@ -28,6 +30,8 @@ set(CPACK_GENERATOR "DEB")
 set(CPACK_PACKAGE_NAME "flashsale")
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_CONTACT "flashsale maintainers <flashsale@localhost>")
+# SPDX-License-Identifier: Apache-2.0 (LICENSE; in the package, /usr/share/doc/flashsale/copyright)
+set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "flash sales and lotteries that never oversell, lose or double an order")
 set(CPACK_PACKAGE_DESCRIPTION

@@ -191,11 +191,13 @@
 
   // --- Answers: one message per outcome the service can give. ---
 
+  // The outcome box: `content` is text and elements; null, undefined and "" (a part the answer
+  // does not have) are left out, never shown as text.
   function show(kind, status, ...content) {
     const box = $("outcome");
     box.className = `outcome ${kind}`;
     box.dataset.status = status;
-    box.replaceChildren(...content);
+    box.replaceChildren(...content.filter((part) => part !== null && part !== undefined && part !== ""));
   }
 
   function newKey() {
@@ -228,6 +230,16 @@
     if (answer.status === 400) {
       state.idempotencyKey = null;
       show("err", "bad_request", `The request was refused: ${json.error || "bad request"}.`);
+      return true;
+    }
+    if (answer.status === 503 && json.status === "unknown_outcome") {
+      // Sent, and Redis did not answer in time: it may have been taken. The key is kept, so the
+      // next press asks again and gets the first outcome rather than a second purchase.
+      const seconds = FS.retryAfterSeconds(answer);
+      block(seconds);
+      show("err", "unknown_outcome",
+        `No answer in time: the ${isLottery() ? "draw may have been made" : "purchase may have gone through"}. `,
+        `Press again in ${seconds} s to find out — the retry carries the same key, so it cannot ${isLottery() ? "draw" : "buy"} twice.`);
       return true;
     }
     if (answer.status === 503 && json.code !== -8) {

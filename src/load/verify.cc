@@ -1,5 +1,6 @@
 #include "load/verify.h"
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -12,6 +13,7 @@
 #include <unordered_set>
 
 #include "redis/connection.h"
+#include "redis/inspect.h"
 #include "redis/order_stream.h"
 #include "redis/scripts.h"
 #include "redis/seckill.h"
@@ -37,7 +39,8 @@ class RedisSide {
       : connection_(redis::Connection::Create(io_.get_executor(), options)),
         runner_(connection_, redis::ScriptSet::Embedded()),
         seckill_(runner_, key_namespace),
-        stream_(runner_, key_namespace) {
+        stream_(runner_, key_namespace),
+        inspector_(runner_, key_namespace) {
     connection_->Start();
   }
   ~RedisSide() {
@@ -73,6 +76,12 @@ class RedisSide {
   asio::awaitable<Result<redis::GroupInfo>> Info(std::string_view activity) {
     co_return co_await stream_.Info(activity);
   }
+  // The order records of wins and sales (a lottery's no-prize draws left out).
+  asio::awaitable<Result<int64_t>> OrderRecords(std::string_view activity) {
+    auto orders = co_await inspector_.Orders(activity);
+    if (!orders) co_return std::move(orders).error();
+    co_return static_cast<int64_t>(orders->size());
+  }
 
  private:
   asio::io_context io_{1};
@@ -80,6 +89,7 @@ class RedisSide {
   redis::ScriptRunner runner_;
   redis::SeckillScripts seckill_;
   redis::OrderStream stream_;
+  redis::ActivityInspector inspector_;
 };
 
 VerifyCheck Check(std::string name, bool passed, std::string detail) {
@@ -101,6 +111,17 @@ Result<redis::ActivityStatus> StatusOf(RedisSide& redis, std::string_view activi
   }
 }
 
+// How many of the activity's order records are draws that won nothing: a lottery records every
+// draw in Redis (so that a retry replays it), the database only the wins. 0 for a sale.
+Result<int64_t> NoPrizeRecords(RedisSide& redis, const redis::ActivityStatus& status,
+                               std::string_view activity, std::chrono::milliseconds call_timeout) {
+  if (status.kind != "lottery") return int64_t{0};
+  auto wins =
+      redis.Await(redis.OrderRecords(activity), std::chrono::steady_clock::now() + call_timeout);
+  if (!wins) return std::move(wins).error();
+  return std::max<int64_t>(0, status.orders - *wins);
+}
+
 // Waits for the order pipeline: every intent delivered and acknowledged, or, where Redis cannot
 // say the lag (entries trimmed), nothing pending and the database level with Redis. Sets
 // facts.pipeline (the last reading) and facts.drained.
@@ -120,7 +141,9 @@ base::Status WaitForDrain(RedisSide& redis, store::Store& store, const VerifyOpt
       if (!counts) return std::move(counts).error();
       auto now_status = StatusOf(redis, activity, call_timeout);
       if (!now_status) return std::move(now_status).error();
-      facts.drained = counts->orders == now_status->orders;
+      auto no_prize = NoPrizeRecords(redis, *now_status, activity, call_timeout);
+      if (!no_prize) return std::move(no_prize).error();
+      facts.drained = counts->orders == now_status->orders - *no_prize;
     }
     if (facts.drained || std::chrono::steady_clock::now() >= drain_deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -134,6 +157,9 @@ base::Status ReadFacts(RedisSide& redis, store::Store& store, const VerifyOption
   auto status = StatusOf(redis, options.activity, call_timeout);
   if (!status) return std::move(status).error();
   facts.status = *status;
+  auto no_prize = NoPrizeRecords(redis, *status, options.activity, call_timeout);
+  if (!no_prize) return std::move(no_prize).error();
+  facts.no_prize_records = *no_prize;
   auto counts = store.CountOrders(options.activity);
   if (!counts) return std::move(counts).error();
   facts.counts = *counts;
@@ -195,14 +221,21 @@ Verification CheckSale(const VerifyOptions& options, const SaleFacts& facts) {
   result.checks.push_back(Check("dead letters", info.dead_letters == 0,
                                 fmt::format("{} in the dead-letter stream", info.dead_letters)));
 
+  // Like with like: the database keeps no row for a draw that won nothing.
+  const int64_t order_records = status.orders - facts.no_prize_records;
   const bool db_ok = counts.units == sold && counts.cancelled_units == status.released &&
-                     counts.orders == status.orders;
-  result.checks.push_back(
-      Check("db units", db_ok,
-            fmt::format("database: {} rows, {} live units, {} cancelled; Redis: {} order records, "
-                        "{} units sold, {} released",
-                        counts.orders, counts.units, counts.cancelled_units, status.orders, sold,
-                        status.released)));
+                     counts.orders == order_records;
+  const std::string no_prize =
+      facts.no_prize_records == 0
+          ? ""
+          : fmt::format(" (and {} draws that won nothing, which the database does not keep)",
+                        facts.no_prize_records);
+  result.checks.push_back(Check(
+      "db units", db_ok,
+      fmt::format("database: {} rows, {} live units, {} cancelled; Redis: {} order records{}, "
+                  "{} units sold, {} released",
+                  counts.orders, counts.units, counts.cancelled_units, order_records, no_prize,
+                  sold, status.released)));
 
   std::string over;
   for (const auto& [user, units] : facts.audit.users_over_limit) {

@@ -10,6 +10,8 @@
 //                     drain timeout
 //   dead letters      no order intent parked in the dead-letter stream
 //   db units          the database holds exactly the units sold, one row per Redis order record
+//                     (a lottery's draws that won nothing left out: Redis records them so that a
+//                     retry replays the draw, the database keeps no row for them)
 //   per-user limit    no user holds more than the activity's per-user limit in the database
 //   duplicate orders  no order intent recorded twice in the database
 //   lost intents      every order id the load was told "reserved" is in the database
@@ -59,6 +61,7 @@ struct SaleFacts {
   redis::ActivityStatus status;
   redis::GroupInfo pipeline;  // the last reading while waiting for the drain
   bool drained = false;
+  int64_t no_prize_records = 0;  // of status.orders: a lottery's draws that won nothing
   store::OrderCounts counts;
   store::OrderAudit audit;
   int64_t missing = 0;          // order ids the load was told "reserved" not in the database

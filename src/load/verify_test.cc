@@ -73,5 +73,33 @@ TEST(CheckSaleTest, MoreReservedRepliesThanRedisSoldFail) {
   EXPECT_EQ(v.Failed(), "reserved replies, pipeline drained");
 }
 
+// A lottery with a no-prize weight: Redis records every draw (a draw that won nothing too, so
+// that a retry replays it), the database only the wins. 300 draws, 89 of them won a unit.
+TEST(CheckSaleTest, ALotterysDrawsThatWonNothingAreNotLookedForInTheDatabase) {
+  SaleFacts facts;
+  facts.status.found = true;
+  facts.status.kind = "lottery";
+  facts.status.total = 100;
+  facts.status.remaining = 11;
+  facts.status.reserved = 89;
+  facts.status.orders = 300;
+  facts.status.per_user_limit = 1;
+  facts.no_prize_records = 211;
+  facts.drained = true;
+  facts.counts = {.orders = 89, .units = 89, .cancelled_units = 0};
+  VerifyOptions options;
+  options.activity = "raffle";
+  options.reserved_replies = 89;
+  const Verification v = CheckSale(options, facts);
+  EXPECT_TRUE(v.ok()) << FormatVerification(v);
+  EXPECT_EQ(Named(v, "db units").detail,
+            "database: 89 rows, 89 live units, 0 cancelled; Redis: 89 order records (and 211 draws "
+            "that won nothing, which the database does not keep), 89 units sold, 0 released");
+
+  // A win the database lacks is still a finding.
+  facts.counts = {.orders = 88, .units = 88, .cancelled_units = 0};
+  EXPECT_EQ(CheckSale(options, facts).Failed(), "db units");
+}
+
 }  // namespace
 }  // namespace flashsale::load

@@ -1,14 +1,17 @@
 // flashsale as Prometheus sees it: a `serve --demo` and a `worker` (each with its own /metrics)
 // as processes, their expositions checked by `promtool check metrics`, and Debian's prometheus
 // server started on loopback (a generated config: free port, temporary storage, 1 s scrapes)
-// scraping both; a purchase must show up in prometheus's query API. The alert rules and the
-// Grafana dashboard in deploy/ must name only metrics the two processes expose.
+// scraping both; a purchase must show up in prometheus's query API. The sample
+// deploy/prometheus/prometheus.yml, run against a single serve (a one-process install), has every
+// target up and no alert pending. The alert rules and the Grafana dashboard in deploy/ must name
+// only metrics the two processes expose.
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/json/value_to.hpp>
 #include <chrono>
 #include <fstream>
@@ -94,6 +97,16 @@ std::vector<std::string> NamesIn(const std::string& expr) {
 class PrometheusTest : public ::testing::Test {
  protected:
   void StartFlashsale() {
+    ASSERT_NO_FATAL_FAILURE(StartServe());
+    worker_port_ = FreePort();
+    worker_.emplace(FLASHSALE_BINARY,
+                    std::vector<std::string>{"worker", "--data-dir", dir_ / "data", "--listen",
+                                             fmt::format("127.0.0.1:{}", worker_port_)},
+                    dir_ / "worker.log");
+    ASSERT_TRUE(testing::WaitHealthy(*worker_, worker_port_, kStartupTimeout));
+  }
+
+  void StartServe() {
     serve_port_ = FreePort();
     serve_.emplace(
         FLASHSALE_BINARY,
@@ -101,12 +114,6 @@ class PrometheusTest : public ::testing::Test {
                                  fmt::format("127.0.0.1:{}", serve_port_), "--threads", "1"},
         dir_ / "serve.log", dir_ / "data");
     ASSERT_TRUE(testing::WaitHealthy(*serve_, serve_port_, kStartupTimeout));
-    worker_port_ = FreePort();
-    worker_.emplace(FLASHSALE_BINARY,
-                    std::vector<std::string>{"worker", "--data-dir", dir_ / "data", "--listen",
-                                             fmt::format("127.0.0.1:{}", worker_port_)},
-                    dir_ / "worker.log");
-    ASSERT_TRUE(testing::WaitHealthy(*worker_, worker_port_, kStartupTimeout));
   }
 
   std::string Metrics(uint16_t port) {
@@ -116,16 +123,21 @@ class PrometheusTest : public ::testing::Test {
     return reply.body;
   }
 
-  // The `result` array of an instant query, or an empty one when prometheus did not answer.
-  json::array Query(HttpClient& prometheus, const std::string& promql) {
-    auto reply = prometheus.Get("/api/v1/query?query=" + UrlEncode(promql));
+  // The `data` object of an API reply, or an empty one when prometheus did not answer.
+  json::object Data(HttpClient& prometheus, const std::string& target) {
+    auto reply = prometheus.Get(target);
     if (reply.status != 200) return {};
     boost::system::error_code error;
     auto value = json::parse(reply.body, error);
     if (error || !value.is_object()) return {};
     const auto* data = value.as_object().if_contains("data");
-    if (data == nullptr || !data->is_object()) return {};
-    const auto* result = data->as_object().if_contains("result");
+    return data != nullptr && data->is_object() ? data->as_object() : json::object{};
+  }
+
+  // The `result` array of an instant query, or an empty one when prometheus did not answer.
+  json::array Query(HttpClient& prometheus, const std::string& promql) {
+    const json::object data = Data(prometheus, "/api/v1/query?query=" + UrlEncode(promql));
+    const auto* result = data.if_contains("result");
     return result != nullptr && result->is_array() ? result->as_array() : json::array{};
   }
 
@@ -214,18 +226,113 @@ TEST_F(PrometheusTest, PrometheusScrapesServeAndWorkerAndSeesThePurchase) {
   EXPECT_FALSE(prometheus->Running());
 }
 
+// A one-process install as the README describes it (`flashsale serve`, nothing else) scraped with
+// the shipped prometheus.yml and alerts.yml, only the serve's address and the intervals changed:
+// every target it lists is up, and once the rules have been evaluated with the scrape in hand no
+// alert is pending or firing (a worker target nobody listens on would be down, and
+// FlashsaleTargetDown pending).
+TEST_F(PrometheusTest, TheSampleConfigOnAOneProcessInstallHasEveryTargetUpAndNoAlert) {
+  ASSERT_NO_FATAL_FAILURE(StartServe());
+  std::string config = ReadFile(FLASHSALE_SOURCE_DIR "/deploy/prometheus/prometheus.yml");
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{
+                                     "127.0.0.1:8080", fmt::format("127.0.0.1:{}", serve_port_)},
+                                 {"scrape_interval: 15s", "scrape_interval: 1s"},
+                                 {"evaluation_interval: 15s", "evaluation_interval: 1s"}}) {
+    const size_t at = config.find(from);
+    ASSERT_NE(at, std::string::npos) << "prometheus.yml lacks " << from;
+    config.replace(at, from.size(), to);
+  }
+  std::ofstream(dir_ / "prometheus.yml") << config;
+  std::ofstream(dir_ / "alerts.yml")
+      << ReadFile(FLASHSALE_SOURCE_DIR "/deploy/prometheus/alerts.yml");
+  const uint16_t prometheus_port = FreePort();
+  auto prometheus =
+      base::Subprocess::Spawn({"prometheus", "--config.file=" + (dir_ / "prometheus.yml"),
+                               "--storage.tsdb.path=" + (dir_ / "tsdb"),
+                               fmt::format("--web.listen-address=127.0.0.1:{}", prometheus_port)},
+                              dir_ / "prometheus.log");
+  ASSERT_TRUE(prometheus.ok()) << prometheus.error().message;
+
+  HttpClient client("127.0.0.1", prometheus_port);
+  // The group's last evaluation time, "" until there is one.
+  auto last_evaluation = [&]() -> std::string {
+    const json::object data = Data(client, "/api/v1/rules");
+    const auto* groups = data.if_contains("groups");
+    if (groups == nullptr || !groups->is_array() || groups->as_array().empty()) return "";
+    const auto* at = groups->as_array()[0].as_object().if_contains("lastEvaluation");
+    return at != nullptr && at->is_string() ? std::string(at->as_string()) : "";
+  };
+  // Every target scraped at least once (`up` has a sample of each), then one evaluation after.
+  const auto until = std::chrono::steady_clock::now() + kScrapeTimeout;
+  json::array up;
+  std::string scraped_by;
+  bool evaluated = false;
+  while (std::chrono::steady_clock::now() < until && !evaluated) {
+    ASSERT_TRUE(prometheus->Running()) << ReadFile(dir_ / "prometheus.log");
+    if (scraped_by.empty()) {
+      json::array targets = Query(client, "up");
+      const json::object listed = Data(client, "/api/v1/targets");
+      const auto* active = listed.if_contains("activeTargets");
+      const size_t expected =
+          active != nullptr && active->is_array() ? active->as_array().size() : 0;
+      if (expected > 0 && targets.size() == expected) {
+        up = std::move(targets);
+        scraped_by = last_evaluation();
+        if (scraped_by.empty()) scraped_by = "none";
+      }
+    } else {
+      const std::string now = last_evaluation();
+      evaluated = !now.empty() && now != scraped_by;
+    }
+    std::this_thread::sleep_for(milliseconds(300));
+  }
+  ASSERT_TRUE(evaluated) << "prometheus never scraped every target and evaluated the rules\n"
+                         << ReadFile(dir_ / "prometheus.log");
+  ASSERT_FALSE(up.empty());
+  for (const auto& sample : up) {
+    const auto& metric = sample.at("metric").as_object();
+    EXPECT_EQ(json::value_to<std::string>(sample.at("value").at(1)), "1")
+        << json::value_to<std::string>(metric.at("job")) << " at "
+        << json::value_to<std::string>(metric.at("instance")) << " is down";
+  }
+  const json::object alerts = Data(client, "/api/v1/alerts");
+  ASSERT_TRUE(alerts.contains("alerts")) << "no answer from /api/v1/alerts";
+  EXPECT_TRUE(alerts.at("alerts").as_array().empty())
+      << "alerts pending or firing: " << json::serialize(alerts.at("alerts"));
+
+  prometheus->Terminate(seconds(10));
+  EXPECT_FALSE(prometheus->Running());
+}
+
 TEST_F(PrometheusTest, AlertRulesAndDashboardNameOnlyExposedMetrics) {
   ASSERT_NO_FATAL_FAILURE(StartFlashsale());
   std::set<std::string> exposed = ExposedNames(Metrics(serve_port_));
   exposed.merge(ExposedNames(Metrics(worker_port_)));
 
+  // Every rule's expr, on its line or folded over the lines below (`expr: >-`).
   std::vector<std::string> exprs;
   std::istringstream rules(ReadFile(FLASHSALE_SOURCE_DIR "/deploy/prometheus/alerts.yml"));
+  size_t folded_indent = std::string::npos;  // the folded expr's key column while in one
   for (std::string line; std::getline(rules, line);) {
+    const size_t indent = line.find_first_not_of(' ');
+    if (folded_indent != std::string::npos) {
+      if (indent != std::string::npos && indent > folded_indent) {
+        exprs.back() += " " + line.substr(indent);
+        continue;
+      }
+      folded_indent = std::string::npos;
+    }
     const size_t at = line.find("expr:");
-    if (at != std::string::npos) exprs.push_back(line.substr(at + 5));
+    if (at == std::string::npos) continue;
+    const std::string rest = line.substr(at + 5);
+    if (rest == " >-" || rest == " >" || rest == " |" || rest == " |-") {
+      folded_indent = at;
+      exprs.emplace_back();
+    } else {
+      exprs.push_back(rest);
+    }
   }
-  EXPECT_GE(exprs.size(), 6U);
+  EXPECT_GE(exprs.size(), 10U);
 
   boost::system::error_code error;
   const auto dashboard =

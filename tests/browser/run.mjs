@@ -5,8 +5,10 @@
 //
 //   node tests/browser/run.mjs --binary build/asan/src/flashsale [--artifacts DIR] [--chromium PATH]
 //
-// Screenshots land in --artifacts (default: browser-artifacts/ beside the binary's build tree).
-// Every wait is bounded; the server is stopped by its PID at the end, even after a failure.
+// Screenshots land in --artifacts (default: browser-artifacts/ beside the binary's build tree;
+// the run prints where): one per outcome a buyer can see in outcomes/<outcome>.png, whose rendered
+// text the tests assert (and never "null", "undefined" or "NaN"). Every wait is bounded; the
+// server is stopped by its PID at the end, even after a failure.
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -31,7 +33,8 @@ if (!args.binary) {
 }
 const binary = path.resolve(args.binary);
 const artifacts = path.resolve(args.artifacts || path.join(path.dirname(binary), "..", "browser-artifacts"));
-mkdirSync(artifacts, { recursive: true });
+const outcomes = path.join(artifacts, "outcomes");
+mkdirSync(outcomes, { recursive: true });
 
 const TEST_TIMEOUT_MS = 90_000;
 const STARTUP_TIMEOUT_MS = 30_000;
@@ -181,6 +184,21 @@ async function shot(page, name) {
   await page.screenshot({ path: path.join(artifacts, `${name}.png`), fullPage: true });
 }
 
+// What a person sees of the outcome `status` once the page shows it: the box's rendered text
+// (innerText, each line trimmed), checked, with the whole page's, for JavaScript values leaking
+// into the page; a screenshot of the page in artifacts/outcomes/<name>.png.
+async function seen(page, status, name = status) {
+  await page.waitForSelector(`#outcome[data-status="${status}"]`);
+  const lines = (text) => text.split("\n").map((line) => line.trim()).filter((line) => line !== "").join("\n");
+  const said = lines(await page.innerText("#outcome"));
+  const whole = await page.innerText("body");
+  for (const [where, text] of [["the outcome", said], ["the page", whole]]) {
+    assert.doesNotMatch(text, /null|undefined|NaN|\[object /, `${where} (${name}) shows a JavaScript value:\n${text}`);
+  }
+  await page.screenshot({ path: path.join(outcomes, `${name}.png`), fullPage: true });
+  return said;
+}
+
 // Opens the buyer page on an activity as a user (gateway identity, typed into the page).
 async function openBuyer(page, activity, user) {
   await page.goto(`${service.base}/?activity=${activity}`);
@@ -198,6 +216,7 @@ before(async () => {
 });
 
 after(async () => {
+  console.log(`browser-test: screenshots in ${artifacts} (one per outcome in ${outcomes})`);
   if (browser) await browser.close();
   const exit = await service.stop();
   assert.deepEqual(exit, { code: 0, signal: null }, `flashsale did not stop cleanly:\n${service.log()}`);
@@ -271,8 +290,10 @@ describe("buyer page", () => {
     const page = await newPage(t);
     await openBuyer(page, "coupons", "saver");
     await page.click("#action");
-    await page.waitForSelector('#outcome[data-status="reserved"]');
+    const said = await seen(page, "reserved", "reserved-item-no-payment-window");
     assert.equal(await page.textContent("#outcome code.item"), "SPRING-0042");
+    const order = await page.textContent("#order-id");
+    assert.equal(said, `Reserved! Order ${order}\nYour code(s): SPRING-0042\n0 left.`);
     // That was the last one: the button says so without waiting for a refresh.
     assert.equal(await page.textContent("#action"), "Sold out");
     await shot(page, "buyer-coupon");
@@ -296,8 +317,7 @@ describe("buyer page", () => {
     await page.route(`${service.base}/api/v1/activities/last`, () => {}); // never answered
     assert.equal((await service.buy("last", "fast")).json.code, 1);
     await page.click("#action");
-    await page.waitForSelector('#outcome[data-status="sold_out"]');
-    assert.match(await page.textContent("#outcome"), /Sold out/);
+    assert.equal(await seen(page, "sold_out"), "Sold out: every unit has been taken.");
     assert.equal(await page.textContent("#action"), "Sold out");
     assert.equal(await page.isDisabled("#action"), true);
     await shot(page, "buyer-sold-out-after-press");
@@ -342,8 +362,7 @@ describe("buyer page", () => {
     await page.click("#action");
     await page.waitForSelector('#outcome[data-status="reserved"]');
     await page.click("#action");
-    await page.waitForSelector('#outcome[data-status="rate_limited"]');
-    assert.match(await page.textContent("#outcome"), /Too many attempts: try again in \d+ s/);
+    assert.match(await seen(page, "rate_limited"), /^Too many attempts: try again in \d+ s\.$/);
     assert.equal(await page.isDisabled("#action"), true);
     assert.match(await page.textContent("#action"), /^Try again in \d+ s$/);
     await shot(page, "buyer-phone-rate-limited");
@@ -374,9 +393,10 @@ describe("buyer page", () => {
     await page.waitForSelector("#action:enabled");
     assert.equal(await page.textContent("#action"), "Draw");
     await page.dblclick("#action");
-    await page.waitForSelector('#outcome[data-status="queued"]');
+    assert.match(await seen(page, "queued"), /^You are in the queue… \(checked \d+ times?\)$/);
     assert.equal(await page.isDisabled("#action"), true);
     await page.waitForSelector('#outcome[data-status="won"]', { timeout: 20_000 });
+    assert.equal(await seen(page, "won"), "You won: Tea set!");
     assert.equal(await page.textContent("#prize-name"), "Tea set");
     assert.equal(draws, 1, "a double click sends one draw");
     assert.ok(polls >= 1);
@@ -389,6 +409,148 @@ describe("buyer page", () => {
     await direct.click("#action");
     await direct.waitForSelector('#outcome[data-status="won"], #outcome[data-status="no_prize"]');
     await shot(direct, "buyer-lottery-direct");
+  });
+});
+
+// --- Every outcome a buyer can meet, as the page renders it ---------------------------------------
+
+describe("what a buyer sees", () => {
+  test("reserved without items or payment window, then the limit", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    await service.createActivity({ id: "plain", title: "Plain sale", stock: 5, per_user_limit: 1 });
+    const page = await newPage(t);
+    await openBuyer(page, "plain", "plain-buyer");
+    await page.waitForSelector("#action:enabled");
+    await page.click("#action");
+    const said = await seen(page, "reserved", "reserved-no-items-no-payment-window");
+    const order = await page.textContent("#order-id");
+    assert.match(order, /^[0-9A-Z]{20,}$/);
+    assert.equal(said, `Reserved! Order ${order}\n4 left.`);
+
+    await page.waitForSelector("#action:enabled");
+    await page.click("#action");
+    assert.equal(await seen(page, "already_purchased", "limit"), "You already have 1 — the limit is 1 per person.");
+    assert.deepEqual(page.errors, []);
+  });
+
+  test("reserved with a coupon code and a payment window", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    await service.createActivity({
+      id: "paid-codes", title: "Codes to pay for", kind: "items", items: ["AUTUMN-0001", "AUTUMN-0002"],
+      payment_window_ms: 600_000,
+    });
+    const page = await newPage(t);
+    await openBuyer(page, "paid-codes", "code-buyer");
+    await page.waitForSelector("#action:enabled");
+    await page.click("#action");
+    const said = await seen(page, "reserved", "reserved-item-and-payment-window");
+    const order = await page.textContent("#order-id");
+    const orders = await service.http("GET", "/api/v1/orders", { headers: { "X-User-Id": "code-buyer" } });
+    const mine = orders.json.orders.find((o) => o.order_id === order);
+    assert.ok(mine, orders.text);
+    const code = await page.textContent("#outcome code.item");
+    assert.match(code, /^AUTUMN-000[12]$/);
+    // The deadline as this browser formats it (FS.time) from the reply's pay_by_ms, which is
+    // the order's creation plus the window.
+    const payBy = await page.textContent("#pay-by");
+    const match = payBy.match(/^Pay by (.+), or the order expires and the unit goes back on sale\.$/);
+    assert.ok(match, payBy);
+    assert.equal(said, `Reserved! Order ${order}\nYour code(s): ${code}\n1 left.\n${payBy}`);
+    assert.deepEqual(page.errors, []);
+  });
+
+  test("not started and ended, as the server says when this device's clock is wrong", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    // The page opens the button from its estimate of the server's clock; a device clock that
+    // jumps after the estimate makes it press too early or too late, and the server answers.
+    // The activity's refreshes are held once the page has its estimate, so it keeps the wrong one.
+    const jump = async (page, activity, shiftMs) => {
+      await page.route(`${service.base}/api/v1/activities/${activity}`, () => {});
+      await page.evaluate((shift) => {
+        const real = Date.now.bind(Date);
+        Date.now = () => real() + shift;
+      }, shiftMs);
+    };
+
+    // Opens in an hour; the device jumps 90 minutes ahead.
+    const now = await service.serverNow();
+    await service.createActivity({ id: "later", title: "Later", stock: 5, start_ms: now + 3_600_000, end_ms: now + 7_200_000 });
+    const early = await newPage(t);
+    await openBuyer(early, "later", "clock-early");
+    await early.waitForFunction(() => document.getElementById("countdown").dataset.phase === "before");
+    assert.equal(await early.isDisabled("#action"), true);
+    await jump(early, "later", 5_400_000);
+    await early.waitForSelector("#action:enabled");
+    await early.click("#action");
+    const opens = await early.evaluate((ms) => FS.time(ms), now + 3_600_000);
+    assert.equal(await seen(early, "not_started"), `Not started yet: the sale opens at ${opens}.`);
+    assert.deepEqual(early.errors, []);
+
+    // Ends in 3 s; the device jumps an hour back, and presses once the server's clock is past the end.
+    const end = (await service.serverNow()) + 3000;
+    await service.createActivity({ id: "closing", title: "Closing", stock: 5, start_ms: 0, end_ms: end });
+    const late = await newPage(t);
+    await openBuyer(late, "closing", "clock-late");
+    await late.waitForFunction(() => document.getElementById("countdown").dataset.phase === "on");
+    await jump(late, "closing", -3_600_000);
+    for (let i = 0; i < 100 && (await service.serverNow()) <= end; i++) await sleep(100);
+    assert.ok((await service.serverNow()) > end, "the server's clock never passed the end");
+    await late.waitForSelector("#action:enabled");
+    await late.click("#action");
+    assert.equal(await seen(late, "ended"), "This sale has ended.");
+    assert.deepEqual(late.errors, []);
+  });
+
+  test("a lottery draw that wins nothing", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    // One chance in a billion of the prize.
+    await service.createActivity({
+      id: "long-odds", title: "Long odds", kind: "lottery", no_prize_weight: 1_000_000_000,
+      prizes: [{ id: "car", name: "A car", weight: 1, stock: 1 }],
+    });
+    const page = await newPage(t);
+    await openBuyer(page, "long-odds", "hopeful");
+    await page.waitForSelector("#action:enabled");
+    await page.click("#action");
+    assert.equal(await seen(page, "no_prize"), "No prize this time. Thanks for playing!");
+    assert.deepEqual(page.errors, []);
+  });
+});
+
+// The outcome of a purchase Redis took and did not answer in time: a service of its own whose
+// redis-server is stopped (SIGSTOP, by PID) while the page presses, then continued.
+describe("buyer page when Redis stalls", () => {
+  const stalled = new Service(["--demo", "--redis-timeout-ms", "1000"], "flashsale-stalled");
+  before(async () => {
+    await stalled.start();
+  });
+  after(async () => {
+    for (const pid of redisServersFor(stalled.dataDir)) process.kill(pid, "SIGCONT");
+    const exit = await stalled.stop();
+    assert.deepEqual(exit, { code: 0, signal: null }, `flashsale did not stop cleanly:\n${stalled.log()}`);
+  });
+
+  test("an unknown outcome says so, and pressing again finds the one order", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    const page = await newPage(t);
+    await page.goto(`${stalled.base}/?activity=demo`);
+    await page.fill("#user-name", "patient");
+    await page.waitForSelector("#action:enabled");
+    const redis = redisServersFor(stalled.dataDir);
+    assert.equal(redis.length, 1, "the demo's redis-server");
+    process.kill(redis[0], "SIGSTOP");
+    let said;
+    try {
+      await page.click("#action");
+      said = await seen(page, "unknown_outcome");
+    } finally {
+      process.kill(redis[0], "SIGCONT");
+    }
+    assert.match(said, /^No answer in time: the purchase may have gone through\. Press again in \d+ s to find out — the retry carries the same key, so it cannot buy twice\.$/);
+
+    await page.waitForSelector("#action:enabled");
+    await page.click("#action");
+    const again = await seen(page, "reserved", "reserved-after-unknown-outcome");
+    const order = await page.textContent("#order-id");
+    assert.match(again, new RegExp(`^Reserved! Order ${order}\n\\d+ left\\.$`));
+    const orders = await stalled.http("GET", "/api/v1/orders", { headers: { "X-User-Id": "patient" } });
+    assert.deepEqual(orders.json.orders.filter((o) => o.activity_id === "demo").map((o) => o.order_id), [order], orders.text);
+    assert.deepEqual(page.errors, []);
   });
 });
 

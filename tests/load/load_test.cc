@@ -55,6 +55,20 @@ class Serve {
     return ::testing::AssertionFailure() << created.status << " " << created.body;
   }
 
+  // An open lottery: `prize_stock` mugs of weight 1 against a no-prize weight of 3, one draw per
+  // user (most draws win nothing, as in the demo lottery).
+  ::testing::AssertionResult CreateLottery(const std::string& id, int64_t prize_stock) {
+    HttpClient client("127.0.0.1", port_);
+    const std::string body = fmt::format(
+        R"({{"id":"{}","kind":"lottery","per_user_limit":1,"start_ms":0,"end_ms":4000000000000,)"
+        R"("no_prize_weight":3,"prizes":[{{"id":"mug","name":"Mug","weight":1,"stock":{}}}]}})",
+        id, prize_stock);
+    auto created = client.Post("/api/v1/admin/activities", body,
+                               {{"Authorization", "Bearer " + std::string(kAdminToken)}});
+    if (created.status == 200 || created.status == 201) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << created.status << " " << created.body;
+  }
+
   load::LoadOptions Load(const std::string& activity) const {
     load::LoadOptions options;
     options.port = port_;
@@ -222,6 +236,52 @@ TEST(LoadTest, TokenIdentitySignsWithTheServersSecretAndAWrongSecretIsRefused) {
   ASSERT_TRUE(report.ok()) << report.error().ToString();
   EXPECT_TRUE(SoldExactly(*report, 50, 10));
   EXPECT_TRUE(Verified(load::VerifySale(serve.Verify("tokens", *report))));
+}
+
+// Draws of a lottery with a no-prize weight: Redis records every draw (a no-prize draw too, so a
+// retry replays it), the database only the wins. The verification compares wins with rows, and
+// passes; the binary's own `--action draw` run verifies too.
+TEST(LoadTest, DrawsOfALotteryWithANoPrizeWeightVerify) {
+  Serve serve("gateway");
+  ASSERT_TRUE(serve.Start());
+  ASSERT_TRUE(serve.CreateLottery("raffle", 200));
+
+  load::LoadOptions options = serve.Load("raffle");
+  options.action = "draw";
+  options.requests = 120;
+  options.users = 120;
+  options.connections = 8;
+  auto report = load::RunLoad(options);
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_EQ(report->completed, 120) << Describe(*report);
+  EXPECT_EQ(report->ErrorCount(), 0) << Describe(*report);
+  // Weights 1 : 3 over 120 draws: both outcomes all but certainly occur (each is missing with a
+  // chance below 1e-14), and the prizes (200) never run out.
+  ASSERT_GT(report->Count(1), 0) << Describe(*report);
+  ASSERT_GT(report->Count(2), 0) << Describe(*report);
+  EXPECT_EQ(report->Count(1) + report->Count(2), 120) << Describe(*report);
+
+  auto verification = load::VerifySale(serve.Verify("raffle", *report));
+  EXPECT_TRUE(Verified(verification));
+  if (verification.ok()) {
+    const std::string text = load::FormatVerification(*verification);
+    EXPECT_NE(text.find(fmt::format("{} draws that won nothing", report->Count(2))),
+              std::string::npos)
+        << text;
+  }
+
+  FlashsaleProcess run(
+      FLASHSALE_BINARY,
+      {"load", "--url", fmt::format("http://127.0.0.1:{}", serve.port()), "--activity", "raffle",
+       "--action", "draw", "--data-dir", serve.data_dir(), "--requests", "40", "--users", "1000000",
+       "--user-ids", "random", "--connections", "4", "--drain-timeout-ms", "20000"},
+      serve.tmp() / "draw.log");
+  const auto status = run.WaitExit(seconds(60));
+  ASSERT_TRUE(status.has_value()) << run.Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << base::DescribeExitStatus(*status) << "\n"
+      << run.Log();
+  EXPECT_NE(run.Log().find("verified: the sale holds together"), std::string::npos) << run.Log();
 }
 
 TEST(LoadTest, AnUnreachableServerIsCountedAsConnectionErrorsNotACrash) {

@@ -2,7 +2,8 @@
 # The Debian package end to end, without installing it: scripts/package.sh builds it from the
 # given build directory; dpkg-deb -I and -c check its control fields and contents; the systemd unit
 # passes `systemd-analyze verify` (pointed at the unpacked binary); the man page renders without
-# warnings; the config file names every setting and, uncommented, is accepted; and the packaged
+# warnings; /usr/share/doc/flashsale/copyright is in Debian's machine-readable format and names
+# Apache-2.0 (the licence of LICENSE, which is Debian's own copy of its text); the config file names every setting and, uncommented, is accepted; and the packaged
 # binary, unpacked with dpkg-deb -x, runs `serve --demo` with that file to a first purchase.
 #
 #   tests/package/package_test.sh --build build/dev
@@ -45,7 +46,8 @@ done
 contents="$(dpkg-deb -c "$deb")"
 for path in ./usr/bin/flashsale ./usr/lib/systemd/system/flashsale.service \
   ./etc/flashsale/flashsale.toml ./usr/share/man/man1/flashsale.1.gz \
-  ./usr/lib/sysusers.d/flashsale.conf ./usr/share/doc/flashsale/openapi.json; do
+  ./usr/lib/sysusers.d/flashsale.conf ./usr/share/doc/flashsale/openapi.json \
+  ./usr/share/doc/flashsale/copyright; do
   grep -q " $path\$" <<<"$contents" || fail "package lacks $path"
 done
 grep -E ' \./usr/bin/flashsale$' <<<"$contents" | grep -q '^-rwxr-xr-x root/root' \
@@ -76,6 +78,28 @@ if ! man_warnings="$(zcat "$tree/usr/share/man/man1/flashsale.1.gz" | groff -man
   fail "the man page: $man_warnings"
 fi
 echo "package_test: man page ok"
+
+# The licence: the copyright file in Debian's machine-readable format (a Format line first, a
+# `Files: *` paragraph under Apache-2.0, that licence's own paragraph pointing at Debian's copy of
+# its text), and LICENSE at the root the unmodified Apache-2.0 text.
+copyright="$tree/usr/share/doc/flashsale/copyright"
+grep -E ' \./usr/share/doc/flashsale/copyright$' <<<"$contents" | grep -q '^-rw-r--r-- root/root' \
+  || fail "the copyright file is not root-owned 0644"
+[ "$(head -1 "$copyright")" = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" ] \
+  || fail "the copyright file does not start with the DEP-5 Format line: $(head -1 "$copyright")"
+grep -q '^Upstream-Name: flashsale$' "$copyright" || fail "the copyright file lacks Upstream-Name"
+# Paragraphs are separated by blank lines; the one for Files: * names its copyright and licence.
+files_paragraph="$(awk -v RS= '/(^|\n)Files: \*(\n|$)/' "$copyright")"
+grep -q '^Copyright: ' <<<"$files_paragraph" || fail "no Copyright field for Files: *"
+grep -qx 'License: Apache-2.0' <<<"$files_paragraph" || fail "Files: * is not under Apache-2.0:
+$files_paragraph"
+license_paragraph="$(awk -v RS= '/^License: Apache-2.0\n/' "$copyright")"
+grep -q '/usr/share/common-licenses/Apache-2.0' <<<"$license_paragraph" \
+  || fail "no stand-alone License: Apache-2.0 paragraph pointing at the common licence:
+$(cat "$copyright")"
+cmp -s "$root/LICENSE" /usr/share/common-licenses/Apache-2.0 \
+  || fail "LICENSE is not the Apache-2.0 text of /usr/share/common-licenses/Apache-2.0"
+echo "package_test: copyright file ok (Apache-2.0)"
 
 # Every setting of `serve --help` is in the config file, commented out at its default.
 config="$tree/etc/flashsale/flashsale.toml"
