@@ -174,6 +174,14 @@ Result<Route> RouteOf(std::string_view wire) {
   const std::string_view name = args[0];
   if (args.size() == 1 || IsKeyless(name)) return Route{Route::Kind::kAnyPrimary, 0};
   if (EqualsUpper(name, "SCRIPT")) return Route{Route::Kind::kAllPrimaries, 0};
+  if (EqualsUpper(name, "SCAN") || EqualsUpper(name, "KEYS")) {
+    // No key: its first argument is a cursor or a pattern, and a node answers from its own keys
+    // alone, so routing it anywhere would silently see a part of the data.
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "{} reads one node's keys: on a cluster send it to each primary "
+                     "(Connection::Primaries, SendToNode); not sent",
+                     name);
+  }
   if (EqualsUpper(name, "EVALSHA") || EqualsUpper(name, "EVAL") ||
       EqualsUpper(name, "EVALSHA_RO") || EqualsUpper(name, "EVAL_RO") ||
       EqualsUpper(name, "FCALL") || EqualsUpper(name, "FCALL_RO")) {
@@ -304,6 +312,40 @@ void ClusterRouter::Send(std::string_view wire, Deadline deadline, ReplyHandler 
   Dispatch(std::move(call));
 }
 
+void ClusterRouter::Primaries(Deadline deadline, NodesHandler handler) {
+  using Nodes = Result<std::vector<ServerNode>>;
+  auto list = [this]() -> Nodes {
+    std::vector<ServerNode> out;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].primary) {
+        out.push_back(ServerNode{i, fmt::format("{}:{}", nodes_[i].host, nodes_[i].port)});
+      }
+    }
+    if (out.empty()) {
+      return MakeError(ErrorCode::kUnavailable, "redis cluster {}: no primary known ({})",
+                       options_.endpoint.Describe(), last_error_);
+    }
+    return out;
+  };
+  if (stopped_ || !started_ || map_loaded_) {
+    Nodes nodes = stopped_    ? Nodes(Error{ErrorCode::kCancelled, "connection stopped"})
+                  : !started_ ? Nodes(Error{ErrorCode::kUnavailable, "connection not started"})
+                              : list();
+    asio::post(executor_, asio::append(std::move(handler), std::move(nodes)));
+    return;
+  }
+  // No map yet: a PING waits for it like any command (or fails with the reason there is none).
+  static const Command kPing{"PING"};
+  Send(kPing.wire(), deadline,
+       ReplyHandler([self = shared_from_this(), list,
+                     handler = std::move(handler)](Result<Reply> result) mutable {
+         Nodes nodes = self->map_loaded_ ? list()
+                       : result.ok() ? Nodes(Error{ErrorCode::kUnavailable, "no cluster slot map"})
+                                     : Nodes(std::move(result).error());
+         asio::dispatch(asio::append(std::move(handler), std::move(nodes)));
+       }));
+}
+
 void ClusterRouter::Dispatch(CallPtr call) {
   if (stopped_) {
     Finish(std::move(call), Error{ErrorCode::kCancelled, "connection stopped; not sent"});
@@ -322,6 +364,17 @@ void ClusterRouter::Dispatch(CallPtr call) {
         }
       }
       break;
+    }
+    case Route::Kind::kNode: {
+      const size_t node = call->route.node;  // read before `call` is moved
+      if (node < nodes_.size()) {
+        SendTo(node, std::move(call), false);
+      } else {
+        Finish(std::move(call),
+               MakeError(ErrorCode::kInvalidArgument, "redis cluster {}: no node {}; not sent",
+                         options_.endpoint.Describe(), node));
+      }
+      return;
     }
     case Route::Kind::kSlot: {
       const int16_t index = slots_[call->route.slot];

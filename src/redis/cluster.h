@@ -21,7 +21,9 @@
 // refresh follows: a failover may have moved the slot), NOSCRIPT for the script runner (which
 // reloads: SCRIPT commands go to every primary, ahead of what follows on each pipeline).
 // A script call (EVAL/EVALSHA/FCALL) whose keys are in more than one slot is refused before
-// anything is sent (kInvalidArgument). Commands without a key (PING, INFO) go to any primary.
+// anything is sent (kInvalidArgument). Commands without a key (PING, INFO) go to any primary;
+// SCAN, which has none either but answers from the node's own keys, is refused unless sent to a
+// node of Primaries (Connection::AsyncPrimaries, SendToNode): each primary scanned in turn.
 // With ConnectionOptions::on_server (the restart watch), the router passes on what its node
 // connections' handshakes report only for nodes that serve slots: a node that holds none (a
 // failed primary come back as a replica) is not watched, and a node that starts serving slots
@@ -49,11 +51,13 @@ inline constexpr int kClusterSlots = 16384;
 // The slot of a key (hash tags honoured).
 uint16_t KeySlot(std::string_view key);
 
-// Where a command in wire form goes.
+// Where a command in wire form goes. kNode: to one node, named by the id Primaries gave (a command
+// without a key that reads that node's own data, such as SCAN: nothing routes it by key).
 struct Route {
-  enum class Kind { kSlot, kAnyPrimary, kAllPrimaries };
+  enum class Kind { kSlot, kAnyPrimary, kAllPrimaries, kNode };
   Kind kind = Kind::kAnyPrimary;
   uint16_t slot = 0;
+  size_t node = 0;  // kNode
 };
 // kInvalidArgument for a script call or XREAD whose keys span slots, or wire that is not a RESP
 // array of bulk strings.
@@ -71,9 +75,14 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
 
   void Start();  // loads the slot map
   void Stop();   // stops every node connection; calls waiting for the map are cancelled
-  // `route`: where it goes, instead of its first key's slot (a keyless WAIT to a slot's node).
+  // `route`: where it goes, instead of its first key's slot (a keyless WAIT to a slot's node, a
+  // SCAN to one node).
   void Send(std::string_view wire, Deadline deadline, ReplyHandler handler,
             std::optional<Route> route = std::nullopt);
+  // The primaries of the slot map, once it is loaded (a call before that waits for it, until
+  // `deadline`): what a command that reads each node's own keys (SCAN) must visit, one by one with
+  // Route{kNode, id}. Ids stay valid for the router's life (a node once known keeps its id).
+  void Primaries(Deadline deadline, NodesHandler handler);
 
   // For tests and status: slot map refreshes completed, MOVED/ASK/TRYAGAIN replies seen.
   uint64_t refreshes() const { return refreshes_; }

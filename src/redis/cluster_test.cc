@@ -59,6 +59,21 @@ TEST(RouteOfTest, RefusesAScriptAcrossSlots) {
   EXPECT_FALSE(RouteOf("garbage").ok());
 }
 
+// SCAN and KEYS name no key and answer from one node's keys: routed anywhere they would see a
+// part of the data and say nothing (SCAN used to go by its cursor, as if it were a key).
+TEST(RouteOfTest, RefusesAScanThatIsNotSentToANode) {
+  const Command scan({"SCAN", "0", "MATCH", "x:*", "COUNT", "10"});
+  const Command lower({"scan", "12345"});
+  const Command keys({"KEYS", "x:*"});
+  for (const Command* command : {&scan, &lower, &keys}) {
+    auto r = RouteOf(command->wire());
+    ASSERT_FALSE(r.ok()) << command->wire();
+    EXPECT_EQ(r.error().code, base::ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message.find("send it to each primary"), std::string::npos)
+        << r.error().message;
+  }
+}
+
 TEST(ClusterUrlTest, Seeds) {
   auto e = ParseUrl("redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7001");
   ASSERT_TRUE(e.ok()) << e.error().message;

@@ -334,6 +334,26 @@ void Connection::SendToNodeOf(std::string_view key, std::string_view wire, Deadl
   Send(wire, deadline, std::move(handler));
 }
 
+void Connection::Primaries(Deadline deadline, NodesHandler handler) {
+  if (cluster_ != nullptr) {
+    cluster_->Primaries(deadline, std::move(handler));
+    return;
+  }
+  std::vector<ServerNode> nodes{ServerNode{0, NodeName()}};
+  asio::post(executor_,
+             asio::append(std::move(handler), Result<std::vector<ServerNode>>(std::move(nodes))));
+}
+
+void Connection::SendToNode(const ServerNode& node, std::string_view wire, Deadline deadline,
+                            ReplyHandler handler) {
+  if (cluster_ != nullptr) {
+    ++sequence_;
+    cluster_->Send(wire, deadline, std::move(handler), Route{Route::Kind::kNode, 0, node.id});
+    return;
+  }
+  Send(wire, deadline, std::move(handler));
+}
+
 void Connection::Send(std::string_view wire, Deadline deadline, ReplyHandler handler) {
   ++sequence_;
   if (cluster_ != nullptr) [[unlikely]] {

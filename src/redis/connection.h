@@ -62,6 +62,15 @@ using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 using ReplyHandler = boost::asio::any_completion_handler<void(base::Result<Reply>)>;
 
+// One server a command can be sent to by itself (Connection::SendToNode): on a cluster one of its
+// primaries, on a single server the server.
+struct ServerNode {
+  size_t id = 0;        // the cluster router's node id; 0 on a single server
+  std::string address;  // host:port, or the socket path: for messages
+};
+using NodesHandler =
+    boost::asio::any_completion_handler<void(base::Result<std::vector<ServerNode>>)>;
+
 struct ConnectionOptions {
   Endpoint endpoint;
   std::chrono::milliseconds connect_timeout{1000};  // TCP connect + AUTH/SELECT
@@ -136,6 +145,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // connection). On a single server, Send.
   void SendToNodeOf(std::string_view key, std::string_view wire, Deadline deadline,
                     ReplyHandler handler);
+
+  // The servers that hold the data between them, for a command without a key that reads or acts
+  // on one server's own keys (SCAN): on a cluster the primaries of the slot map (waiting for the
+  // map up to `deadline` when it is not loaded yet), on a single server the server itself. Such a
+  // command goes to each of them in turn by SendToNode. The handler is called exactly once, never
+  // from inside Primaries.
+  void Primaries(Deadline deadline, NodesHandler handler);
+  // Sends one command to one of those servers (on a single server, Send).
+  void SendToNode(const ServerNode& node, std::string_view wire, Deadline deadline,
+                  ReplyHandler handler);
+
+  template <typename Token>
+  auto AsyncPrimaries(Deadline deadline, Token&& token) {
+    return boost::asio::async_initiate<Token, void(base::Result<std::vector<ServerNode>>)>(
+        [this](auto handler, Deadline d) { Primaries(d, NodesHandler(std::move(handler))); }, token,
+        deadline);
+  }
+  template <typename Token>
+  auto AsyncSendToNode(const ServerNode& node, const Command& command, Deadline deadline,
+                       Token&& token) {
+    return boost::asio::async_initiate<Token, void(base::Result<Reply>)>(
+        [this](auto handler, const ServerNode& n, std::string_view wire, Deadline d) {
+          SendToNode(n, wire, d, ReplyHandler(std::move(handler)));
+        },
+        token, node, command.wire(), deadline);
+  }
 
   template <typename Token>
   auto AsyncSend(const Command& command, Deadline deadline, Token&& token) {

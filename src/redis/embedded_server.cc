@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "base/process_stats.h"
+#include "redis/connection.h"
 
 namespace flashsale::redis {
 namespace {
@@ -34,6 +36,10 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;  // 107 on Linux
 constexpr auto kPingInterval = std::chrono::milliseconds(10);
+// While redis-server loads its AOF at a start, its progress is logged once it has loaded for
+// kLoadingLogAfter (a short load says nothing), then every kLoadingLogEvery.
+constexpr auto kLoadingLogAfter = std::chrono::seconds(1);
+constexpr auto kLoadingLogEvery = std::chrono::seconds(5);
 // After asking for an AOF rewrite, the next request waits at least this long.
 constexpr auto kAofRetryAfter = std::chrono::seconds(10);
 constexpr size_t kLogTailBytes = 4096;
@@ -115,22 +121,87 @@ class ScopedNoSigpipe {
   bool was_pending_ = false;
 };
 
-// True when a redis-server answers PING with PONG on the socket (not while it loads its AOF:
-// it answers -LOADING then).
-bool AnswersPing(const std::string& socket_path) {
+// The loading fields of INFO persistence while Redis loads its dataset (loading:1).
+struct LoadingProgress {
+  uint64_t loaded_bytes = 0;
+  uint64_t total_bytes = 0;
+  double percent = 0;
+  int64_t eta_seconds = -1;  // -1: not known yet
+};
+
+// What one look at a starting redis-server found.
+struct StartProbe {
+  enum class State {
+    kNoAnswer,  // not listening yet, no reply in time, or a reply that is neither of the below
+    kReady,     // PONG: the socket is bound and the dataset loaded
+    kLoading,   // -LOADING: alive, still loading its AOF (progress from INFO, when it answered)
+  };
+  State state = State::kNoAnswer;
+  std::optional<LoadingProgress> progress;
+};
+
+std::optional<LoadingProgress> ParseLoadingProgress(std::string_view info) {
+  if (InfoField(info, "loading") != "1") return std::nullopt;
+  LoadingProgress progress;
+  bool any = false;
+  auto read = [&](std::string_view name, auto& out) {
+    const std::string text = InfoField(info, name);
+    if (text.empty()) return;
+    std::remove_reference_t<decltype(out)> value{};
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) return;
+    out = value;
+    any = true;
+  };
+  read("loading_loaded_bytes", progress.loaded_bytes);
+  read("loading_total_bytes", progress.total_bytes);
+  read("loading_loaded_perc", progress.percent);
+  read("loading_eta_seconds", progress.eta_seconds);
+  if (!any) return std::nullopt;
+  return progress;
+}
+
+// One look at the socket (bounded by 500 ms a step): PING, and while it answers -LOADING, INFO
+// persistence for how far the loading has come (INFO is served while loading; PING is not).
+StartProbe ProbeStart(const std::string& socket_path) {
   const ScopedNoSigpipe no_sigpipe;
   const timeval timeout{0, 500 * 1000};
+  StartProbe probe;
   redisContext* context = redisConnectUnixWithTimeout(socket_path.c_str(), timeout);
-  if (context == nullptr) return false;
-  bool ok = false;
+  if (context == nullptr) return probe;
   if (context->err == 0 && redisSetTimeout(context, timeout) == REDIS_OK) {
     auto* reply = static_cast<redisReply*>(redisCommand(context, "PING"));
-    ok = reply != nullptr && reply->type == REDIS_REPLY_STATUS &&
-         std::string_view(reply->str, reply->len) == "PONG";
-    if (reply != nullptr) freeReplyObject(reply);
+    if (reply != nullptr) {
+      const std::string_view text(reply->str != nullptr ? reply->str : "",
+                                  reply->str != nullptr ? reply->len : 0);
+      if (reply->type == REDIS_REPLY_STATUS && text == "PONG") {
+        probe.state = StartProbe::State::kReady;
+      } else if (reply->type == REDIS_REPLY_ERROR && text.starts_with("LOADING")) {
+        probe.state = StartProbe::State::kLoading;
+      }
+      freeReplyObject(reply);
+    }
+    if (probe.state == StartProbe::State::kLoading) {
+      auto* info = static_cast<redisReply*>(redisCommand(context, "INFO persistence"));
+      if (info != nullptr && info->type == REDIS_REPLY_STRING) {
+        probe.progress = ParseLoadingProgress(std::string_view(info->str, info->len));
+      }
+      if (info != nullptr) freeReplyObject(info);
+    }
   }
   redisFree(context);
-  return ok;
+  return probe;
+}
+
+std::string DescribeLoading(const std::optional<LoadingProgress>& progress) {
+  if (!progress) return "progress not reported";
+  const bool megabytes = progress->total_bytes >= 1000000;
+  const double unit = megabytes ? 1e6 : 1e3;
+  std::string text =
+      fmt::format("{:.0f}% ({:.1f} of {:.1f} {})", progress->percent, progress->loaded_bytes / unit,
+                  progress->total_bytes / unit, megabytes ? "MB" : "KB");
+  if (progress->eta_seconds >= 0) text += fmt::format(", about {} s left", progress->eta_seconds);
+  return text;
 }
 
 // One command on a short-lived connection to the socket (bounded by 500 ms): the reply's text
@@ -316,8 +387,17 @@ base::Result<base::Subprocess> SpawnServer(const EmbeddedServerOptions& options,
   }
   base::Subprocess process = std::move(spawned).value();
 
-  // Ready when it answers PING: the socket is bound and the AOF loaded.
-  const auto until = std::chrono::steady_clock::now() + options.start_timeout;
+  // Ready when it answers PING: the socket is bound and the AOF loaded. While it answers
+  // -LOADING it is alive and replaying its AOF, which may take longer than start_timeout (see
+  // the header): the wait goes on as long as the loading makes progress, start_timeout being
+  // the longest it may go without answering at all or without loading a byte more.
+  using SteadyClock = std::chrono::steady_clock;
+  const auto began = SteadyClock::now();
+  auto until = began + options.start_timeout;
+  bool loading = false;
+  bool logged = false;
+  std::optional<LoadingProgress> last_progress;
+  auto next_log = began + kLoadingLogAfter;
   for (;;) {
     if (!process.Running()) {
       const auto status = process.exit_status();
@@ -325,9 +405,44 @@ base::Result<base::Subprocess> SpawnServer(const EmbeddedServerOptions& options,
                        status ? base::DescribeExitStatus(*status) : "status unknown",
                        LogTail(log_path, log_start));
     }
-    if (AnswersPing(socket_path)) break;
-    if (std::chrono::steady_clock::now() >= until || (stopped && stopped())) {
+    const StartProbe probe = ProbeStart(socket_path);
+    const auto now = SteadyClock::now();
+    const auto elapsed_ms = [&] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(now - began).count();
+    };
+    if (probe.state == StartProbe::State::kReady) {
+      if (logged) {
+        spdlog::info("embedded redis: redis-server (pid {}) loaded its AOF in {} ms", process.pid(),
+                     elapsed_ms());
+      }
+      break;
+    }
+    if (probe.state == StartProbe::State::kLoading) {
+      if (!loading) {
+        loading = true;
+        until = now + options.start_timeout;  // it answers: alive
+      }
+      if (probe.progress &&
+          (!last_progress || probe.progress->loaded_bytes != last_progress->loaded_bytes)) {
+        until = now + options.start_timeout;  // progress
+        last_progress = probe.progress;
+      }
+      if (now >= next_log) {
+        next_log = now + kLoadingLogEvery;
+        logged = true;
+        spdlog::info("embedded redis: redis-server (pid {}) loading its AOF: {}, {} ms so far",
+                     process.pid(), DescribeLoading(probe.progress), elapsed_ms());
+      }
+    }
+    if (now >= until || (stopped && stopped())) {
       process.Terminate(options.stop_timeout);
+      if (loading) {
+        return MakeError(ErrorCode::kUnavailable,
+                         "{} on {} answered LOADING but its loading made no progress for {} ms "
+                         "(last seen: {}); {}",
+                         options.binary, socket_path, options.start_timeout.count(),
+                         DescribeLoading(last_progress), LogTail(log_path, log_start));
+      }
       return MakeError(ErrorCode::kUnavailable, "{} did not answer PING on {} within {} ms; {}",
                        options.binary, socket_path, options.start_timeout.count(),
                        LogTail(log_path, log_start));

@@ -35,8 +35,17 @@
 // rewrite, but only at a moment the AOF is not growing fast (not in the middle of a burst),
 // unless the rewrite is overdue. Without supervision Redis rewrites by its own defaults.
 //
-// Start and Stop block (up to start_timeout and stop_timeout); call them from one thread. pid(),
-// restarts() and the accessors may be read from any thread.
+// Starting (the first start and every restart of the supervisor): redis-server answers -LOADING
+// until it has replayed its AOF, which takes as long as the AOF is large (the rewrite rule lets it
+// grow to about five times its size after a rewrite: redis/aof_rewrite.h). The start waits for as
+// long as it loads, logging its progress from INFO persistence every few seconds ("loading its
+// AOF: 42% (120.0 of 287.0 MB), about 3 s left"). start_timeout bounds only the silences: a
+// server that has answered neither PONG nor LOADING for that long, or whose loading has not
+// advanced a byte for that long, is given up on (SIGTERM, then an error; the supervisor tries
+// again after its backoff).
+//
+// Start and Stop block (Start as long as the AOF loads, see above; Stop up to stop_timeout); call
+// them from one thread. pid(), restarts() and the accessors may be read from any thread.
 
 #include <sys/types.h>
 
@@ -58,8 +67,9 @@ namespace flashsale::redis {
 struct EmbeddedServerOptions {
   std::string data_dir;  // created if missing; relative paths are made absolute
   std::string binary = "redis-server";
-  std::chrono::milliseconds start_timeout{10000};  // until it answers PING (AOF loaded)
-  std::chrono::milliseconds stop_timeout{10000};   // after SIGTERM, before SIGKILL
+  // Until it answers PING, and the longest a loading AOF may go without progress (see above).
+  std::chrono::milliseconds start_timeout{10000};
+  std::chrono::milliseconds stop_timeout{10000};  // after SIGTERM, before SIGKILL
   // Redis's appendfsync: "everysec" (a crash may lose about the last second of acknowledged
   // writes) or "always" (fsync before each reply: nothing acknowledged is lost; slower).
   std::string appendfsync = "everysec";
@@ -77,8 +87,9 @@ class EmbeddedServer {
   //   kInvalidArgument  no data_dir, or the socket path would be too long for a unix socket;
   //   kNotFound         the binary is not installed (the message says what to do);
   //   kUnavailable      the lock is held (another flashsale uses the directory), the directory
-  //                     cannot be created, or redis-server exited or did not answer in time (the
-  //                     message ends with the last lines of redis.log).
+  //                     cannot be created, or redis-server exited, did not answer in time, or
+  //                     stopped making progress loading its AOF (the message ends with the last
+  //                     lines of redis.log).
   static base::Result<std::unique_ptr<EmbeddedServer>> Start(const EmbeddedServerOptions& options);
 
   ~EmbeddedServer();  // Stop()

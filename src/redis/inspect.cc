@@ -188,19 +188,37 @@ asio::awaitable<Result<std::vector<std::string>>> ActivityInspector::IdempotentO
     std::string_view activity_id) {
   const SeckillKeys keys(namespace_, activity_id);
   const std::string pattern = keys.Idempotency("*");
-  std::vector<std::string> names;
-  std::string cursor = "0";
+  // SCAN has no key, and a server answers it from its own keys: on a cluster each primary is
+  // scanned, its cursor followed on that node (a cursor means nothing to another node). The
+  // activity's idempotency keys all carry its hash tag, so they share one slot, and scanning only
+  // the primary that owns it would also find them, for less work (one node's keys instead of
+  // all). Every primary is scanned all the same: a SCAN sent to a node that does not hold the
+  // slot answers with nothing, not with MOVED, so a slot map that is stale (just after a
+  // failover, the very moment this scan runs) or a slot in the middle of a migration (its keys
+  // split between two nodes) would silently hide records; with every primary, a stale map shows
+  // as an error (a node down), never as a gap. The cost is what one server holding the same keys
+  // costs: each key is looked at once, on its own node.
+  Connection& connection = runner_.connection();
+  auto nodes =
+      co_await connection.AsyncPrimaries(connection.DefaultDeadline(), asio::use_awaitable);
+  if (!nodes.ok()) co_return std::move(nodes).error();
+  std::set<std::string> names;  // a key is on one node; a set all the same, for order and safety
   const IntArg count(kPage);
-  do {
-    const Command scan({"SCAN", cursor, "MATCH", pattern, "COUNT", count});
-    auto reply = co_await Await(runner_.connection(), scan);
-    if (!reply.ok()) co_return std::move(reply).error();
-    if (!reply->is_array() || reply->size() != 2 || !(*reply)[1].is_array()) {
-      co_return MakeError(ErrorCode::kProtocol, "SCAN: unexpected {}", reply->Describe());
-    }
-    cursor = (*reply)[0].str();
-    for (size_t i = 0; i < (*reply)[1].size(); ++i) names.emplace_back((*reply)[1][i].str());
-  } while (cursor != "0");
+  for (const ServerNode& node : *nodes) {
+    std::string cursor = "0";
+    do {
+      const Command scan({"SCAN", cursor, "MATCH", pattern, "COUNT", count});
+      auto reply = co_await connection.AsyncSendToNode(node, scan, connection.DefaultDeadline(),
+                                                       asio::use_awaitable);
+      if (!reply.ok()) co_return std::move(reply).error();
+      if (!reply->is_array() || reply->size() != 2 || !(*reply)[1].is_array()) {
+        co_return MakeError(ErrorCode::kProtocol, "SCAN on {}: unexpected {}", node.address,
+                            reply->Describe());
+      }
+      cursor = (*reply)[0].str();
+      for (size_t i = 0; i < (*reply)[1].size(); ++i) names.emplace((*reply)[1][i].str());
+    } while (cursor != "0");
+  }
   std::vector<std::string> ids;
   for (const auto& name : names) {
     const Command get({"GET", name});

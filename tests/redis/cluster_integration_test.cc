@@ -15,6 +15,7 @@
 
 #include "core/activity.h"
 #include "redis/cluster.h"
+#include "redis/inspect.h"
 #include "redis/seckill.h"
 #include "support/redis_cluster.h"
 #include "support/redis_helpers.h"
@@ -318,6 +319,53 @@ TEST_F(ClusterTest, SlotMigratedMidSaleEveryReservationAnsweredSaleExact) {
       "TRYAGAIN retries %lu\n",
       reserved.load(), sold_out.load(), unavailable.load(), moved, asked, retried);
   EXPECT_GE(moved + asked, 1u);  // the sale did follow the slot
+}
+
+// Reconciliation's scan of an activity's idempotency records (SCAN, a command without a key)
+// finds them on whichever primary holds the activity's slot, and follows each node's cursor on
+// that node (before: SCAN was routed by its cursor as if it were a key, so the records of an
+// activity on any other node than the one "0" hashes to were never seen).
+TEST_F(ClusterTest, IdempotencyRecordsAreFoundOnEveryPrimary) {
+  const uint16_t cursor_node = cluster_->PrimaryOf(KeySlot("0"));
+  ActivityInspector inspector(*runner_, ns_);
+  int checked_elsewhere = 0;
+  for (const uint16_t port : cluster_->ports()) {
+    const std::string id = ActivityOn(port, "idem");
+    const SeckillKeys keys(ns_, id);
+    // Enough records for several SCAN pages on the node (COUNT 1000), written on the node that
+    // owns the slot: decided sales, decided draws, and records that name no order.
+    constexpr int kRecords = 2500;
+    std::set<std::string> expected;
+    std::vector<std::string> set = {"MSET"};
+    for (int i = 0; i < kRecords; ++i) {
+      const std::string order_id = fmt::format("o-{}-{}", id, i);
+      std::string value;
+      if (i % 5 == 4) {
+        value = "0|busy";  // not a decided success: no order named
+      } else if (i % 5 == 3) {
+        value = fmt::format("1|2|{}|u{}", order_id, i);  // a draw
+        expected.insert(order_id);
+      } else {
+        value = "1|0|" + order_id;  // a sale
+        expected.insert(order_id);
+      }
+      set.push_back(keys.Idempotency(fmt::format("t{}", i)));
+      set.push_back(value);
+    }
+    auto stored = cluster_->Command(port, set);
+    ASSERT_EQ(stored->type, REDIS_REPLY_STATUS) << (stored->str ? stored->str : "");
+
+    auto found = io_.Run(inspector.IdempotentOrderIds(id));
+    ASSERT_TRUE(found.ok()) << found.error().ToString();
+    const std::set<std::string> got(found->begin(), found->end());
+    EXPECT_EQ(got.size(), found->size()) << "an order id reported twice";
+    EXPECT_EQ(got, expected) << "activity " << id << " on the primary at port " << port
+                             << " (SCAN's cursor \"0\" hashes to the primary at port "
+                             << cursor_node << "): " << got.size() << " of " << expected.size()
+                             << " found";
+    if (port != cursor_node) ++checked_elsewhere;
+  }
+  EXPECT_GE(checked_elsewhere, 2);  // the premise: activities off the cursor's node were checked
 }
 
 }  // namespace

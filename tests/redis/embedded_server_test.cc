@@ -7,18 +7,25 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/subprocess.h"
 #include "support/redis_helpers.h"
@@ -528,6 +535,206 @@ TEST(EmbeddedServerTest, TooLongSocketPathIsRefused) {
   auto empty = EmbeddedServer::Start({});
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
+}
+
+// Loading an AOF slower than the start timeout. Redis's key-load-delay (a setting for tests:
+// microseconds slept per key loaded from an RDB, here the AOF's base file) makes a small dataset
+// load slowly, and loading-process-events-interval-bytes at its minimum makes Redis answer
+// (-LOADING, INFO) every KiB while it loads.
+constexpr int kSlowKeys = 4000;
+constexpr int kKeyLoadDelayMicros = 1000;  // 4000 keys: at least 4 s of loading
+
+std::string SlowLoadingServer(const TempDir& dir) {
+  return FakeServer(dir, fmt::format("exec redis-server \"$@\" --key-load-delay {} "
+                                     "--loading-process-events-interval-bytes 1024",
+                                     kKeyLoadDelayMicros));
+}
+
+// kSlowKeys keys of 100 bytes, then an AOF rewrite, finished: the keys are in the AOF's base file
+// (an RDB), where key-load-delay applies (it does not to the commands of the incremental file).
+void FillAndRewriteAof(const std::string& socket) {
+  redisContext* context = redisConnectUnix(socket.c_str());
+  ASSERT_TRUE(context != nullptr && context->err == 0);
+  const std::string value(100, 'v');
+  for (int i = 0; i < kSlowKeys; ++i) {
+    const std::string key = fmt::format("slow:{}", i);
+    redisAppendCommand(context, "SET %b %b", key.data(), key.size(), value.data(), value.size());
+  }
+  for (int i = 0; i < kSlowKeys; ++i) {
+    void* reply = nullptr;
+    ASSERT_EQ(redisGetReply(context, &reply), REDIS_OK);
+    freeReplyObject(reply);
+  }
+  auto* rewrite = static_cast<redisReply*>(redisCommand(context, "BGREWRITEAOF"));
+  ASSERT_NE(rewrite, nullptr);
+  freeReplyObject(rewrite);
+  redisFree(context);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return PersistenceField(socket, "aof_rewrites") >= 1 &&
+               PersistenceField(socket, "aof_rewrite_in_progress") == 0 &&
+               PersistenceField(socket, "aof_rewrite_scheduled") == 0;
+      },
+      30s));
+}
+
+int64_t DbSize(const std::string& socket) {
+  redisContext* context = redisConnectUnix(socket.c_str());
+  int64_t size = -1;
+  if (context != nullptr && context->err == 0) {
+    auto* reply = static_cast<redisReply*>(redisCommand(context, "DBSIZE"));
+    if (reply != nullptr && reply->type == REDIS_REPLY_INTEGER) size = reply->integer;
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+  if (context != nullptr) redisFree(context);
+  return size;
+}
+
+// The seconds Redis says its last load of the AOF's base file took ("DB loaded from base file
+// appendonly.aof.1.base.rdb: 4.512 seconds"), -1 if redis.log does not say.
+double LastBaseLoadSeconds(const std::string& log_path) {
+  std::ifstream in(log_path);
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string marker = "DB loaded from base file ";
+  const size_t at = log.rfind(marker);
+  if (at == std::string::npos) return -1;
+  const size_t colon = log.find(": ", at + marker.size());
+  if (colon == std::string::npos) return -1;
+  return std::atof(log.c_str() + colon + 2);
+}
+
+// The sale's Redis coming back with an AOF that takes longer to load than start_timeout: it is
+// alive (it answers LOADING, and its loading progresses), so the start waits for it instead of
+// killing it (before: "did not answer PING within 1000 ms", and the same again at every try).
+TEST(EmbeddedServerTest, AStartWaitsWhileRedisLoadsAnAofLongerThanTheStartTimeout) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  {
+    auto server = StartOrDie(options);
+    FillAndRewriteAof(server->socket_path());
+    server->Stop();
+  }
+  options.binary = SlowLoadingServer(tmp);
+  options.start_timeout = 1s;
+  auto server = EmbeddedServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  // The premise: the load did take longer than start_timeout (slept per key, a lower bound).
+  ASSERT_GT(LastBaseLoadSeconds(tmp.Path("data/redis.log")), 1.0);
+  EXPECT_EQ(DbSize((*server)->socket_path()), kSlowKeys);
+}
+
+// The same for the supervisor's restart after redis-server is killed: one restart that waits for
+// the load, not a kill and a new attempt every start_timeout for ever.
+TEST(EmbeddedServerTest, ASupervisedRestartWaitsWhileRedisLoadsAnAofLongerThanTheStartTimeout) {
+  TempDir tmp;
+  EmbeddedServerOptions options{.data_dir = tmp.Path("data")};
+  options.binary = SlowLoadingServer(tmp);
+  options.start_timeout = 1s;
+  options.supervise = true;
+  options.restart_backoff_initial = 50ms;
+  options.restart_backoff_max = 200ms;
+  auto server = StartOrDie(options);  // an empty directory: nothing to load
+  FillAndRewriteAof(server->socket_path());
+  const pid_t first = server->pid();
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  ASSERT_TRUE(Eventually([&] { return server->restarts() >= 1 && server->up(); }, 60s))
+      << "not back; restarts=" << server->restarts();
+  EXPECT_EQ(server->restarts(), 1u);
+  ASSERT_GT(LastBaseLoadSeconds(tmp.Path("data/redis.log")), 1.0);
+  EXPECT_EQ(DbSize(server->socket_path()), kSlowKeys);
+}
+
+// Stands in for a redis-server whose loading is stuck: on `socket` it answers every PING with
+// -LOADING and every INFO with the same loading progress, for as long as it lives.
+class StuckLoadingServer {
+ public:
+  explicit StuckLoadingServer(const std::string& socket) {
+    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", socket.c_str());
+    if (listener_ < 0 ||
+        ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::listen(listener_, 16) != 0) {
+      throw std::runtime_error("cannot listen on " + socket);
+    }
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~StuckLoadingServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  StuckLoadingServer(const StuckLoadingServer&) = delete;
+  StuckLoadingServer& operator=(const StuckLoadingServer&) = delete;
+
+ private:
+  static size_t Count(std::string_view text, std::string_view word) {
+    size_t count = 0;
+    for (size_t at = text.find(word); at != std::string_view::npos; at = text.find(word, at + 1)) {
+      ++count;
+    }
+    return count;
+  }
+
+  void Run() {
+    std::vector<int> clients;
+    const std::string info =
+        "# Persistence\r\nloading:1\r\nloading_total_bytes:1000000\r\n"
+        "loading_loaded_bytes:250000\r\nloading_loaded_perc:25.00\r\nloading_eta_seconds:3\r\n";
+    const std::string info_reply = fmt::format("${}\r\n{}\r\n", info.size(), info);
+    const std::string loading_reply = "-LOADING Redis is loading the dataset in memory\r\n";
+    char buffer[4096];
+    while (!stop_) {
+      std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+      for (int fd : clients) fds.push_back({fd, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+      if ((fds[0].revents & POLLIN) != 0) {
+        const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (client >= 0) clients.push_back(client);
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        const ssize_t got = ::recv(fds[i].fd, buffer, sizeof(buffer), 0);
+        if (got <= 0) {
+          ::close(fds[i].fd);
+          std::erase(clients, fds[i].fd);
+          continue;
+        }
+        const std::string_view text(buffer, static_cast<size_t>(got));
+        std::string out;
+        for (size_t n = Count(text, "PING"); n > 0; --n) out += loading_reply;
+        for (size_t n = Count(text, "INFO"); n > 0; --n) out += info_reply;
+        if (::send(fds[i].fd, out.data(), out.size(), MSG_NOSIGNAL) < 0) continue;
+      }
+    }
+    for (int fd : clients) ::close(fd);
+  }
+
+  int listener_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Waiting on a loading server is still bounded: one that answers LOADING but whose loading stops
+// advancing is given up on after start_timeout without progress.
+TEST(EmbeddedServerTest, ALoadingThatMakesNoProgressIsGivenUpOn) {
+  TempDir tmp;
+  const std::string data_dir = tmp.Path("data");
+  fs::create_directories(data_dir);
+  StuckLoadingServer stuck(data_dir + "/redis.sock");
+  EmbeddedServerOptions options{.data_dir = data_dir};
+  options.binary = FakeServer(tmp, "echo 'loading, slowly'\nexec sleep 30");
+  options.start_timeout = 300ms;
+  options.stop_timeout = 2s;
+  auto server = EmbeddedServer::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.error().code, ErrorCode::kUnavailable);
+  const std::string& message = server.error().message;
+  EXPECT_TRUE(Contains(message, "answered LOADING but its loading made no progress for 300 ms"))
+      << message;
+  EXPECT_TRUE(Contains(message, "25% (0.2 of 1.0 MB), about 3 s left")) << message;
+  EXPECT_TRUE(Contains(message, "loading, slowly")) << message;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "redis/inspect.h"
 #include "redis/seckill_fixture.h"
 
 namespace flashsale::redis {
@@ -419,6 +420,32 @@ TEST_F(SeckillTest, UserOrdersReadOnlyAsMuchOfTheStreamAsNeeded) {
   ASSERT_TRUE(cancelled.ok());
   EXPECT_TRUE(cancelled->empty());
   EXPECT_GT(StreamReads(), 3);
+}
+
+// The idempotency records of an activity that name an order, on a single server (the server is
+// its own one "primary": Connection::Primaries), over several SCAN pages; other activities'
+// records are not reported.
+TEST_F(SeckillTest, IdempotentOrderIdsOnASingleServer) {
+  std::set<std::string> expected;
+  std::vector<std::string> set = {"MSET"};
+  for (int i = 0; i < 2500; ++i) {
+    const std::string order_id = fmt::format("o{}", i);
+    set.push_back(Keys("told").Idempotency(fmt::format("t{}", i)));
+    set.push_back(i % 4 == 3 ? "0|busy" : "1|0|" + order_id);
+    if (i % 4 != 3) expected.insert(order_id);
+  }
+  set.push_back(Keys("other").Idempotency("t1"));
+  set.push_back("1|0|not-mine");
+  server_->Command(set);
+  auto nodes = io_.Run(
+      connection_->AsyncPrimaries(connection_->DefaultDeadline(), boost::asio::use_awaitable));
+  ASSERT_TRUE(nodes.ok()) << nodes.error().ToString();
+  ASSERT_EQ(nodes->size(), 1u);
+  ActivityInspector inspector(*runner_, ns_);
+  auto found = io_.Run(inspector.IdempotentOrderIds("told"));
+  ASSERT_TRUE(found.ok()) << found.error().ToString();
+  EXPECT_EQ(std::set<std::string>(found->begin(), found->end()), expected);
+  EXPECT_EQ(found->size(), expected.size());
 }
 
 TEST(OrderRecordTest, ParsesAndRejects) {

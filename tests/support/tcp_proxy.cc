@@ -6,7 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -56,23 +59,68 @@ TcpProxy::~TcpProxy() {
   ::close(listener_);
 }
 
+void TcpProxy::Switch(uint16_t target_port) {
+  target_ = target_port;
+  const uint64_t mine = switches_requested_.fetch_add(1) + 1;
+  // The relay thread looks at least every 50 ms (its poll timeout).
+  while (switches_applied_.load() < mine) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+namespace {
+
+// A new connection to 127.0.0.1:<port>; -1 if it cannot be made.
+int ConnectUpstream(uint16_t port) {
+  const int upstream = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (upstream < 0) return -1;
+  const sockaddr_in target = Loopback(port);
+  if (::connect(upstream, reinterpret_cast<const sockaddr*>(&target), sizeof(target)) != 0) {
+    ::close(upstream);
+    return -1;
+  }
+  return upstream;
+}
+
+}  // namespace
+
 void TcpProxy::Run() {
-  std::map<int, int> peer;  // each relayed socket -> the other end
+  // Each relayed socket -> the other end. A client whose upstream a Switch closed maps to -1
+  // until it sends again.
+  std::map<int, int> peer;
+  std::set<int> clients;
   std::vector<char> buffer(64 * 1024);
   const auto drop = [&](int fd) {
     auto found = peer.find(fd);
     if (found == peer.end()) return;
     const int other = found->second;
     ::close(fd);
-    ::close(other);
     peer.erase(fd);
-    peer.erase(other);
+    clients.erase(fd);
+    if (other >= 0) {
+      ::close(other);
+      peer.erase(other);
+      clients.erase(other);
+    }
   };
   while (!stop_) {
     if (retarget_.exchange(false)) {
       for (const auto& [fd, other] : peer) ::close(fd);
       peer.clear();
+      clients.clear();
       cut_ = false;
+    }
+    if (const uint64_t requested = switches_requested_.load();
+        requested != switches_applied_.load()) {
+      for (const int client : clients) {
+        const int upstream = peer[client];
+        if (upstream < 0) continue;
+        ::close(upstream);
+        peer.erase(upstream);
+        peer[client] = -1;
+      }
+      cut_ = false;
+      switches_applied_ = requested;
     }
     std::vector<pollfd> fds{{listener_, POLLIN, 0}};
     for (const auto& [fd, other] : peer) fds.push_back({fd, POLLIN, 0});
@@ -80,26 +128,37 @@ void TcpProxy::Run() {
     if (fds[0].revents & POLLIN) {
       const int client = ::accept(listener_, nullptr, nullptr);
       if (client >= 0) {
-        const int upstream = ::socket(AF_INET, SOCK_STREAM, 0);
-        const sockaddr_in target = Loopback(target_);
-        if (upstream >= 0 &&
-            ::connect(upstream, reinterpret_cast<const sockaddr*>(&target), sizeof(target)) == 0) {
+        accepted_.fetch_add(1);
+        const int upstream = ConnectUpstream(target_);
+        if (upstream >= 0) {
           peer[client] = upstream;
           peer[upstream] = client;
+          clients.insert(client);
         } else {
-          if (upstream >= 0) ::close(upstream);
           ::close(client);
         }
       }
     }
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents == 0 || !peer.contains(fds[i].fd)) continue;
-      const ssize_t got = ::recv(fds[i].fd, buffer.data(), buffer.size(), 0);
+      // Not blocking: a descriptor closed and reused within this round may have nothing to read.
+      const ssize_t got = ::recv(fds[i].fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
       if (got <= 0) {
         drop(fds[i].fd);
         continue;
       }
       if (cut_) continue;  // partitioned: read and dropped
+      int& other = peer[fds[i].fd];
+      if (other < 0) {  // a switched client's first bytes: a new upstream at the new target
+        const int upstream = ConnectUpstream(target_);
+        if (upstream < 0) {
+          drop(fds[i].fd);
+          continue;
+        }
+        other = upstream;
+        peer[upstream] = fds[i].fd;
+      }
       if (!SendAll(peer[fds[i].fd], buffer.data(), static_cast<size_t>(got))) drop(fds[i].fd);
     }
   }

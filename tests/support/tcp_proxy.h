@@ -6,6 +6,14 @@
 //   timeout).
 // - Retarget(port): the connections relayed so far are closed and new ones go to the new target
 //   (a virtual IP or a DNS name moved to a promoted replica). Also ends a Cut.
+// - Switch(port): the clients' connections stay open, and from the next byte a client sends on
+//   one, its bytes go to a new connection to 127.0.0.1:<port> and the replies come back from
+//   there; the upstream connections of before are closed. A stand-in for a proxy (a Redis proxy,
+//   a managed endpoint) that sends the same client connection to another server: the client sees
+//   no reconnect and so makes no handshake. Connections accepted afterwards go to the new port
+//   too. Also ends a Cut. Switch while the clients are idle: bytes in flight at that moment (a
+//   request the old upstream has not answered yet, or its reply not relayed yet) may be lost.
+//   Switch returns once the relay thread has applied it.
 // Stopped and every socket closed at the end of the scope.
 
 #include <atomic>
@@ -27,12 +35,18 @@ class TcpProxy {
     target_ = target_port;
     retarget_ = true;
   }
+  void Switch(uint16_t target_port);
+  // Connections accepted so far (a client that reconnected shows as one more).
+  uint64_t accepted() const { return accepted_.load(); }
 
  private:
   void Run();
 
   std::atomic<uint16_t> target_;
   std::atomic<bool> retarget_{false};
+  std::atomic<uint64_t> switches_requested_{0};
+  std::atomic<uint64_t> switches_applied_{0};
+  std::atomic<uint64_t> accepted_{0};
   int listener_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> cut_{false};
