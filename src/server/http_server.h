@@ -42,6 +42,9 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds shutdown_timeout{10000};
   std::chrono::milliseconds registry_poll{500};
+  // The registry poller also runs the lost-write repair (a serve without order consumers has no
+  // job schedule that would: service::PollRegistry).
+  bool repairs = false;
   bool trust_forwarded_for = false;  // take the client address from X-Forwarded-For
   // The routes served; empty: every route (Routes()). `flashsale worker` serves OpsRoutes().
   std::span<const Route> routes;

@@ -72,8 +72,11 @@ boost::asio::awaitable<void> Announce(ServiceContext& context);
 
 // Until `*stop`: polls the registry version key every `every` and reloads when it moved (another
 // instance changed an activity). Errors are logged and retried at the next tick. `timer` paces
-// the polls; cancelling it (after setting *stop) ends the loop at once.
+// the polls; cancelling it (after setting *stop) ends the loop at once. While frozen for a Redis
+// event or an activity's write sequence, it looks every 100 ms whether the repair ran, and with
+// `may_repair` (a process without a job schedule of its own: `serve --consumers 0`) runs it.
 boost::asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
-                                          boost::asio::steady_timer& timer, const bool* stop);
+                                          boost::asio::steady_timer& timer, const bool* stop,
+                                          bool may_repair = false);
 
 }  // namespace flashsale::service
