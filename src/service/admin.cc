@@ -193,7 +193,7 @@ asio::awaitable<base::Status> DeleteActivity(ServiceContext& context,
   auto keys = co_await redis::DeleteActivityKeys(context.runner(), ns, id);
   if (!keys.ok()) co_return std::move(keys).error();
   if (*keys == redis::DeleteOutcome::kSold) {
-    co_return MakeError(ErrorCode::kInvalidArgument,
+    co_return MakeError(ErrorCode::kFailedPrecondition,
                         "'{}' has sold or reserved units: only an activity that sold nothing can "
                         "be deleted (close it instead)",
                         id);

@@ -47,7 +47,7 @@ boost::asio::awaitable<base::Result<ActivityState>> AddStock(ServiceContext& con
                                                              std::span<const std::string> items);
 // Deletes an activity that sold nothing: its Redis keys first (a script that refuses when
 // anything was reserved, atomically with the purchases), then its record; then every instance is
-// told. kNotFound for an unknown id; kInvalidArgument when it sold something (nothing changes).
+// told. kNotFound for an unknown id; kFailedPrecondition when it sold something (nothing changes).
 // The record failing after Redis let go leaves an activity Redis lost: retrying the delete
 // finishes it (reconciliation would otherwise rebuild it after its grace).
 boost::asio::awaitable<base::Status> DeleteActivity(ServiceContext& context,
