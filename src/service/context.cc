@@ -118,17 +118,17 @@ ActivityGuard* ServiceContext::GuardOf(std::string_view activity_id) {
   return guard;
 }
 
-bool ServiceContext::Frozen(std::string_view activity_id) {
+FreezeReason ServiceContext::FrozenReason(std::string_view activity_id) {
   RedisWatch* watch = settings_.redis_watch;
-  if (watch == nullptr) return false;
-  if (GuardOf(activity_id)->frozen()) return true;
-  if (!watch->frozen()) return false;
+  if (watch == nullptr) return FreezeReason::kNone;
+  if (GuardOf(activity_id)->frozen()) return FreezeReason::kBehind;
+  if (!watch->frozen()) return FreezeReason::kNone;
   // Some server's event is open. One server: it holds every activity. A cluster: the node
   // serving the activity's slot (unknown: as frozen).
   const redis::ClusterRouter* router = runner_.connection().cluster();
-  if (router == nullptr) return true;
+  if (router == nullptr) return FreezeReason::kServer;
   const std::string node = router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
-  return node.empty() || watch->NodeFrozen(node);
+  return node.empty() || watch->NodeFrozen(node) ? FreezeReason::kServer : FreezeReason::kNone;
 }
 
 core::WriteSeq ServiceContext::Floor(std::string_view activity_id) {

@@ -25,6 +25,7 @@
 #include "redis/rate_limiter.h"
 #include "redis/replica_wait.h"
 #include "redis/seckill.h"
+#include "service/activity_guard.h"
 #include "service/blocking.h"
 #include "service/registry.h"
 #include "service/script_batches.h"
@@ -95,7 +96,11 @@ class ServiceContext {
   // held less of its write sequence than the floor: service/activity_guard.h), or an event of its
   // Redis server (service/redis_watch.h; on a cluster, of the node serving its slot). Never
   // without a Redis watch.
-  bool Frozen(std::string_view activity_id);
+  bool Frozen(std::string_view activity_id) {
+    return FrozenReason(activity_id) != FreezeReason::kNone;
+  }
+  // Why: kBehind (its own freeze), kServer (its server's event), kNone (not frozen).
+  FreezeReason FrozenReason(std::string_view activity_id);
   // The floor to send with the activity's reserve and draw calls ({0, 0} without a watch).
   core::WriteSeq Floor(std::string_view activity_id);
   // What a reserve or draw reply says of the sequence: raises the floor to what Redis holds, or,

@@ -56,6 +56,16 @@ Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
     return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: ts '{}'", entry.Field("ts"));
   }
   order.items = base::SplitWords(entry.Field("items"));
+  // The write sequence of the call that wrote the entry ("wepoch.wseq"): the record keeps the
+  // highest it persisted. Absent or unreadable (an older version's entry): not known, {0, 0}.
+  if (const std::string_view written = entry.Field(redis::kWriteSeqField); !written.empty()) {
+    const size_t dot = written.find('.');
+    core::WriteSeq seq;
+    if (dot != std::string_view::npos && ParseInt(written.substr(0, dot), seq.epoch) &&
+        ParseInt(written.substr(dot + 1), seq.seq) && seq.epoch >= 0 && seq.seq >= 0) {
+      order.written = seq;
+    }
+  }
   if (activity.activity.is_lottery()) {
     // A win: one prize, under the user's draw number (the record's one-win-per-draw key).
     if (!ParseInt(entry.Field("draw"), order.draw_no) || order.draw_no < 1 ||
@@ -324,6 +334,11 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   if (!batch.ok() && batch.error().code == ErrorCode::kCancelled) co_return;  // stopping
   if (batch.ok()) {
     for (size_t i = 0; i < orders.size(); ++i) outcomes[i] = (*batch)[i];
+    // Read from Redis, so Redis held these sequences: this process's floor follows (the record's
+    // mark, raised in the same commit, carries it to the other processes).
+    core::WriteSeq highest;
+    for (const auto& order : orders) highest = std::max(highest, order.written);
+    if (!highest.zero()) context_.Observe(activity_id, core::Outcome::kReserved, highest);
   } else {
     // The batch failed for a reason of its own: find which entries, one at a time.
     spdlog::warn("batch of {} for '{}' failed ({}); retrying one by one", orders.size(),

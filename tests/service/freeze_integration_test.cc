@@ -236,5 +236,101 @@ TEST_F(FreezeTest, ASequenceBehindFreezesThatActivityOnlyUntilItsRepair) {
   EXPECT_EQ(history[0].orders_applied, 1);
 }
 
+// A process that starts after Redis lost writes (the same server: its marker confirms it) has
+// sold nothing and seen no reply, but the record's write mark (what the pipeline persisted) is its
+// floor before it can sell: its first purchase is refused, not sold on the Redis that lost them.
+TEST_F(FreezeTest, AProcessThatSawNoReplyStartsFromTheRecordsMark) {
+  Create("fresh", 10);
+  Open();
+  ASSERT_EQ(Buy("fresh", "u1")->outcome, Outcome::kReserved);
+  const redis::SeckillKeys keys(settings_.key_namespace, "fresh");
+  std::vector<std::pair<std::string, std::string>> dumped;
+  for (const std::string& key : {keys.meta(), keys.stock(), keys.buyers(), keys.orders()}) {
+    auto dump = redis_->Command({"DUMP", key});
+    dumped.emplace_back(key, std::string(dump->str, dump->len));
+  }
+  auto second = Buy("fresh", "u2");
+  ASSERT_EQ(second->outcome, Outcome::kReserved);
+  // Persisted with the sequence of the call that reserved it (the pipeline carries it).
+  store::OrderRecord order;
+  order.order_id = second->order_id;
+  order.activity_id = "fresh";
+  order.user_id = "u2";
+  order.created_ms = clock_.NowMs();
+  order.single_unit = true;
+  order.stream_id = "1-0";
+  order.written = {1, 2};
+  ASSERT_TRUE(
+      store_->InsertOrders(std::vector<store::OrderRecord>{order}, clock_.NowMs(), std::nullopt)
+          .ok());
+  for (const auto& [key, value] : dumped) {
+    ASSERT_EQ(redis_->String({"RESTORE", key, "0", value, "REPLACE"}), "OK") << key;
+  }
+
+  // Another process: its own watch, no reply seen.
+  RedisWatch fresh_watch(clock_);
+  ServiceSettings fresh_settings = settings_;
+  fresh_settings.redis_watch = &fresh_watch;
+  ActivityRegistry fresh_registry;
+  ServiceContext fresh(fresh_settings, *runner_, *store_, db_.get_executor(), fresh_registry,
+                       clock_, random_);
+  fresh_watch.OnServer(kNode, "r1");
+  auto confirmed = io_.Run(ResolveRedisEvent(fresh, fresh_watch, false));
+  ASSERT_TRUE(confirmed.ok() && *confirmed) << "the marker of r1 confirms it";
+  ASSERT_TRUE(io_.Run(ReloadRegistry(fresh)).ok());
+  EXPECT_EQ(fresh_watch.activities().Of("fresh").floor(), (core::WriteSeq{1, 2}));
+  const auto buy = [&](std::string user) -> asio::awaitable<base::Result<PurchaseResult>> {
+    PurchaseRequest request;
+    request.activity_id = "fresh";
+    request.user_id = user;
+    co_return co_await Purchase(fresh, request);
+  };
+  auto refused = io_.Run(buy("u3"));
+  ASSERT_FALSE(refused.ok()) << "sold on a Redis that lost a persisted order";
+  EXPECT_EQ(refused.error().message, kFrozenMessage);
+  EXPECT_EQ(redis_->String({"GET", keys.stock()}), "9");
+}
+
+// An order acknowledged by this instance and lost with a trace left in Redis (its idempotency
+// record survives, its order record does not) is counted once: by the repair, which found the
+// trace, and not again by the instance's own check of what it acknowledged.
+TEST_F(FreezeTest, AnAcknowledgedOrderLostWithATraceIsCountedOnce) {
+  Create("traced", 10);
+  Open();
+  const redis::SeckillKeys keys(settings_.key_namespace, "traced");
+  // Before the purchase: buyers and orders do not exist yet (a DUMP of nothing: gone again).
+  std::vector<std::pair<std::string, std::string>> dumped;
+  for (const std::string& key : {keys.meta(), keys.stock()}) {
+    auto dump = redis_->Command({"DUMP", key});
+    ASSERT_EQ(dump->type, REDIS_REPLY_STRING) << key;
+    dumped.emplace_back(key, std::string(dump->str, dump->len));
+  }
+  ASSERT_EQ(redis_->Integer({"EXISTS", keys.buyers(), keys.orders()}), 0);
+  PurchaseRequest request;
+  request.activity_id = "traced";
+  request.user_id = "u1";
+  request.idempotency_key = "key-1";
+  auto bought = io_.Run(Purchase(*context_, request));
+  ASSERT_TRUE(bought.ok());
+  ASSERT_EQ(bought->outcome, Outcome::kReserved);
+  // Lost: the order's record, the unit, the buyer's count and its intent; the idempotency record
+  // that names it survives.
+  for (const auto& [key, value] : dumped) {
+    ASSERT_EQ(redis_->String({"RESTORE", key, "0", value, "REPLACE"}), "OK") << key;
+  }
+  ASSERT_EQ(redis_->Integer({"DEL", keys.stream(), keys.buyers(), keys.orders()}), 3);
+  watch_.OnServer(kNode, "r2");  // the server event that goes with it
+  auto repaired = io_.Run(ResolveRedisEvent(*context_, watch_, true));
+  ASSERT_TRUE(repaired.ok()) << repaired.error().ToString();
+  ASSERT_TRUE(*repaired);
+  const auto events = watch_.Events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().summary.acknowledged_lost, 1) << "counted twice, or not at all";
+  std::string metrics;
+  watch_.AppendPrometheus(metrics);
+  EXPECT_NE(metrics.find("flashsale_repair_acknowledged_lost_total 1\n"), std::string::npos)
+      << metrics;
+}
+
 }  // namespace
 }  // namespace flashsale::service
