@@ -28,6 +28,8 @@ std::string_view StatusWord(Outcome outcome) {
       return "overloaded";
     case Outcome::kLimitExceeded:
       return "limit_exceeded";
+    case Outcome::kBehind:
+      return "frozen";
   }
   return "unknown";
 }
@@ -44,6 +46,7 @@ std::string_view DrawStatusWord(Outcome outcome) {
 }
 
 std::optional<Outcome> OutcomeFromCode(int64_t code) {
+  if (code == static_cast<int>(Outcome::kBehind)) return Outcome::kBehind;
   if (code < static_cast<int>(Outcome::kOverloaded) || code > static_cast<int>(Outcome::kNoPrize)) {
     return std::nullopt;
   }

@@ -23,6 +23,10 @@ enum class Outcome : int {
   // Answered by the service, never by a script: the quantity asked is over what the per-user limit
   // still allows, although the user may buy fewer (the script's 0 with units left to buy).
   kLimitExceeded = -9,
+  // Answered by a script, never shown to a buyer: Redis holds less of the activity's write
+  // sequence than the caller knows was written (it lost acknowledged writes); nothing was done,
+  // and the service freezes the activity until its lost-write repair ran (a 503).
+  kBehind = -20,
 };
 
 // "reserved", "already_purchased", "sold_out", ...; for draws, "won", "no_prize" and

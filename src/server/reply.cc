@@ -78,6 +78,8 @@ Word WordFor(core::Outcome outcome) {
       return Word::kOverloaded;
     case core::Outcome::kLimitExceeded:
       return Word::kLimitExceeded;
+    case core::Outcome::kBehind:
+      return Word::kUnavailable;  // turned into the frozen answer before it gets here
   }
   return Word::kError;
 }

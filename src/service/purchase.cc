@@ -59,6 +59,12 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
   if (!reservation.ok()) {
     co_return UndecidedResult<PurchaseResult>(admission.order_id, std::move(reservation).error());
   }
+  // Redis held less of the activity's write sequence than was acknowledged: nothing was done,
+  // the activity is frozen for its repair.
+  if (!context.Observe(activity_id, reservation->outcome, reservation->written)) {
+    context.CountFrozenRefusals(activity_id);
+    co_return FrozenError();
+  }
   PurchaseResult result = FromReservation(context, request, admission, std::move(*reservation));
   co_await ConfirmTaken(context, activity_id, result);
   co_return std::move(result);
