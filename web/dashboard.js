@@ -164,7 +164,11 @@
   }
 
   function phase(a, state) {
-    if (state && state.frozen) return "frozen (Redis restarted: repair pending)";
+    if (state && state.frozen) {
+      return state.frozen_reason === "sequence_behind"
+        ? "frozen (Redis lost writes: repair pending)"
+        : "frozen (Redis server changed: repair pending)";
+    }
     const now = Date.now() + offsetMs;
     if (now >= a.end_ms) return "ended";
     if (!a.open) return "closed";
@@ -250,12 +254,26 @@
     const state = $("redis-state");
     const list = $("redis-events");
     const events = (watch.events || []).filter((e) => !e.startup);
+    const activities = watch.activities || {};
+    const frozenNow = activities.frozen || [];
     const text = watch.frozen
       ? "FROZEN: Redis restarted or failed over; purchases and draws wait for the repair."
-      : `Running (epoch ${watch.epoch}); ${events.length ? events.length + " event(s) seen" : "no event seen"}.`;
+      : frozenNow.length
+        ? `FROZEN: ${frozenNow.map((f) => f.activity_id).join(", ")}: Redis lost writes; ` +
+          "their purchases and draws wait for the repair."
+        : `Running (epoch ${watch.epoch}); ${events.length ? events.length + " event(s) seen" : "no event seen"}.`;
     if (state.textContent !== text) state.textContent = text;
-    state.className = watch.frozen ? "error" : "muted";
-    const lines = events.slice().reverse().map((e) => {
+    state.className = watch.frozen || frozenNow.length ? "error" : "muted";
+    // Per activity: frozen because Redis held less of its write sequence than was acknowledged.
+    const freezes = frozenNow.concat((activities.recent || []).slice().reverse()).map((f) =>
+      `${f.activity_id}: ${f.reason === "sequence_behind" ? "Redis lost writes" : "server changed"}` +
+      ` (held ${f.redis_holds.epoch}.${f.redis_holds.seq}, below ${f.floor.epoch}.${f.floor.seq}), ` +
+      (f.thawed_ms
+        ? `repaired ${clock(f.thawed_ms)} after ${f.thawed_ms - f.since_ms} ms frozen`
+        : `frozen since ${clock(f.since_ms)}`) +
+      `, ${f.refused} refused; ${f.orders_applied} orders applied again, ` +
+      `${f.oversold_units} units oversold`);
+    const lines = freezes.concat(events.slice().reverse().map((e) => {
       const r = e.repair || {};
       const activities = (r.activities || []).join(", ") || "none";
       return `lost ${clock(e.lost_ms)}, back ${clock(e.back_ms)}, ` +
@@ -264,7 +282,7 @@
         `${r.orders_applied || 0} orders (${r.units_applied || 0} units) applied again, ` +
         `${r.rebuilt || 0} rebuilt, ${r.oversold_units || 0} units oversold, ` +
         `${r.acknowledged_lost || 0} acknowledged orders lost`;
-    });
+    }));
     const shown = [...list.children].map((li) => li.textContent);
     if (shown.join("\n") !== lines.join("\n")) {
       list.replaceChildren(...lines.map((line) => FS.el("li", {}, line)));

@@ -315,6 +315,9 @@ server::ServerOptions ServerOptionsFor(const ServeConfig& config, const HostPort
   options.max_connections = static_cast<size_t>(config.max_connections);
   options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+  // Without order consumers there is no job schedule to run the lost-write repair (the start-up
+  // check among them): the registry poller runs it.
+  options.repairs = config.consumers <= 0;
   options.trust_forwarded_for = config.trust_forwarded_for;
   options.cors_origins = config.cors_origin;
   options.access_log_every = AccessLogEvery(config.access_log_sample);
@@ -382,7 +385,15 @@ void WaitForStartupRepair(const ServeConfig& config, const service::ServiceSetti
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (settings.redis_watch != nullptr && redis_watch.frozen()) {
-    spdlog::warn("the lost-write repair has not run yet: purchases and draws wait for it");
+    if (config.consumers > 0) {
+      spdlog::warn(
+          "the start-up check of Redis has not finished yet: purchases and draws wait "
+          "for it");
+    } else {
+      spdlog::info(
+          "no order consumers here: the registry poller runs the start-up check of Redis "
+          "once the service listens; purchases and draws wait for it");
+    }
   }
 }
 

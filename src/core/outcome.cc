@@ -38,6 +38,8 @@ std::string_view StatusWord(Outcome outcome) {
       return "refused";
     case Outcome::kKeyReused:
       return "idempotency_key_reused";
+    case Outcome::kBehind:
+      return "frozen";
   }
   return "unknown";
 }
@@ -73,7 +75,7 @@ std::optional<Outcome> OutcomeFromCode(int64_t code) {
   }
   if (code == static_cast<int>(Outcome::kCancelled) ||
       code == static_cast<int>(Outcome::kRefused) ||
-      code == static_cast<int>(Outcome::kKeyReused)) {
+      code == static_cast<int>(Outcome::kKeyReused) || code == static_cast<int>(Outcome::kBehind)) {
     return static_cast<Outcome>(code);
   }
   return std::nullopt;

@@ -34,6 +34,10 @@ enum class Outcome : int {
   // The Idempotency-Key was used before with another request (another activity, action or
   // quantity): refused, nothing done (HTTP 422).
   kKeyReused = -12,
+  // Answered by a script, never shown to a buyer: Redis holds less of the activity's write
+  // sequence than the caller knows was written (it lost acknowledged writes); nothing was done,
+  // and the service freezes the activity until its lost-write repair ran (a 503).
+  kBehind = -20,
 };
 
 // Whether a replayed outcome is an order's state (an order exists under its order id): reserved

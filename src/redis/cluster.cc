@@ -223,6 +223,12 @@ size_t ClusterRouter::primaries() const {
       std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.primary; }));
 }
 
+std::string ClusterRouter::NodeOfSlot(uint16_t slot) const {
+  if (slot >= kClusterSlots || slots_[slot] < 0) return {};
+  const Node& node = nodes_[static_cast<size_t>(slots_[slot])];
+  return fmt::format("{}:{}", node.host, node.port);
+}
+
 void ClusterRouter::Start() {
   if (started_) return;
   started_ = true;
@@ -652,13 +658,20 @@ base::Status ClusterRouter::ApplyShards(const Reply& reply) {
     node.primary = false;
   }
   for (size_t index : primaries) nodes_[index].primary = true;
-  if (options_.on_server && map_loaded_) {
-    // A node already connected that now serves slots (a replica promoted): its server is watched
-    // from here (one not connected yet reports when its handshake is done).
+  if (map_loaded_ && (options_.on_server || options_.on_promoted)) {
+    // A node already connected that now serves slots (a replica promoted, or a failed primary
+    // promoted back): its server is watched from here, as a promotion even if its run_id was seen
+    // before (it may lack what its primary acknowledged). One not connected yet reports when its
+    // handshake is done.
     for (size_t index : primaries) {
       Node& node = nodes_[index];
       if (index < was_primary.size() && !was_primary[index] && !node.run_id.empty()) {
-        options_.on_server(fmt::format("{}:{}", node.host, node.port), node.run_id);
+        const std::string name = fmt::format("{}:{}", node.host, node.port);
+        if (options_.on_promoted) {
+          options_.on_promoted(name, node.run_id);
+        } else {
+          options_.on_server(name, node.run_id);
+        }
       }
     }
   }

@@ -90,6 +90,9 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
   uint64_t asked() const { return asked_; }
   uint64_t retried() const { return retried_; }
   size_t primaries() const;
+  // The node serving `slot` in the current map, as "host:port" (what its connection reports as its
+  // node); empty when no primary is known for it.
+  std::string NodeOfSlot(uint16_t slot) const;
   // Every call through the router, as the owning Connection reports them: commands, replies,
   // errors by kind, timeouts, latency. Link events (connects, disconnects) happen on the node
   // connections and are logged, not counted here.

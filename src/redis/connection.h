@@ -92,6 +92,10 @@ struct ConnectionOptions {
   // `node` names the server's address (host:port, or the socket path), so a watch over a
   // cluster's node connections tells its nodes apart.
   std::function<bool(std::string_view node, std::string_view run_id)> on_server;
+  // Cluster only: a node the router had met (its connection up, its run_id reported) that the
+  // slot map now makes a primary (a replica promoted, a failed primary promoted back): it may
+  // lack writes its old primary acknowledged, whatever its run_id. Called on the router's thread.
+  std::function<void(std::string_view node, std::string_view run_id)> on_promoted;
   // Called when an established link breaks (on the connection's thread).
   std::function<void()> on_link_lost;
   // Set by the cluster router on its node connections: TRYAGAIN and CLUSTERDOWN come back as

@@ -50,12 +50,16 @@ ActivityInspector::ActivityInspector(ScriptRunner& runner, std::string key_names
       namespace_(std::move(key_namespace)),
       reappend_(runner.scripts().Get("order_reappend")),
       reapply_(runner.scripts().Get("activity_reapply_orders")),
+      rebase_(runner.scripts().Get("activity_write_rebase")),
       appended_(reappend_, "appended"),
       applied_(reapply_, "applied"),
       units_(reapply_, "units"),
       present_(reapply_, "present"),
       short_units_(reapply_, "short_units"),
-      short_order_id_(reapply_, "short_order_id") {}
+      short_order_id_(reapply_, "short_order_id"),
+      rebase_code_(rebase_, "code"),
+      rebase_epoch_(rebase_, "wepoch"),
+      rebase_seq_(rebase_, "wseq") {}
 
 asio::awaitable<Result<std::vector<OrderRecordEntry>>> ActivityInspector::Orders(
     std::string_view activity_id) {
@@ -148,6 +152,36 @@ asio::awaitable<Result<ReapplyResult>> ActivityInspector::ReapplyOrders(
     }
   }
   co_return total;
+}
+
+asio::awaitable<Result<RebaseResult>> ActivityInspector::Rebase(std::string_view activity_id,
+                                                                int64_t epoch, WriteSeq seen) {
+  const SeckillKeys keys(namespace_, activity_id);
+  ScriptCall call(rebase_);
+  call.Key("meta", keys.meta())
+      .Arg("epoch", epoch)
+      .Arg("seen_epoch", seen.epoch)
+      .Arg("seen_seq", seen.seq);
+  auto reply = co_await Await(runner_, call);
+  auto read = ScriptReply::Read(rebase_, reply);
+  if (!read) co_return std::move(read).error();
+  RebaseResult result;
+  result.now = {read->Int(rebase_epoch_), read->Int(rebase_seq_)};
+  switch (read->Int(rebase_code_)) {
+    case 1:
+      result.outcome = RebaseResult::Outcome::kRebased;
+      break;
+    case 0:
+      result.outcome = RebaseResult::Outcome::kAlready;
+      break;
+    case -1:
+      result.outcome = RebaseResult::Outcome::kBehind;
+      break;
+    default:
+      result.outcome = RebaseResult::Outcome::kNotLoaded;
+      break;
+  }
+  co_return result;
 }
 
 asio::awaitable<Result<std::vector<std::string>>> ActivityInspector::IdempotentOrderIds(

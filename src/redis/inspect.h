@@ -44,6 +44,13 @@ struct ReapplyResult {
   std::vector<std::string> short_orders;  // the orders those units belong to
 };
 
+// What activity_write_rebase.lua did.
+struct RebaseResult {
+  enum class Outcome { kRebased, kAlready, kBehind, kNotLoaded };
+  Outcome outcome = Outcome::kNotLoaded;
+  WriteSeq now;  // the sequence Redis holds after the call
+};
+
 class ActivityInspector {
  public:
   ActivityInspector(ScriptRunner& runner, std::string key_namespace);
@@ -61,6 +68,11 @@ class ActivityInspector {
   // activity that lost them (each once, by order id), stock taken; see the script.
   boost::asio::awaitable<base::Result<ReapplyResult>> ReapplyOrders(
       std::string_view activity_id, std::span<const RestoredOrder> orders);
+  // activity_write_rebase.lua: the last step of a repair, the activity's write sequence on from
+  // (epoch, 0), unless Redis holds less than `seen` (what the repair read before it began: it
+  // lost writes again meanwhile) or an epoch at or past `epoch` already.
+  boost::asio::awaitable<base::Result<RebaseResult>> Rebase(std::string_view activity_id,
+                                                            int64_t epoch, WriteSeq seen);
   // Idempotency records of the activity that name an order id (SCAN): order id -> the record's
   // outcome code. What survives of replies given to buyers.
   boost::asio::awaitable<base::Result<std::vector<std::string>>> IdempotentOrderIds(
@@ -71,9 +83,11 @@ class ActivityInspector {
   std::string namespace_;
   const Script& reappend_;
   const Script& reapply_;
+  const Script& rebase_;
   IntField appended_;  // reply fields (RETURNS)
   IntField applied_, units_, present_, short_units_;
   StrField short_order_id_;
+  IntField rebase_code_, rebase_epoch_, rebase_seq_;
 };
 
 }  // namespace flashsale::redis

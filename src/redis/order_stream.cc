@@ -44,8 +44,12 @@ Result<std::vector<StreamEntry>> ParseEntries(ReplyView entries) {
       out.push_back(std::move(parsed));
       continue;
     }
-    // A batch's intents: one StreamEntry each (any other field would be another writer's, and
-    // is not theirs to carry).
+    // A batch's intents: one StreamEntry each, with the entry's write sequence (any other field
+    // would be another writer's, and is not theirs to carry).
+    std::string_view write_seq;
+    for (size_t f = 0; f + 1 < fields.size(); f += 2) {
+      if (fields[f].str() == kWriteSeqField) write_seq = fields[f + 1].str();
+    }
     int part = 0;
     for (size_t f = 0; f + 1 < fields.size(); f += 2) {
       if (fields[f].str() != kPackedIntentField) continue;
@@ -53,6 +57,7 @@ Result<std::vector<StreamEntry>> ParseEntries(ReplyView entries) {
       parsed.id = entry[0].str();
       parsed.part = part++;
       AddEntryField(fields[f].str(), fields[f + 1].str(), parsed.fields);
+      if (!write_seq.empty()) parsed.fields.emplace_back(kWriteSeqField, write_seq);
       out.push_back(std::move(parsed));
     }
   }

@@ -28,7 +28,8 @@ TEST(ScriptSetTest, EmbedsEveryLuaFileWithShebangAndInterface) {
   const Script& reserve = set.Get("seckill_reserve");
   EXPECT_EQ(reserve.key_names, (std::vector<std::string>{"meta", "stock", "items", "buyers",
                                                          "orders", "stream", "idem..."}));
-  EXPECT_EQ(reserve.arg_names, (std::vector<std::string>{"request..."}));
+  EXPECT_EQ(reserve.arg_names,
+            (std::vector<std::string>{"floor_epoch", "floor_seq", "request..."}));
 }
 
 // Every key a script touches comes in KEYS (docs/design.md, "Redis key layout"): Redis Cluster
@@ -111,12 +112,12 @@ TEST(ScriptSetTest, EveryEmbeddedScriptDeclaresWhatItReturns) {
   }
   const ReplyDecl& reserve = ScriptSet::Embedded().Get("seckill_reserve").returns;
   EXPECT_TRUE(reserve.array);
-  EXPECT_EQ(reserve.fixed, 0u);
-  EXPECT_EQ(reserve.rest, 6u);  // one group per request
+  EXPECT_EQ(reserve.fixed, 2u);  // the write sequence
+  EXPECT_EQ(reserve.rest, 6u);   // then one group per request
   EXPECT_EQ(reserve.Find("items")->part, ReplyDecl::Part::kRest);
   const ReplyDecl& status = ScriptSet::Embedded().Get("seckill_status").returns;
   EXPECT_EQ(status.fixed, 1u);
-  EXPECT_EQ(status.tail, 14u);
+  EXPECT_EQ(status.tail, 16u);
 }
 
 class ScriptCallTest : public ::testing::Test {

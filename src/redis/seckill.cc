@@ -140,24 +140,28 @@ struct SeckillScripts::Replies {
   };
   struct Reserve {
     explicit Reserve(const Script& s)
-        : code(s, "code"),
+        : wepoch(s, "wepoch"),
+          wseq(s, "wseq"),
+          code(s, "code"),
           replayed(s, "replayed"),
           remaining(s, "remaining"),
           bought(s, "bought"),
           order_id(s, "order_id"),
           items(s, "items") {}
-    IntField code, replayed, remaining, bought;
+    IntField wepoch, wseq, code, replayed, remaining, bought;
     StrField order_id, items;
   };
   struct Draw {
     explicit Draw(const Script& s)
-        : code(s, "code"),
+        : wepoch(s, "wepoch"),
+          wseq(s, "wseq"),
+          code(s, "code"),
           replayed(s, "replayed"),
           remaining(s, "remaining"),
           draws(s, "draws"),
           order_id(s, "order_id"),
           prize_id(s, "prize_id") {}
-    IntField code, replayed, remaining, draws;
+    IntField wepoch, wseq, code, replayed, remaining, draws;
     StrField order_id, prize_id;
   };
   struct Release {
@@ -179,6 +183,8 @@ struct SeckillScripts::Replies {
         : code(s, "code"),
           state(s, "state"),
           kind(s, "kind"),
+          wepoch(s, "wepoch"),
+          wseq(s, "wseq"),
           ints{{{{s, "start_ms"}, &ActivityStatus::start_ms},
                 {{s, "end_ms"}, &ActivityStatus::end_ms},
                 {{s, "per_user_limit"}, &ActivityStatus::per_user_limit},
@@ -193,6 +199,7 @@ struct SeckillScripts::Replies {
                 {{s, "oversold"}, &ActivityStatus::oversold}}} {}
     IntField code;
     StrField state, kind;
+    IntField wepoch, wseq;
     std::array<Int, 12> ints;
   };
   struct UserOrders {
@@ -324,7 +331,7 @@ base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& re
 template <typename Sent>
 struct ReserveCall {
   ReserveCall(const SeckillKeys& keys, const Script& script,
-              std::span<const ReserveRequest> requests, Sent sent,
+              std::span<const ReserveRequest> requests, WriteSeq floor, Sent sent,
               SeckillScripts::CallScratch& scratch)
       : call(script) {
     scratch.idem_keys.Reset();
@@ -348,6 +355,8 @@ struct ReserveCall {
         .Key("orders", keys.orders())
         .Key("stream", keys.stream())
         .RestKeys("idem", scratch.idem_keys.view())
+        .Arg("floor_epoch", floor.epoch)
+        .Arg("floor_seq", floor.seq)
         .Rest("request", scratch.args.view());
   }
   ScriptCall call;
@@ -378,7 +387,7 @@ base::Status CheckDraw(std::string_view activity_id, const DrawRequest& request)
 template <typename Sent>
 struct DrawCall {
   DrawCall(const SeckillKeys& keys, const Script& script, std::span<const DrawRequest> requests,
-           Sent sent, SeckillScripts::CallScratch& scratch)
+           WriteSeq floor, Sent sent, SeckillScripts::CallScratch& scratch)
       : call(script) {
     scratch.idem_keys.Reset();
     scratch.args.Reset();
@@ -403,6 +412,8 @@ struct DrawCall {
         .Key("stream", keys.stream())
         .Key("fence", keys.queue_fence())
         .RestKeys("idem", scratch.idem_keys.view())
+        .Arg("floor_epoch", floor.epoch)
+        .Arg("floor_seq", floor.seq)
         .Rest("request", scratch.args.view());
   }
   ScriptCall call;
@@ -438,7 +449,7 @@ Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
   }
   const SeckillKeys keys(namespace_, activity_id);
   CallScratch scratch;
-  const ReserveCall reserve(keys, reserve_, requests, kAll, scratch);
+  const ReserveCall reserve(keys, reserve_, requests, WriteSeq{}, kAll, scratch);
   auto argv = reserve.call.BuildArgv();
   if (!argv) return std::move(argv).error();
   return std::vector<std::string>(argv->begin(), argv->end());
@@ -470,15 +481,15 @@ void SeckillScripts::Batch(std::span<const Request> requests, std::vector<Result
   send(std::move(handler));
 }
 
-template <typename T, typename Field, typename Fill>
+template <typename T, typename Fields, typename Fill>
 void SeckillScripts::SendRows(const ScriptCall& call, std::vector<Result<T>>& out,
-                              const Field& code, Fill fill, Handler<void> handler) {
+                              const Fields& fields, Fill fill, Handler<void> handler) {
   size_t rows = 0;
   for (const Result<T>& slot : out) rows += slot.ok() ? 1 : 0;
   runner_.Eval(
       call, runner_.connection().DefaultDeadline(),
-      ReplyHandler([handler = std::move(handler), out = &out, rows, &code, fill, replies = replies_,
-                    &script = call.script()](Result<Reply> reply) mutable {
+      ReplyHandler([handler = std::move(handler), out = &out, rows, &fields, fill,
+                    replies = replies_, &script = call.script()](Result<Reply> reply) mutable {
         auto read = ScriptReply::Read(script, reply);
         base::Status status;
         if (!read.ok()) {
@@ -488,14 +499,16 @@ void SeckillScripts::SendRows(const ScriptCall& call, std::vector<Result<T>>& ou
                              script.name, read->Rows(), rows);
         } else {
           size_t row = 0;
+          const WriteSeq written{read->Int(fields.wepoch), read->Int(fields.wseq)};
           for (Result<T>& slot : *out) {
             if (!slot.ok()) continue;
-            auto outcome = core::OutcomeFromCode(read->Int(code, row));
+            auto outcome = core::OutcomeFromCode(read->Int(fields.code, row));
             if (!outcome) {
-              status = UnknownCode(*read, read->Int(code, row));
+              status = UnknownCode(*read, read->Int(fields.code, row));
               break;
             }
             slot->outcome = *outcome;
+            slot->written = written;
             fill(*read, row, *slot);
             ++row;
           }
@@ -505,13 +518,14 @@ void SeckillScripts::SendRows(const ScriptCall& call, std::vector<Result<T>>& ou
 }
 
 void SeckillScripts::SendReserve(std::string_view activity_id,
-                                 std::span<const ReserveRequest> requests,
+                                 std::span<const ReserveRequest> requests, WriteSeq floor,
                                  std::vector<Result<Reservation>>& out, Handler<void> handler) {
   const ReserveCall reserve(
-      KeysOf(activity_id), reserve_, requests, [&out](size_t i) { return out[i].ok(); }, scratch_);
+      KeysOf(activity_id), reserve_, requests, floor, [&out](size_t i) { return out[i].ok(); },
+      scratch_);
   const Replies::Reserve& f = replies_->reserve;
   SendRows(
-      reserve.call, out, f.code,
+      reserve.call, out, f,
       [&f](const ScriptReply& reply, size_t row, Reservation& r) {
         r.replayed = reply.Int(f.replayed, row) == 1;
         r.remaining = reply.Int(f.remaining, row);
@@ -539,22 +553,24 @@ void SeckillScripts::ReserveBatch(std::string_view activity_id,
 }
 
 void SeckillScripts::ReserveBatch(std::string_view activity_id,
-                                  std::span<const ReserveRequest> requests,
+                                  std::span<const ReserveRequest> requests, WriteSeq floor,
                                   std::vector<Result<Reservation>>& out, Handler<void> handler) {
   Batch<ReserveRequest, Reservation>(
       requests, out,
       [activity_id](const ReserveRequest& request) { return CheckReserve(activity_id, request); },
-      [&](Handler<void> done) { SendReserve(activity_id, requests, out, std::move(done)); },
+      [&](Handler<void> done) { SendReserve(activity_id, requests, floor, out, std::move(done)); },
       std::move(handler));
 }
 
 void SeckillScripts::SendDraw(std::string_view activity_id, std::span<const DrawRequest> requests,
-                              std::vector<Result<DrawResult>>& out, Handler<void> handler) {
+                              WriteSeq floor, std::vector<Result<DrawResult>>& out,
+                              Handler<void> handler) {
   const DrawCall draw(
-      KeysOf(activity_id), draw_, requests, [&out](size_t i) { return out[i].ok(); }, scratch_);
+      KeysOf(activity_id), draw_, requests, floor, [&out](size_t i) { return out[i].ok(); },
+      scratch_);
   const Replies::Draw& f = replies_->draw;
   SendRows(
-      draw.call, out, f.code,
+      draw.call, out, f,
       [&f](const ScriptReply& reply, size_t row, DrawResult& d) {
         d.replayed = reply.Int(f.replayed, row) == 1;
         d.remaining = reply.Int(f.remaining, row);
@@ -565,9 +581,11 @@ void SeckillScripts::SendDraw(std::string_view activity_id, std::span<const Draw
       std::move(handler));
 }
 
-void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request,
+void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request, WriteSeq floor,
                           Handler<DrawResult> handler) {
-  DrawBatch(activity_id, std::span<const DrawRequest>(&request, 1), First(std::move(handler)));
+  IntoOwnVector<DrawResult>(First(std::move(handler)), [&](auto& out, Handler<void> done) {
+    DrawBatch(activity_id, std::span<const DrawRequest>(&request, 1), floor, out, std::move(done));
+  });
 }
 
 void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
@@ -578,11 +596,12 @@ void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const Dra
 }
 
 void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
-                               std::vector<Result<DrawResult>>& out, Handler<void> handler) {
+                               WriteSeq floor, std::vector<Result<DrawResult>>& out,
+                               Handler<void> handler) {
   Batch<DrawRequest, DrawResult>(
       requests, out,
       [activity_id](const DrawRequest& request) { return CheckDraw(activity_id, request); },
-      [&](Handler<void> done) { SendDraw(activity_id, requests, out, std::move(done)); },
+      [&](Handler<void> done) { SendDraw(activity_id, requests, floor, out, std::move(done)); },
       std::move(handler));
 }
 
@@ -674,6 +693,7 @@ void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus
                         status.state = reply.Str(f.state);
                         status.kind = reply.Str(f.kind);
                         for (const auto& [field, out] : f.ints) status.*out = reply.Int(field);
+                        status.written = {reply.Int(f.wepoch), reply.Int(f.wseq)};
                         return status;
                       });
 }

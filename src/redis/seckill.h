@@ -6,7 +6,8 @@
 // Key layout (docs/design.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
 // activity in one Redis Cluster slot, so a script may touch all of its keys.
 //   meta    hash    state, window, per-user limit, kind, total/released, version,
-//                   oversold (units the lost-write repair applied that had been sold again)
+//                   oversold (units the lost-write repair applied that had been sold again),
+//                   wepoch/wseq (the write sequence: core/write_seq.h; absent: 0)
 //   meta:missing_since string  when a reconciliation run first found the activity lost; set
 //                   until its rebuild finished (service/reconcile.cc)
 //   stock   string  remaining units (counted stock)
@@ -59,6 +60,7 @@
 #include "base/result.h"
 #include "core/activity.h"
 #include "core/outcome.h"
+#include "core/write_seq.h"
 #include "redis/scripts.h"
 
 namespace flashsale::redis {
@@ -113,6 +115,9 @@ enum class SetupMode {
   kCreate,  // kLoadIfMissing for a create: one Redis holds with another kind or stock is a clash
 };
 
+// An activity's write sequence in Redis (meta `wepoch`, `wseq`; core/write_seq.h).
+using core::WriteSeq;
+
 struct ReserveRequest {
   std::string_view order_id;  // unique per purchase; a retry with the same id is a replay
   std::string_view user_id;
@@ -149,6 +154,7 @@ struct DrawResult {
   int64_t draws = 0;      // the user's draws so far (this one included)
   std::string order_id;   // the draw's id (an earlier call's, when replayed)
   std::string prize_id;   // kReserved: the prize won
+  WriteSeq written;       // the activity's write sequence as Redis holds it after the call
 };
 
 struct Reservation {
@@ -161,6 +167,7 @@ struct Reservation {
   int64_t quantity = 0;
   std::string order_id;            // the reservation's order id (an earlier call's, when replayed)
   std::vector<std::string> items;  // an order, itemised stock: the item ids taken
+  WriteSeq written;                // the activity's write sequence as Redis holds it after the call
 };
 
 // One order as Redis recorded it, for reading back before the database has it.
@@ -211,6 +218,7 @@ struct ActivityStatus {
   int64_t orders = 0;    // order records (reserved or released)
   int64_t buyers = 0;    // users holding at least one unit
   int64_t oversold = 0;  // units applied again that had been sold again (the activity closed)
+  WriteSeq written;      // the write sequence
 };
 
 // Parses an `orders` hash value ("R|user|quantity|ts|items"); nothing if it is malformed.
@@ -247,9 +255,21 @@ class SeckillScripts {
   // this object keeps, so in steady state the binding allocates nothing but the reply's own
   // strings (the order id of each result, its items).
   void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
-                    std::vector<base::Result<Reservation>>& out, Handler<void> handler);
+                    std::vector<base::Result<Reservation>>& out, Handler<void> handler) {
+    ReserveBatch(activity_id, requests, WriteSeq{}, out, std::move(handler));
+  }
+  // With the lowest write sequence Redis may hold (`floor`): a Redis that holds less refuses the
+  // whole call before writing anything, and every request's outcome is kBehind.
+  void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
+                    WriteSeq floor, std::vector<base::Result<Reservation>>& out,
+                    Handler<void> handler);
   // A lottery draw (the activity must be a lottery; a sale answers kUnknownActivity).
-  void Draw(std::string_view activity_id, const DrawRequest& request, Handler<DrawResult> handler);
+  void Draw(std::string_view activity_id, const DrawRequest& request, Handler<DrawResult> handler) {
+    Draw(activity_id, request, WriteSeq{}, std::move(handler));
+  }
+  // With a floor, as ReserveBatch.
+  void Draw(std::string_view activity_id, const DrawRequest& request, WriteSeq floor,
+            Handler<DrawResult> handler);
   // Several draws of one lottery decided in order, as ReserveBatch (each exactly as a single Draw
   // at that point; a request refused before Redis gets its error in its slot). A stale fence of
   // any request refuses the whole call (FENCED), before anything is written.
@@ -257,7 +277,12 @@ class SeckillScripts {
                  Handler<std::vector<base::Result<DrawResult>>> handler);
   // The same into `out`, as the ReserveBatch above.
   void DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
-                 std::vector<base::Result<DrawResult>>& out, Handler<void> handler);
+                 std::vector<base::Result<DrawResult>>& out, Handler<void> handler) {
+    DrawBatch(activity_id, requests, WriteSeq{}, out, std::move(handler));
+  }
+  // With a floor, as ReserveBatch.
+  void DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                 WriteSeq floor, std::vector<base::Result<DrawResult>>& out, Handler<void> handler);
   // The EVALSHA arguments Reserve would send ("EVALSHA", sha, numkeys, keys..., args...), for
   // tools that send the call themselves (redis-benchmark in bench/); the same checks first.
   base::Result<std::vector<std::string>> ReserveArgv(std::string_view activity_id,
@@ -301,8 +326,14 @@ class SeckillScripts {
   }
   template <typename Token>
   auto AsyncDraw(std::string_view activity_id, const DrawRequest& request, Token&& token) {
-    return Initiate<DrawResult>(
-        token, [this, activity_id, request](auto h) { Draw(activity_id, request, std::move(h)); });
+    return AsyncDraw(activity_id, request, WriteSeq{}, std::forward<Token>(token));
+  }
+  template <typename Token>
+  auto AsyncDraw(std::string_view activity_id, const DrawRequest& request, WriteSeq floor,
+                 Token&& token) {
+    return Initiate<DrawResult>(token, [this, activity_id, request, floor](auto h) {
+      Draw(activity_id, request, floor, std::move(h));
+    });
   }
   template <typename Token>
   auto AsyncDrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
@@ -372,15 +403,17 @@ class SeckillScripts {
              Send send, Handler<void> handler);
   // One script call (built in `call`) deciding the requests of the ok slots of `out`, one reply
   // row each, in order: `fill(reply, row, result)` reads a row into its slot; the outcome code
-  // (field `code`) is read here.
-  template <typename T, typename Field, typename Fill>
-  void SendRows(const ScriptCall& call, std::vector<base::Result<T>>& out, const Field& code,
+  // (field `code`) and the write sequence (fields `wepoch`, `wseq`, into `T::written`) are read
+  // here.
+  template <typename T, typename Fields, typename Fill>
+  void SendRows(const ScriptCall& call, std::vector<base::Result<T>>& out, const Fields& fields,
                 Fill fill, Handler<void> handler);
   // One reserve script call deciding the requests of the ok slots of `out` in order.
   void SendReserve(std::string_view activity_id, std::span<const ReserveRequest> requests,
-                   std::vector<base::Result<Reservation>>& out, Handler<void> handler);
+                   WriteSeq floor, std::vector<base::Result<Reservation>>& out,
+                   Handler<void> handler);
   // One draw script call deciding the requests of the ok slots of `out` in order.
-  void SendDraw(std::string_view activity_id, std::span<const DrawRequest> requests,
+  void SendDraw(std::string_view activity_id, std::span<const DrawRequest> requests, WriteSeq floor,
                 std::vector<base::Result<DrawResult>>& out, Handler<void> handler);
   // The keys of an activity, built once per activity and kept (the hot path names them on every
   // call; at most kKeptKeys activities, then the cache starts over).

@@ -105,7 +105,9 @@ void WriteState(JsonWriter& w, const service::ActivityState& state) {
   } else {
     w.Null();
   }
-  w.Key("frozen").Bool(state.frozen).Key("oversold_units").Int(state.oversold_units);
+  w.Key("frozen").Bool(state.frozen);
+  if (state.frozen) w.Key("frozen_reason").String(service::ToString(state.frozen_reason));
+  w.Key("oversold_units").Int(state.oversold_units);
   w.EndObject();
 }
 

@@ -43,6 +43,9 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds shutdown_timeout{10000};
   std::chrono::milliseconds registry_poll{500};
+  // The registry poller also runs the lost-write repair (a serve without order consumers has no
+  // job schedule that would: service::PollRegistry).
+  bool repairs = false;
   bool trust_forwarded_for = false;  // take the client address from X-Forwarded-For
   // Origins whose pages may call the public routes from a browser (server/cors.h); empty: none.
   std::vector<std::string> cors_origins;

@@ -79,9 +79,9 @@ asio::awaitable<void> AppendOperatorMetrics(service::ServiceContext& context, st
   for (const auto& record : snapshot->all()) {
     const std::string id = record.activity.id;
     ActivitySample& sample = samples[id];
-    // The freeze after a Redis restart or failover holds every activity of this process until
-    // the lost-write repair has run (service/redis_watch.h).
-    sample.frozen = context.frozen() ? 1 : 0;
+    // Frozen for a lost-write repair: the activity's own freeze (its Redis held less of its
+    // write sequence than was acknowledged), or its Redis server's event (service/redis_watch.h).
+    sample.frozen = context.Frozen(id) ? 1 : 0;
     if (pong.ok()) {
       auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
       if (status.ok() && status->found) {

@@ -93,6 +93,8 @@ Word WordFor(core::Outcome outcome) {
       return Word::kRefused;
     case core::Outcome::kKeyReused:
       return Word::kKeyReused;
+    case core::Outcome::kBehind:
+      return Word::kUnavailable;  // turned into the frozen answer before it gets here
   }
   return Word::kError;
 }

@@ -39,7 +39,8 @@ namespace {
 asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
                                                const store::ActivityRecord& record) {
   ActivityState state{record, std::nullopt, {}, std::nullopt, std::nullopt};
-  state.frozen = context.frozen();
+  state.frozen_reason = context.FrozenReason(record.activity.id);
+  state.frozen = state.frozen_reason != FreezeReason::kNone;
   auto status = co_await context.seckill().AsyncStatus(record.activity.id, asio::use_awaitable);
   if (status.ok()) {
     state.redis = std::move(*status);
@@ -240,18 +241,32 @@ asio::awaitable<Result<std::string>> RetryDeadLetter(ServiceContext& context,
   co_return id;
 }
 
+asio::awaitable<base::Status> RaiseFloorsFromRecord(ServiceContext& context) {
+  RedisWatch* watch = context.settings().redis_watch;
+  if (watch == nullptr) co_return base::Status();
+  const auto read = [](store::Store& store) { return store.WrittenSeqs(); };
+  auto written = co_await context.OnDb(read);
+  if (!written.ok()) co_return std::move(written).error();
+  for (const auto& [id, seq] : *written) watch->activities().Of(id).Raise(seq);
+  co_return base::Status();
+}
+
 asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context) {
   ActivityRegistry& registry = context.registry();
   const auto read = [&registry](store::Store& store) { return registry.Read(store); };
   auto load = co_await context.OnDb(read);
   if (!load.ok()) co_return std::move(load).error();
+  // The floors first: an activity this process can sell has a floor at least the record's.
+  if (auto raised = co_await RaiseFloorsFromRecord(context); !raised.ok()) {
+    co_return std::move(raised).error();
+  }
   // False when a reload that read the record later has published already: this one is older.
   registry.Publish(std::move(*load));
   co_return base::Status();
 }
 
 asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
-                                   asio::steady_timer& timer, const bool* stop) {
+                                   asio::steady_timer& timer, const bool* stop, bool may_repair) {
   redis::ServiceState state(context.redis(), context.settings().key_namespace);
   std::string seen;
   bool first = true;
@@ -259,23 +274,34 @@ asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::millise
   while (!*stop) {
     if (watch != nullptr && watch->frozen()) {
       // Frozen after a Redis restart or failover: free as soon as the repair's marker says so
-      // (the repair itself runs on an instance's job schedule).
-      auto resolved = co_await ResolveRedisEvent(context, *watch, /*may_repair=*/false);
+      // (the repair itself runs on an instance's job schedule, or here in a process without).
+      auto resolved = co_await ResolveRedisEvent(context, *watch, may_repair);
       if (!resolved.ok()) spdlog::debug("redis event: {}", resolved.error().message);
     }
+    if (watch != nullptr && watch->activities().any_frozen()) {
+      co_await ResolveFrozenActivities(context, *watch, may_repair);
+    }
     auto version = co_await state.RegistryVersion();
+    bool reloaded_now = false;
     if (version.ok()) {
       if (first || *version != seen) {
         if (auto reloaded = co_await ReloadRegistry(context); reloaded.ok()) {
           seen = *version;
           first = false;
+          reloaded_now = true;
         } else {
           spdlog::warn("registry reload failed: {}", reloaded.error().message);
         }
       }
     }
+    // What the other processes' pipelines persisted raises this one's floors (a reload did).
+    if (!reloaded_now && !first) {
+      if (auto raised = co_await RaiseFloorsFromRecord(context); !raised.ok()) {
+        spdlog::debug("write marks of the record: {}", raised.error().message);
+      }
+    }
     if (*stop) break;
-    timer.expires_after(watch != nullptr && watch->frozen()
+    timer.expires_after(watch != nullptr && (watch->frozen() || watch->activities().any_frozen())
                             ? std::min(every, std::chrono::milliseconds(100))
                             : every);
     co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));

@@ -21,6 +21,7 @@
 
 #include "base/result.h"
 #include "redis/seckill.h"
+#include "service/activity_guard.h"
 #include "service/context.h"
 
 namespace flashsale::service {
@@ -33,6 +34,7 @@ struct ActivityState {
   std::optional<store::OrderCounts> persisted;  // nothing: the database did not answer
   std::string reconciliation;  // the last reconciliation report (JSON); empty: none yet
   bool frozen = false;         // purchases and draws wait for the lost-write repair
+  FreezeReason frozen_reason = FreezeReason::kNone;  // why (ServiceContext::FrozenReason)
   int64_t oversold_units = 0;  // units Redis sold again before a lost-write repair (meta)
 };
 
@@ -70,10 +72,18 @@ boost::asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context);
 // registry; failures are logged (other instances see the change once Redis is back).
 boost::asio::awaitable<void> Announce(ServiceContext& context);
 
+// Raises this process's floors (service/activity_guard.h) to the record's write marks
+// (Store::WrittenSeqs): what any process's pipeline persisted. ReloadRegistry does it before it
+// publishes, so an activity this process can sell has a floor at least the record's.
+boost::asio::awaitable<base::Status> RaiseFloorsFromRecord(ServiceContext& context);
+
 // Until `*stop`: polls the registry version key every `every` and reloads when it moved (another
 // instance changed an activity). Errors are logged and retried at the next tick. `timer` paces
-// the polls; cancelling it (after setting *stop) ends the loop at once.
+// the polls; cancelling it (after setting *stop) ends the loop at once. While frozen for a Redis
+// event or an activity's write sequence, it looks every 100 ms whether the repair ran, and with
+// `may_repair` (a process without a job schedule of its own: `serve --consumers 0`) runs it.
 boost::asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
-                                          boost::asio::steady_timer& timer, const bool* stop);
+                                          boost::asio::steady_timer& timer, const bool* stop,
+                                          bool may_repair = false);
 
 }  // namespace flashsale::service

@@ -113,11 +113,12 @@ asio::awaitable<base::Result<std::variant<Refusal, Admitted>>> Admit(
   const core::SeckillActivity& activity = admission.record->activity;
   if (auto kind = CheckKind(activity, use); !kind) co_return std::move(kind).error();
 
-  // 3. The local gate. Frozen first: after Redis restarted or failed over, nothing is sold until
-  // the lost-write repair ran (service/redis_watch.h).
-  if (context.frozen()) {
-    context.settings().redis_watch->CountRefused();
-    co_return MakeError(ErrorCode::kUnavailable, "{}", kFrozenMessage);
+  // 3. The local gate. Frozen first: an activity whose Redis lost writes (its write sequence
+  // behind, or its server changed) sells nothing until its lost-write repair ran
+  // (service/activity_guard.h, service/redis_watch.h).
+  if (context.Frozen(activity.id)) {
+    context.CountFrozenRefusals(activity.id);
+    co_return FrozenError();
   }
   admission.now_ms = context.clock().NowMs();
   if (auto refusal = RefuseByState(activity, admission.now_ms, context.IsSoldOut(activity.id))) {

@@ -4,6 +4,8 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "base/crypto.h"
+#include "redis/cluster.h"
+#include "service/activity_guard.h"
 #include "service/redis_watch.h"
 
 namespace flashsale::service {
@@ -23,14 +25,24 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
           runner.connection().executor(),
           [this](std::string_view activity_id, std::span<const redis::ReserveRequest> requests,
                  ReserveCoalescer::Done done) {
-            SendReserveBatch(seckill_, activity_id, requests, std::move(done));
+            // Admitted before a freeze, sent after it: not sent (the activity's Redis may have
+            // lost writes); the floor read now, the freshest.
+            if (Frozen(activity_id)) {
+              CountFrozenRefusals(activity_id, static_cast<int64_t>(requests.size()));
+              return std::move(done)(base::Status(FrozenError()));
+            }
+            SendReserveBatch(seckill_, activity_id, requests, Floor(activity_id), std::move(done));
           },
           static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
       draws_(
           runner.connection().executor(),
           [this](std::string_view activity_id, std::span<const redis::DrawRequest> requests,
                  DrawCoalescer::Done done) {
-            SendDrawBatch(seckill_, activity_id, requests, std::move(done));
+            if (Frozen(activity_id)) {
+              CountFrozenRefusals(activity_id, static_cast<int64_t>(requests.size()));
+              return std::move(done)(base::Status(FrozenError()));
+            }
+            SendDrawBatch(seckill_, activity_id, requests, Floor(activity_id), std::move(done));
           },
           static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
       limiter_(runner),
@@ -99,8 +111,52 @@ std::string ServiceContext::KeyToken(std::string_view data) const {
   return base::HexEncode(base::HmacSha256(key_ids_key_, data)).substr(0, 32);
 }
 
-bool ServiceContext::frozen() const {
-  return settings_.redis_watch != nullptr && settings_.redis_watch->frozen();
+ActivityGuard* ServiceContext::GuardOf(std::string_view activity_id) {
+  if (settings_.redis_watch == nullptr) return nullptr;
+  if (auto found = guards_.find(activity_id); found != guards_.end()) return found->second;
+  ActivityGuard* guard = &settings_.redis_watch->activities().Of(activity_id);
+  guards_.emplace(std::string(activity_id), guard);
+  return guard;
+}
+
+FreezeReason ServiceContext::FrozenReason(std::string_view activity_id) {
+  RedisWatch* watch = settings_.redis_watch;
+  if (watch == nullptr) return FreezeReason::kNone;
+  if (GuardOf(activity_id)->frozen()) return FreezeReason::kBehind;
+  if (!watch->frozen()) return FreezeReason::kNone;
+  // Some server's event is open. One server: it holds every activity. A cluster: the node
+  // serving the activity's slot (unknown: as frozen).
+  const redis::ClusterRouter* router = runner_.connection().cluster();
+  if (router == nullptr) return FreezeReason::kServer;
+  const std::string node = router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
+  return node.empty() || watch->NodeFrozen(node) ? FreezeReason::kServer : FreezeReason::kNone;
+}
+
+core::WriteSeq ServiceContext::Floor(std::string_view activity_id) {
+  ActivityGuard* guard = GuardOf(activity_id);
+  return guard != nullptr ? guard->floor() : core::WriteSeq{};
+}
+
+bool ServiceContext::Observe(std::string_view activity_id, core::Outcome outcome,
+                             core::WriteSeq written) {
+  ActivityGuard* guard = GuardOf(activity_id);
+  if (outcome != core::Outcome::kBehind) {
+    if (guard != nullptr) guard->Raise(written);
+    return true;
+  }
+  if (guard != nullptr) {
+    settings_.redis_watch->activities().Freeze(activity_id, FreezeReason::kBehind, written);
+  }
+  return false;
+}
+
+void ServiceContext::CountFrozenRefusals(std::string_view activity_id, int64_t count) {
+  RedisWatch* watch = settings_.redis_watch;
+  if (watch == nullptr) return;
+  for (int64_t i = 0; i < count; ++i) {
+    watch->CountRefused();
+    watch->activities().CountRefused(activity_id);
+  }
 }
 
 bool ServiceContext::IsSoldOut(std::string_view activity_id) const {

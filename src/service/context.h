@@ -18,12 +18,15 @@
 #include "base/ids.h"
 #include "base/random.h"
 #include "core/cache_key.h"
+#include "core/outcome.h"
+#include "core/write_seq.h"
 #include "redis/draw_queue.h"
 #include "redis/idempotency.h"
 #include "redis/order_stream.h"
 #include "redis/rate_limiter.h"
 #include "redis/replica_wait.h"
 #include "redis/seckill.h"
+#include "service/activity_guard.h"
 #include "service/blocking.h"
 #include "service/registry.h"
 #include "service/script_batches.h"
@@ -91,8 +94,23 @@ class ServiceContext {
   // replays draws (RandomFactory).
   base::Random& random() { return random_; }
   const core::CacheKeys& cache_keys() const { return cache_keys_; }
-  // Purchases and draws wait for the lost-write repair (service/redis_watch.h).
-  bool frozen() const;
+  // Purchases and draws of the activity wait for a lost-write repair: its own freeze (its Redis
+  // held less of its write sequence than the floor: service/activity_guard.h), or an event of its
+  // Redis server (service/redis_watch.h; on a cluster, of the node serving its slot). Never
+  // without a Redis watch.
+  bool Frozen(std::string_view activity_id) {
+    return FrozenReason(activity_id) != FreezeReason::kNone;
+  }
+  // Why: kBehind (its own freeze), kServer (its server's event), kNone (not frozen).
+  FreezeReason FrozenReason(std::string_view activity_id);
+  // The floor to send with the activity's reserve and draw calls ({0, 0} without a watch).
+  core::WriteSeq Floor(std::string_view activity_id);
+  // What a reserve or draw reply says of the sequence: raises the floor to what Redis holds, or,
+  // for kBehind, freezes the activity (its repair follows). False for kBehind.
+  bool Observe(std::string_view activity_id, core::Outcome outcome, core::WriteSeq written);
+  // `count` purchases or draws of the activity refused because it is frozen (for status and
+  // /metrics).
+  void CountFrozenRefusals(std::string_view activity_id, int64_t count = 1);
   // Null unless settings().wait_replicas > 0.
   redis::ReplicaWait* replica_wait() { return replica_wait_.get(); }
 
@@ -152,6 +170,9 @@ class ServiceContext {
   // Activity id -> until when (clock ms) it is answered sold out locally.
   std::unordered_map<std::string, int64_t, StringHash, std::equal_to<>> sold_out_;
   std::unordered_map<std::string, int64_t> refused_until_;
+  // The guards of the activities this thread met (owned by the watch, live as long as it).
+  std::unordered_map<std::string, class ActivityGuard*, StringHash, std::equal_to<>> guards_;
+  class ActivityGuard* GuardOf(std::string_view activity_id);
 };
 
 template <typename F>

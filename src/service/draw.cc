@@ -113,6 +113,10 @@ asio::awaitable<Result<DrawResult>> DrawNow(ServiceContext& context,
   if (!drawn.ok()) {
     co_return UndecidedResult<DrawResult>(admission.order_id, std::move(drawn).error());
   }
+  if (!context.Observe(activity_id, drawn->outcome, drawn->written)) {
+    context.CountFrozenRefusals(activity_id);
+    co_return FrozenError();
+  }
   DrawResult result = FromDrawn(context, admission, std::move(*drawn));
   if (result.replayed) {
     // A win as the record has it now (flagged for compensation), over Redis's word.

@@ -33,8 +33,6 @@ DrawQueueConsumer::DrawQueueConsumer(ServiceContext& context, QueueConsumerOptio
     : context_(context), options_(std::move(options)), metrics_(metrics) {}
 
 asio::awaitable<int64_t> DrawQueueConsumer::Pass(const bool* stop) {
-  // Frozen after a Redis restart or failover: no draw until the lost-write repair ran.
-  if (context_.frozen()) co_return 0;
   const SnapshotPtr snapshot = context_.snapshot();
   const auto now = Clock::now();
   const bool claim_due = now >= next_claim_;
@@ -44,6 +42,8 @@ asio::awaitable<int64_t> DrawQueueConsumer::Pass(const bool* stop) {
     if (*stop) break;
     if (!Queued(record)) continue;
     const std::string& id = record.activity.id;
+    // Frozen for a lost-write repair: no draw of it until the repair ran.
+    if (context_.Frozen(id)) continue;
     if (!groups_ready_[id]) {
       auto created = co_await context_.draw_queue().EnsureGroup(id);
       if (!created.ok()) {
@@ -133,6 +133,8 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(const store::ActivityRecord& 
       done.push_back(entry.id);
       continue;
     }
+    // Checked again before each draw: a freeze since the pass began holds the rest back.
+    if (context_.Frozen(id)) break;
     const redis::DrawRequest draw{
         .order_id = ticket,
         .user_id = user,
@@ -143,7 +145,8 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(const store::ActivityRecord& 
         .idempotency_ttl_ms = context_.settings().idempotency_ttl_ms,
         .fence = fence,
     };
-    auto drawn = co_await context_.seckill().AsyncDraw(id, draw, asio::use_awaitable);
+    auto drawn =
+        co_await context_.seckill().AsyncDraw(id, draw, context_.Floor(id), asio::use_awaitable);
     if (!drawn.ok()) {
       if (drawn.error().message.starts_with("FENCED")) {
         metrics_.fenced.Add();
@@ -155,6 +158,13 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(const store::ActivityRecord& 
                      entry.id);
       }
       break;  // in order: nothing after an entry that is not decided yet
+    }
+    if (!context_.Observe(id, drawn->outcome, drawn->written)) {
+      spdlog::warn(
+          "draw queue of '{}': Redis is behind the write sequence; entry {} stays "
+          "pending until the activity's repair ran",
+          id, entry.id);
+      break;
     }
     done.push_back(entry.id);
     metrics_.decided.Add();

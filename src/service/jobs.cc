@@ -272,6 +272,11 @@ asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedu
       co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
+    if (watch != nullptr && watch->activities().any_frozen()) {
+      // An activity whose Redis held less of its write sequence than was acknowledged: its
+      // repair (the others go on selling and their jobs run).
+      co_await ResolveFrozenActivities(context, *watch, /*may_repair=*/true);
+    }
     for (const auto& [job, every] : jobs) {
       if (every.count() <= 0 || *stop || Clock::now() < next[job]) continue;
       next[job] = Clock::now() + std::min(every, std::chrono::milliseconds(5'000));

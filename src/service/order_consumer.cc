@@ -56,6 +56,16 @@ Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
     return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: ts '{}'", entry.Field("ts"));
   }
   order.items = base::SplitWords(entry.Field("items"));
+  // The write sequence of the call that wrote the entry ("wepoch.wseq"): the record keeps the
+  // highest it persisted. Absent or unreadable (an older version's entry): not known, {0, 0}.
+  if (const std::string_view written = entry.Field(redis::kWriteSeqField); !written.empty()) {
+    const size_t dot = written.find('.');
+    core::WriteSeq seq;
+    if (dot != std::string_view::npos && ParseInt(written.substr(0, dot), seq.epoch) &&
+        ParseInt(written.substr(dot + 1), seq.seq) && seq.epoch >= 0 && seq.seq >= 0) {
+      order.written = seq;
+    }
+  }
   if (activity.activity.is_lottery()) {
     // A win: one prize, under the user's draw number (the record's one-win-per-draw key).
     if (!ParseInt(entry.Field("draw"), order.draw_no) || order.draw_no < 1 ||
@@ -190,11 +200,11 @@ asio::awaitable<void> OrderConsumer::Run(const bool* stop) {
 }
 
 asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
-  // After a Redis restart or failover, nothing is read until the lost-write repair ran; a batch
-  // carries the record's epoch it was read under, so one read before the event is refused by
-  // the record once the repair advanced it (store::Store::InsertOrders).
-  const RedisWatch* watch = context_.settings().redis_watch;
-  if (watch != nullptr && watch->frozen()) co_return 0;
+  // A frozen activity (its Redis lost writes, or its server changed) is not read until its
+  // lost-write repair ran; a batch carries the record's epoch it was read under, so one read
+  // before an event is refused by the record once the repair advanced it
+  // (store::Store::InsertOrders).
+  RedisWatch* watch = context_.settings().redis_watch;
   const std::optional<int64_t> fence =
       watch != nullptr ? std::optional<int64_t>(watch->epoch()) : std::nullopt;
   const SnapshotPtr snapshot = context_.snapshot();
@@ -212,6 +222,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
   for (const auto& activity : snapshot->all()) {
     if (*stop) break;
     const std::string& id = activity.activity.id;
+    if (context_.Frozen(id)) continue;
     if (!groups_ready_[id]) {
       auto created = co_await stream_.EnsureGroup(id);
       if (!created.ok()) {
@@ -323,6 +334,11 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   if (!batch.ok() && batch.error().code == ErrorCode::kCancelled) co_return;  // stopping
   if (batch.ok()) {
     for (size_t i = 0; i < orders.size(); ++i) outcomes[i] = (*batch)[i];
+    // Read from Redis, so Redis held these sequences: this process's floor follows (the record's
+    // mark, raised in the same commit, carries it to the other processes).
+    core::WriteSeq highest;
+    for (const auto& order : orders) highest = std::max(highest, order.written);
+    if (!highest.zero()) context_.Observe(activity_id, core::Outcome::kReserved, highest);
   } else {
     // The batch failed for a reason of its own: find which entries, one at a time.
     spdlog::warn("batch of {} for '{}' failed ({}); retrying one by one", orders.size(),
@@ -398,6 +414,13 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
       metrics_.fenced.Add();
       spdlog::warn("{} held order intents of '{}' refused by the record: {}", orders->size(),
                    activity_id, outcomes.error().message);
+      // A repair (on any instance, for any activity) advanced the fence: what is read from now
+      // on was read after it, and carries its epoch.
+      if (RedisWatch* watch = context_.settings().redis_watch) {
+        const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
+        auto epoch = co_await context_.OnDb(read_fence);
+        if (epoch.ok()) watch->AdoptEpoch(*epoch);
+      }
       co_return outcomes;
     }
     const bool retry = !outcomes.ok() && (outcomes.error().code == ErrorCode::kUnavailable ||

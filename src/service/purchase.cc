@@ -63,6 +63,12 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
   if (!reservation.ok()) {
     co_return UndecidedResult<PurchaseResult>(admission.order_id, std::move(reservation).error());
   }
+  // Redis held less of the activity's write sequence than was acknowledged: nothing was done,
+  // the activity is frozen for its repair.
+  if (!context.Observe(activity_id, reservation->outcome, reservation->written)) {
+    context.CountFrozenRefusals(activity_id);
+    co_return FrozenError();
+  }
   PurchaseResult result = FromReservation(context, request, admission, std::move(*reservation));
   if (result.replayed) {
     // The order as the record has it now (paid, cancelled, flagged), over Redis's word.

@@ -20,13 +20,63 @@ std::string RepairSummary::Json() const {
   return std::move(w).Take();
 }
 
-RedisWatch::RedisWatch(const base::Clock& clock) : clock_(clock) {}
+RedisWatch::RedisWatch(const base::Clock& clock) : clock_(clock), activities_(clock) {}
 
 void RedisWatch::Hook(redis::ConnectionOptions& options) {
   options.on_server = [this](std::string_view node, std::string_view run_id) {
     return OnServer(node, run_id);
   };
+  options.on_promoted = [this](std::string_view node, std::string_view run_id) {
+    OnPromoted(node, run_id);
+  };
   options.on_link_lost = [this] { OnLinkLost(); };
+}
+
+void RedisWatch::OpenEvent(std::string_view node_name, Node& node, std::string_view run_id,
+                           std::string_view what) {
+  const int64_t now = clock_.NowMs();
+  const bool open_event = frozen_.load(std::memory_order_relaxed) && !events_.empty() &&
+                          events_.back().repaired_ms == 0;
+  const std::string_view where = node_name.empty() ? std::string_view("the endpoint") : node_name;
+  const std::string_view before =
+      node.seen.empty() ? std::string_view("none") : std::string_view(node.seen);
+  if (!open_event) {
+    RedisEvent event;
+    event.node = std::string(node_name);
+    event.from_run_id = node.seen;
+    event.to_run_id = std::string(run_id);
+    event.startup = !any_confirmed_;
+    event.lost_ms = lost_ms_;
+    event.back_ms = now;
+    events_.push_back(std::move(event));
+    if (events_.size() > kKeep) events_.pop_front();
+    event_fence_ = -1;
+    if (any_confirmed_) {
+      ++events_total_;
+      spdlog::warn(
+          "redis: {} behind {} (run_id {} -> {}): it may have lost acknowledged writes; "
+          "purchases and draws of its activities are frozen until the repair ran",
+          what, where, before, run_id);
+    }
+  } else {
+    if (events_.back().node == node_name) {
+      events_.back().to_run_id = std::string(run_id);  // changed again while frozen
+    } else if (events_.back().to_run_id.find(run_id) == std::string::npos) {
+      events_.back().to_run_id += " " + std::string(run_id);  // another node, same freeze
+      if (events_.back().node.find(node_name) == std::string::npos) {
+        events_.back().node += " " + std::string(node_name);
+      }
+    }
+    if (any_confirmed_) {
+      spdlog::warn("redis: {} behind {} (run_id {} -> {}) while frozen", what, where, before,
+                   run_id);
+    }
+  }
+  node.seen = std::string(run_id);
+  node.pending = true;
+  last_ = node.seen;
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  frozen_.store(true, std::memory_order_release);
 }
 
 bool RedisWatch::OnServer(std::string_view node_name, std::string_view run_id) {
@@ -35,49 +85,57 @@ bool RedisWatch::OnServer(std::string_view node_name, std::string_view run_id) {
   if (found == nodes_.end()) found = nodes_.emplace(std::string(node_name), Node{}).first;
   Node& node = found->second;
   if (run_id == node.seen && !node.pending) return true;  // the same server, repaired
-  if (run_id != node.seen) {
-    const int64_t now = clock_.NowMs();
-    const bool open_event = frozen_.load(std::memory_order_relaxed) && !events_.empty() &&
-                            events_.back().repaired_ms == 0;
-    if (!open_event) {
-      RedisEvent event;
-      event.node = std::string(node_name);
-      event.from_run_id = node.seen;
-      event.to_run_id = std::string(run_id);
-      event.startup = !any_confirmed_;
-      event.lost_ms = lost_ms_;
-      event.back_ms = now;
-      events_.push_back(std::move(event));
-      if (events_.size() > kKeep) events_.pop_front();
-      if (any_confirmed_) {
-        ++events_total_;
-        spdlog::warn(
-            "redis: another server behind {} (run_id {} -> {}): it may have lost acknowledged "
-            "writes; purchases and draws are frozen until the repair ran",
-            node_name.empty() ? std::string_view("the endpoint") : node_name,
-            node.seen.empty() ? std::string_view("none") : std::string_view(node.seen), run_id);
-      }
-    } else {
-      if (events_.back().node == node_name) {
-        events_.back().to_run_id = std::string(run_id);  // changed again while frozen
-      } else if (events_.back().to_run_id.find(run_id) == std::string::npos) {
-        events_.back().to_run_id += " " + std::string(run_id);  // another node, same freeze
-      }
-      if (any_confirmed_) {
-        spdlog::warn("redis: another server behind {} (run_id {} -> {}) while frozen",
-                     node_name.empty() ? std::string_view("the endpoint") : node_name,
-                     node.seen.empty() ? std::string_view("none") : std::string_view(node.seen),
-                     run_id);
-      }
-    }
-    node.seen = std::string(run_id);
-    node.pending = true;
-    last_ = node.seen;
-    frozen_.store(true, std::memory_order_release);
-  }
+  if (run_id != node.seen) OpenEvent(node_name, node, run_id, "another server");
   // At startup nothing was confirmed yet: let the first commands through (nothing sells while
   // frozen); after an event, nothing queued for the old server goes to the new one.
   return !any_confirmed_;
+}
+
+void RedisWatch::OnPromoted(std::string_view node_name, std::string_view run_id) {
+  std::lock_guard lock(mutex_);
+  auto found = nodes_.find(node_name);
+  if (found == nodes_.end()) found = nodes_.emplace(std::string(node_name), Node{}).first;
+  Node& node = found->second;
+  if (node.pending && node.seen == run_id) return;  // its event is open already
+  OpenEvent(node_name, node, run_id, "a replica promoted");
+}
+
+bool RedisWatch::NodeFrozen(std::string_view node_name) const {
+  std::lock_guard lock(mutex_);
+  if (!any_confirmed_) return true;
+  auto found = nodes_.find(node_name);
+  return found != nodes_.end() && found->second.pending;
+}
+
+void RedisWatch::AdoptEpoch(int64_t epoch) {
+  int64_t current = epoch_.load(std::memory_order_relaxed);
+  while (epoch > current && !epoch_.compare_exchange_weak(current, epoch, std::memory_order_release,
+                                                          std::memory_order_relaxed)) {
+  }
+}
+
+bool RedisWatch::startup_open() const {
+  std::lock_guard lock(mutex_);
+  return !events_.empty() && events_.back().repaired_ms == 0 && events_.back().startup;
+}
+
+int64_t RedisWatch::event_fence() const {
+  std::lock_guard lock(mutex_);
+  return event_fence_;
+}
+
+void RedisWatch::SetEventFence(int64_t fence) {
+  std::lock_guard lock(mutex_);
+  if (event_fence_ < 0) event_fence_ = fence;
+}
+
+std::map<std::string, std::string> RedisWatch::PendingNodes() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, node] : nodes_) {
+    if (node.pending) out.emplace(name, node.seen);
+  }
+  return out;
 }
 
 void RedisWatch::OnLinkLost() {
@@ -125,7 +183,7 @@ void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
   }
   if (!confirmed) return;
   any_confirmed_ = true;
-  epoch_.store(epoch, std::memory_order_release);
+  AdoptEpoch(epoch);
   if (left) return;  // another node is still to be repaired: still frozen
   const int64_t now = clock_.NowMs();
   if (!events_.empty() && events_.back().repaired_ms == 0) {
@@ -178,6 +236,21 @@ void RedisWatch::Acknowledged(std::string_view activity_id, std::string_view ord
   std::copy(order_id.begin(), order_id.end(), ack.order_id);
 }
 
+void RedisWatch::RequestLostCheck() {
+  std::lock_guard lock(mutex_);
+  lost_check_due_ = true;
+}
+
+void RedisWatch::CountActivityRepair(const RepairSummary& summary) {
+  std::lock_guard lock(mutex_);
+  totals_.orders_applied += summary.orders_applied;
+  totals_.units_applied += summary.units_applied;
+  totals_.rebuilt += summary.rebuilt;
+  totals_.oversold_units += summary.oversold_units;
+  totals_.flagged_orders += summary.flagged_orders;
+  totals_.acknowledged_lost += summary.acknowledged_lost;
+}
+
 bool RedisWatch::TakeLostCheckDue() {
   std::lock_guard lock(mutex_);
   return std::exchange(lost_check_due_, false);
@@ -225,7 +298,8 @@ std::string RedisWatch::Json() const {
   std::lock_guard lock(mutex_);
   base::JsonWriter w;
   w.BeginObject().Key("frozen").Bool(frozen_.load()).Key("run_id").String(last_);
-  w.Key("epoch").Int(epoch_.load()).Key("events").BeginArray();
+  w.Key("epoch").Int(epoch_.load()).Key("activities").Raw(activities_.Json());
+  w.Key("events").BeginArray();
   for (const auto& event : events_) {
     w.BeginObject().Key("node").String(event.node).Key("startup").Bool(event.startup);
     w.Key("from_run_id").String(event.from_run_id);
@@ -273,6 +347,7 @@ void RedisWatch::AppendPrometheus(std::string& out) const {
       events_total_, frozen ? 1 : 0, static_cast<double>(frozen_ms) / 1000.0, refused_total_,
       totals_.orders_applied, totals_.units_applied, totals_.oversold_units,
       totals_.acknowledged_lost);
+  activities_.AppendPrometheus(out);
 }
 
 }  // namespace flashsale::service

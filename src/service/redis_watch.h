@@ -23,12 +23,18 @@
 //
 // On a Redis Cluster every primary is a server of its own: the watch follows one run_id per node
 // (the node connection's address, as each connection reports it with its run_id), so a primary
-// restarted in place (same address, another run_id) and a replica promoted in a failed primary's
-// place (a node the router had not used, now serving its slots) are both events. The freeze is
-// process-wide: any node's event freezes every activity until the repair ran (it reconciles every
-// activity anyway; freezing only the activities of the affected slots is not built). The repair
-// writes a marker for the run_id of every node the process uses, all with its epoch, so another
-// instance that meets the same nodes later is confirmed by them, not repaired again.
+// restarted in place (same address, another run_id), a replica promoted in a failed primary's
+// place (a node the router had not used, now serving its slots) and a node the router knew that
+// the cluster makes a primary again (the same run_id: it may lack what its primary had) are all
+// events. A node's event freezes the activities whose slots it serves (the gate asks the thread's
+// router which node serves an activity, ServiceContext::Frozen); the others keep selling. On one
+// server, its event freezes every activity. The repair writes a marker only for the servers it
+// repaired (their run_ids when it began, unchanged when it ended).
+//
+// These run_id events are early warnings: they freeze first and ask questions after. What the
+// correctness rests on is the data: every activity's write sequence, checked by the scripts
+// against a floor (service/activity_guard.h), whose per-activity freezes this watch holds too
+// (activities()).
 
 #include <atomic>
 #include <cstdint>
@@ -42,6 +48,7 @@
 
 #include "base/clock.h"
 #include "redis/connection.h"
+#include "service/activity_guard.h"
 
 namespace flashsale::service {
 
@@ -80,16 +87,41 @@ class RedisWatch {
   // ""): false when queued commands must not be sent.
   bool OnServer(std::string_view node, std::string_view run_id);
   bool OnServer(std::string_view run_id) { return OnServer("", run_id); }
+  // A cluster node the router knew that now serves slots (a replica promoted): an event even with
+  // the run_id seen before, since it may lack writes its primary acknowledged.
+  void OnPromoted(std::string_view node, std::string_view run_id);
   void OnLinkLost();
 
+  // Some node's event is not repaired yet (or nothing was confirmed since the start).
   bool frozen() const { return frozen_.load(std::memory_order_acquire); }
-  // The fence epoch of the last confirmed repair (0: none yet).
+  // Whether `node`'s event is not repaired yet (or nothing was confirmed since the start). A node
+  // the watch has not met is not frozen (its connection's handshake reports it first).
+  bool NodeFrozen(std::string_view node) const;
+  // The fence epoch of the last repair this process confirmed or learned of (0: none yet): what
+  // order batches are written under.
   int64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // A repair elsewhere advanced the record's fence to `epoch` (the record refused a batch read
+  // under an older one): batches read from now on carry it.
+  void AdoptEpoch(int64_t epoch);
+  // Bumped whenever a node's server changes (another run_id, a promotion): a repair that saw it
+  // change while it ran starts over.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   std::string run_id() const;  // the server seen last
-  // The run_ids seen and not confirmed yet (what a repair must confirm), and those of every node
-  // this process uses (what a repair's markers cover).
+  // The servers seen and not confirmed yet (what a repair must confirm): their run_ids, and by
+  // node (address -> run_id).
   std::vector<std::string> Pending() const;
+  std::map<std::string, std::string> PendingNodes() const;
   std::vector<std::string> Seen() const;
+  // The record's fence when the open event was first handled (-1: not yet): a marker written
+  // under an older epoch predates the event and confirms nothing.
+  int64_t event_fence() const;
+  // The open event is the servers found at startup (not a restart or failover seen live).
+  bool startup_open() const;
+  void SetEventFence(int64_t fence);
+
+  // Per-activity floors and freezes (service/activity_guard.h).
+  ActivityGuards& activities() { return activities_; }
+  const ActivityGuards& activities() const { return activities_; }
 
   // The repair for these run_ids is done (here or elsewhere): the nodes still on one of them are
   // confirmed; unfrozen when no node is left unconfirmed.
@@ -107,8 +139,12 @@ class RedisWatch {
   // On every reservation's path: a fixed ring allocated once, activity ids interned, so a call
   // allocates nothing in steady state (an id over kIdBytes is not kept).
   void Acknowledged(std::string_view activity_id, std::string_view order_id);
-  // True once after each event's repair was confirmed (the check is due).
+  // True once after each event's repair was confirmed, or an activity thawed (the check is due).
   bool TakeLostCheckDue();
+  void RequestLostCheck();
+  // A per-activity repair's figures, added to the totals /metrics shows (an event's repair adds
+  // its own through Confirm).
+  void CountActivityRepair(const RepairSummary& summary);
   // The acknowledged orders kept, by activity.
   std::map<std::string, std::vector<std::string>> AcknowledgedOrders() const;
   // These orders were found nowhere: counted on the last event (and the totals), forgotten.
@@ -127,10 +163,17 @@ class RedisWatch {
   const base::Clock& clock_;
   std::atomic<bool> frozen_{true};  // nothing confirmed yet
   std::atomic<int64_t> epoch_{0};
+  std::atomic<uint64_t> generation_{0};
+  ActivityGuards activities_;
+  int64_t event_fence_ = -1;
   struct Node {
     std::string seen;      // run_id of the server seen last on this node
     bool pending = false;  // seen and not confirmed since
   };
+  // A node's server changed (another run_id, or promoted): freezes it, opening an event or
+  // joining the open one. Under mutex_.
+  void OpenEvent(std::string_view node_name, Node& node, std::string_view run_id,
+                 std::string_view what);
   mutable std::mutex mutex_;
   std::map<std::string, Node, std::less<>> nodes_;
   std::string last_;            // run_id seen last, on any node
@@ -160,7 +203,11 @@ class RedisWatch {
 
 // The message of the 503 a frozen gate answers (no internal detail).
 inline constexpr std::string_view kFrozenMessage =
-    "the sale is paused while its stock is checked after a Redis restart or failover; retry "
-    "shortly";
+    "the sale is paused while its stock is checked against the record (at the service's start, "
+    "or after Redis restarted, failed over or lost writes); retry shortly";
+// The error a frozen gate answers (kUnavailable: nothing was done; a 503 with Retry-After).
+inline base::Error FrozenError() {
+  return base::MakeError(base::ErrorCode::kUnavailable, "{}", kFrozenMessage);
+}
 
 }  // namespace flashsale::service

@@ -5,16 +5,18 @@
 namespace flashsale::service {
 
 void SendReserveBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
-                      std::span<const redis::ReserveRequest> requests,
+                      std::span<const redis::ReserveRequest> requests, core::WriteSeq floor,
                       ReserveCoalescer::Done done) {
   auto& replies = done.replies();
-  seckill.ReserveBatch(activity_id, requests, replies, redis::Handler<void>(std::move(done)));
+  seckill.ReserveBatch(activity_id, requests, floor, replies,
+                       redis::Handler<void>(std::move(done)));
 }
 
 void SendDrawBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
-                   std::span<const redis::DrawRequest> requests, DrawCoalescer::Done done) {
+                   std::span<const redis::DrawRequest> requests, core::WriteSeq floor,
+                   DrawCoalescer::Done done) {
   auto& replies = done.replies();
-  seckill.DrawBatch(activity_id, requests, replies, redis::Handler<void>(std::move(done)));
+  seckill.DrawBatch(activity_id, requests, floor, replies, redis::Handler<void>(std::move(done)));
 }
 
 }  // namespace flashsale::service

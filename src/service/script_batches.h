@@ -23,11 +23,15 @@ using DrawCoalescer = Coalescer<redis::DrawRequest, redis::DrawResult>;
 
 // Sends `requests` (reservations of `activity_id`) as one batch: one reply per request in its
 // slot (a request's own failure in its slot), or an error for the whole batch.
+// `floor`: the lowest write sequence the activity's Redis may hold (a Redis behind it refuses the
+// batch: every reply kBehind, nothing written).
 void SendReserveBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
-                      std::span<const redis::ReserveRequest> requests, ReserveCoalescer::Done done);
+                      std::span<const redis::ReserveRequest> requests, core::WriteSeq floor,
+                      ReserveCoalescer::Done done);
 
 // The same for lottery draws.
 void SendDrawBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
-                   std::span<const redis::DrawRequest> requests, DrawCoalescer::Done done);
+                   std::span<const redis::DrawRequest> requests, core::WriteSeq floor,
+                   DrawCoalescer::Done done);
 
 }  // namespace flashsale::service

@@ -29,6 +29,7 @@
 #include "support/flashsale_process.h"
 #include "support/http_client.h"
 #include "support/redis_server.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
@@ -481,6 +482,40 @@ TEST(FirstWeekProcessTest, ARestartedSoldOutDemoSaysSoAndWhatSoldCannotBeDeleted
   EXPECT_NE(refused.body.find("only an activity that sold nothing"), std::string::npos)
       << refused.body;
   EXPECT_EQ(client.Get("/api/v1/activities/demo").status, 200);
+}
+
+// --- 8. A fresh start is not an incident
+// ----------------------------------------------------------
+
+// A first start checks the Redis it finds against the record: said at info level, with a line
+// when it is done, never the lost-write repair's warning. And a serve without order consumers
+// (an API-only instance) runs that check itself: its demo sells without any worker (before, it
+// answered 503 "paused ... after a Redis restart or failover" until a worker ran the repair).
+TEST(FirstWeekProcessTest, AFreshStartIsCheckedQuietlyAndAnApiOnlyServeChecksItself) {
+  TempDir tmp;
+  const std::string dir = tmp / "data";
+  const uint16_t port = FreePort();
+  Flashsale serve(ServeArgs(port, dir, {"--demo", "--consumers", "0"}), tmp / "serve.log", dir);
+  ASSERT_TRUE(testing::WaitHealthy(serve, port, kStartupTimeout)) << serve.Log();
+  HttpClient client("127.0.0.1", port);
+  HttpResult bought;
+  const bool sold = testing::Eventually(
+      [&] {
+        bought = client.Post("/api/v1/activities/demo/purchase", "", {{"X-User-Id", "ann"}});
+        return bought.status == 200;
+      },
+      seconds(20), milliseconds(100));
+  ASSERT_TRUE(sold) << bought.status << " " << bought.body << "\n" << serve.Log();
+  EXPECT_NE(bought.body.find("\"reserved\""), std::string::npos) << bought.body;
+  ASSERT_TRUE(serve.WaitForLog("start-up check done", seconds(10))) << serve.Log();
+  const std::string log = serve.Log();
+  EXPECT_EQ(log.find("lost-write repair starts"), std::string::npos) << log;
+  const size_t done = log.find("start-up check done");
+  const size_t line = log.rfind('\n', done);
+  EXPECT_NE(log.substr(line == std::string::npos ? 0 : line, done - line).find("info"),
+            std::string::npos)
+      << "not at info level:\n"
+      << log;
 }
 
 // --- 11. CORS -----------------------------------------------------------------------------------

@@ -144,6 +144,24 @@ TEST_F(PipelineTest, EveryIntentBecomesExactlyOneRow) {
   EXPECT_FALSE(row->stream_id.empty());
 }
 
+// Each intent carries the write sequence of the call that wrote it (field s): the record keeps
+// the highest it persisted (issue "Lost writes caught from the data"), which is the sequence
+// Redis holds once every intent is in.
+TEST_F(PipelineTest, TheRecordKeepsTheHighestWriteSequenceItPersisted) {
+  CreateActivity("marked", 50);
+  Reserve("marked", 20);
+  auto status = io_.Run(context_->seckill().AsyncStatus("marked", asio::use_awaitable));
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(status->written, (core::WriteSeq{0, 20})) << "one call each";
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  EXPECT_EQ(Drain(consumer), 20);
+  auto marks = store_->WrittenSeqs();
+  ASSERT_TRUE(marks.ok()) << marks.error().ToString();
+  ASSERT_EQ(marks->size(), 1u);
+  EXPECT_EQ(marks->front().first, "marked");
+  EXPECT_EQ(marks->front().second, status->written);
+}
+
 // An intent in the shape versions before the packed field wrote (six named fields, left on the
 // stream across an upgrade) is found among the user's pending orders and persisted as it says:
 // its user, time and the limit it was sold under (3: not a single-unit order, though the

@@ -126,7 +126,7 @@ ScriptSet WithBodies(const std::map<std::string, std::string>& bodies) {
 }
 
 TEST_F(ScriptsTest, AReplyThatIsNotWhatTheScriptDeclaresIsRefusedByItsBinding) {
-  const ScriptSet set = WithBodies({{"seckill_reserve", "return {1, 0, 5, 1, 42, ''}"},
+  const ScriptSet set = WithBodies({{"seckill_reserve", "return {0, 3, 1, 0, 5, 1, 42, ''}"},
                                     {"seckill_status", "return {1, 'open'}"}});
   ScriptRunner runner(connection_, set);
   SeckillScripts scripts(runner, ns_);
@@ -135,14 +135,14 @@ TEST_F(ScriptsTest, AReplyThatIsNotWhatTheScriptDeclaresIsRefusedByItsBinding) {
                                                boost::asio::use_awaitable));
   ASSERT_FALSE(reserved.ok());
   EXPECT_EQ(reserved.error().code, base::ErrorCode::kProtocol);
-  EXPECT_NE(reserved.error().message.find("element 5 (order_id) is (integer) 42, expected str"),
+  EXPECT_NE(reserved.error().message.find("element 7 (order_id) is (integer) 42, expected str"),
             std::string::npos)
       << reserved.error().message;
 
   auto status = io_.Run(scripts.AsyncStatus("shape", boost::asio::use_awaitable));
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().code, base::ErrorCode::kProtocol);
-  EXPECT_NE(status.error().message.find("expected 1 or 15 elements"), std::string::npos)
+  EXPECT_NE(status.error().message.find("expected 1 or 17 elements"), std::string::npos)
       << status.error().message;
 }
 

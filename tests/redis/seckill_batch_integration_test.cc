@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "redis/order_stream.h"
 #include "redis/seckill_fixture.h"
 
 namespace flashsale::redis {
@@ -105,9 +106,18 @@ class SeckillBatchTest : public SeckillFixture {
     out.push_back("stock " + (stock->str != nullptr ? std::string(stock->str) : "nil"));
     out.push_back("items");
     strings(server_->Command({"LRANGE", keys.items(), "0", "-1"}).get());
+    // The intents in their order (not the write sequence each entry carries: it counts calls,
+    // one per batch, one per single).
     out.push_back("stream");
     auto entries = server_->Command({"XRANGE", keys.stream(), "-", "+"});
-    for (size_t i = 0; i < entries->elements; ++i) strings(entries->element[i]->element[1]);
+    for (size_t i = 0; i < entries->elements; ++i) {
+      const redisReply* fields = entries->element[i]->element[1];
+      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+        if (std::string_view(fields->element[f]->str) == kWriteSeqField) continue;
+        out.emplace_back(fields->element[f]->str, fields->element[f]->len);
+        out.emplace_back(fields->element[f + 1]->str, fields->element[f + 1]->len);
+      }
+    }
     return out;
   }
   // Two activities set up alike and asked alike hold the same.

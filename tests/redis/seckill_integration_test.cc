@@ -167,11 +167,13 @@ TEST_F(SeckillTest, ItemisedStockHandsOutEachItemOnceAndRecordsIt) {
   EXPECT_EQ(entries[0]["ts"], "1500");
   EXPECT_EQ(entries[0]["limit"], "2");
   EXPECT_FALSE(entries[0].contains("draw"));
-  // As written: one packed field (redis/order_stream.h).
+  // As written: the call's write sequence, then one packed field (redis/order_stream.h).
   auto raw = server_->Command({"XRANGE", Keys("coupons").stream(), "-", "+"});
-  ASSERT_EQ(raw->element[0]->element[1]->elements, 2u);
-  EXPECT_STREQ(raw->element[0]->element[1]->element[0]->str, "o");
-  EXPECT_STREQ(raw->element[0]->element[1]->element[1]->str, "o1|alice|2|1500|2||C1 C2");
+  ASSERT_EQ(raw->element[0]->element[1]->elements, 4u);
+  EXPECT_STREQ(raw->element[0]->element[1]->element[0]->str, "s");
+  EXPECT_STREQ(raw->element[0]->element[1]->element[1]->str, "0.1");
+  EXPECT_STREQ(raw->element[0]->element[1]->element[2]->str, "o");
+  EXPECT_STREQ(raw->element[0]->element[1]->element[3]->str, "o1|alice|2|1500|2||C1 C2");
 
   std::multiset<std::string> handed(two->items.begin(), two->items.end());
   for (const char* user : {"bob", "carol", "dave"}) {

@@ -33,22 +33,30 @@
 -- its upvalues again on each call): each draw is decided inline in one loop.
 -- Not written: `meta.reserved` (derived, seckill_status.lua) and a per-user order index (a
 -- user's wins not yet persisted are read from the stream, seckill_user_orders.lua).
+-- The write sequence, as in seckill_reserve.lua: floor_epoch and floor_seq are the lowest the
+-- caller may find; a Redis behind them refuses the call before anything is written (every
+-- request answers -20); a call that records a draw advances it once (HINCRBY meta wseq), and
+-- each win's stream entry carries it (s = "wepoch.wseq").
 -- KEYS: meta prizes buyers orders stream fence idem...
--- ARGV: request...
+-- ARGV: floor_epoch floor_seq request...
 -- Each request is eight arguments: order_id user_id now_ms idem_ttl_ms pick fallback fence
 -- idem_slot; idem_slot > 0 names the request's idempotency key (or ticket), KEYS[6 + idem_slot]
 -- (idem_ttl_ms > 0 then), 0 none.
--- RETURNS: {(code:int replayed:int remaining:int draws:int order_id:str prize_id:str)...}
--- Returns one group per request, in order: {code, replayed, remaining, draws, order_id,
--- prize_id}; code 1 won, 2 no prize, 0 draw limit reached (draws = the user's draws so far),
--- -1 every prize gone, -2 not started, -3 ended, -4 unknown activity, -5 closed, -6 order id used
--- by another user; a replayed win (replayed = 1): 1 won, -11 refused, -10 released.
-local W = 8
-if #ARGV % W ~= 0 then
-  return redis.error_reply('ERR flashsale: requests of eight arguments expected')
+-- RETURNS: {wepoch:int wseq:int
+-- RETURNS:   (code:int replayed:int remaining:int draws:int order_id:str prize_id:str)...}
+-- Returns the write sequence, then one group per request, in order: {code, replayed, remaining,
+-- draws, order_id, prize_id}; code 1 won, 2 no prize, 0 draw limit reached (draws = the user's
+-- draws so far), -1 every prize gone, -2 not started, -3 ended, -4 unknown activity, -5 closed,
+-- -6 order id used by another user, -20 behind the floor (nothing written); a replayed win
+-- (replayed = 1): 1 won, -11 refused, -10 released.
+local W, A = 8, 3  -- A: the first request's first argument
+local floor_epoch, floor_seq = tonumber(ARGV[1]), tonumber(ARGV[2])
+if not floor_epoch or not floor_seq or (#ARGV - 2) % W ~= 0 then
+  return redis.error_reply('ERR flashsale: floor_epoch floor_seq, then requests of eight '
+    .. 'arguments expected')
 end
 local fenced
-for i = 1, #ARGV, W do
+for i = A, #ARGV, W do
   local now, ttl, pick, fallback, fence, slot = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
     tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
   if not now or not ttl or not pick or not fallback or pick < 0 or fallback < 0 or not fence
@@ -64,17 +72,22 @@ for i = 1, #ARGV, W do
   end
 end
 
-local reply, nr = {}, 0
 local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind', 'none',
-  'weights')
-if not m[1] or m[5] ~= 'lottery' then
-  for _ = 1, #ARGV, W do
-    reply[nr + 1], reply[nr + 2], reply[nr + 3] = -4, 0, 0
+  'weights', 'wepoch', 'wseq')
+local wepoch, wseq = tonumber(m[8] or '0'), tonumber(m[9] or '0')
+local reply, nr = {wepoch, wseq}, 2
+local behind = wepoch < floor_epoch or (wepoch == floor_epoch and wseq < floor_seq)
+if behind or not m[1] or m[5] ~= 'lottery' then
+  local code = behind and -20 or -4
+  for _ = A, #ARGV, W do
+    reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, 0
     reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
     nr = nr + 6
   end
   return reply
 end
+-- The sequence's text for the wins' entries, once the call has recorded a draw.
+local seq_text
 local open, start_ms, end_ms, limit = m[1] == 'open', tonumber(m[2]), tonumber(m[3]),
   tonumber(m[4])
 local none = tonumber(m[6])
@@ -91,7 +104,7 @@ for k = 1, #ids do
   total = total + weights[k]
 end
 
-for i = 1, #ARGV, W do
+for i = A, #ARGV, W do
   local id, user, ts = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local now, ttl, pick, fallback = tonumber(ts), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]),
     tonumber(ARGV[i + 5])
@@ -148,6 +161,10 @@ for i = 1, #ARGV, W do
     local record = (chosen and 'R|' or 'N|') .. user .. (chosen and '|1|' or '|0|') .. ts .. '|'
       .. prize
     if redis.call('HSETNX', KEYS[4], id, record) == 0 then break end
+    if not seq_text then
+      reply[2] = redis.call('HINCRBY', KEYS[1], 'wseq', 1)
+      seq_text = wepoch .. '.' .. reply[2]
+    end
     draws = held
     if not chosen then
       code = 2
@@ -157,8 +174,8 @@ for i = 1, #ARGV, W do
       stock[chosen] = stock[chosen] - 1
       remaining = remaining - 1
       -- The packed intent, as seckill_reserve.lua writes it, with the draw number.
-      redis.call('XADD', KEYS[5], '*', 'o', id .. '|' .. user .. '|1|' .. ts .. '|' .. m[4] .. '|'
-        .. held .. '|' .. prize)
+      redis.call('XADD', KEYS[5], '*', 's', seq_text, 'o', id .. '|' .. user .. '|1|' .. ts .. '|'
+        .. m[4] .. '|' .. held .. '|' .. prize)
     end
   until true
   if held and code ~= 1 and code ~= 2 then

@@ -44,26 +44,38 @@
 -- seckill_status.lua), and no per-user order index: a user's orders not yet persisted are read
 -- from the stream's tail (seckill_user_orders.lua), which holds every intent until the order
 -- pipeline has persisted it.
+-- The write sequence (docs/durability.md, "Lost writes caught from the data"): the activity's
+-- meta holds `wepoch` and `wseq`, advanced (HINCRBY wseq) by every call that records an order,
+-- and carried by the call's stream entry (field s = "wepoch.wseq"). The caller passes the lowest
+-- sequence it may find (floor_epoch, floor_seq: the highest it saw acknowledged, at least what the
+-- record persisted); a Redis that holds less lost writes it acknowledged (an older snapshot or AOF,
+-- a replica promoted without them, an activity wiped), and the call is refused before anything is
+-- written: every request answers -20 (behind). The reply starts with the sequence as Redis holds
+-- it after the call. The lost-write repair re-bases it (activity_write_rebase.lua).
 -- KEYS: meta stock items buyers orders stream idem...
--- ARGV: request...
+-- ARGV: floor_epoch floor_seq request...
 -- Each request is six arguments: order_id user_id quantity now_ms idem_ttl_ms idem_slot;
 -- idem_slot > 0 names the request's idempotency key, KEYS[6 + idem_slot] (idem_ttl_ms > 0
 -- then), 0 none.
--- RETURNS: {(code:int replayed:int remaining:int bought:int order_id:str items:str)...}
--- Returns one group per request, in order: {code, replayed, remaining, bought, order_id, items};
--- items: the item ids taken (itemised stock), space-separated. code 1 reserved, 0 limit reached
--- (bought = units the user holds), -1 sold out, -2 not started, -3 ended, -4 unknown activity,
--- -5 closed, -6 order id used by another user, -12 the idempotency key was used with another
--- quantity; a replayed order (replayed = 1): 1 reserved, -10 cancelled, -11 refused, and
--- `bought` its units (0: not known, a key's record without its order's).
-local W = 6
-if #ARGV % W ~= 0 then
-  return redis.error_reply('ERR flashsale: requests of six arguments expected')
+-- RETURNS: {wepoch:int wseq:int
+-- RETURNS:   (code:int replayed:int remaining:int bought:int order_id:str items:str)...}
+-- Returns the write sequence, then one group per request, in order: {code, replayed, remaining,
+-- bought, order_id, items}; items: the item ids taken (itemised stock), space-separated. code 1
+-- reserved, 0 limit reached (bought = units the user holds), -1 sold out, -2 not started, -3
+-- ended, -4 unknown activity, -5 closed, -6 order id used by another user, -12 the idempotency
+-- key was used with another quantity, -20 behind the floor (nothing written); a replayed order
+-- (replayed = 1): 1 reserved, -10 cancelled, -11 refused, and `bought` its units (0: not known,
+-- a key's record without its order's).
+local W, A = 6, 3  -- A: the first request's first argument
+local floor_epoch, floor_seq = tonumber(ARGV[1]), tonumber(ARGV[2])
+if not floor_epoch or not floor_seq or (#ARGV - 2) % W ~= 0 then
+  return redis.error_reply('ERR flashsale: floor_epoch floor_seq, then requests of six '
+    .. 'arguments expected')
 end
-local n = #ARGV / W
+local n = (#ARGV - 2) / W
 -- Every request is checked before anything is written: a bad one refuses the whole call. The
 -- quantity is written as given (into the record and the intent), so it must be canonical.
-for i = 1, #ARGV, W do
+for i = A, #ARGV, W do
   local now, ttl, slot = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
   if not string.find(ARGV[i + 2], '^[1-9]%d*$') or not now or not ttl or not slot
       or slot % 1 ~= 0 or slot < 0 or 6 + slot > #KEYS or (slot > 0) ~= (ttl > 0) then
@@ -72,11 +84,16 @@ for i = 1, #ARGV, W do
   end
 end
 
-local reply, nr = {}, 0
-local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind')
-if not m[1] then
+local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind', 'wepoch',
+  'wseq')
+local wepoch, wseq = tonumber(m[6] or '0'), tonumber(m[7] or '0')
+local reply, nr = {wepoch, wseq}, 2
+-- Behind the floor (an activity lost whole is behind any floor above zero), or not loaded.
+local behind = wepoch < floor_epoch or (wepoch == floor_epoch and wseq < floor_seq)
+if behind or not m[1] then
+  local code = behind and -20 or -4
   for _ = 1, n do
-    reply[nr + 1], reply[nr + 2], reply[nr + 3] = -4, 0, 0
+    reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, 0
     reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
     nr = nr + 6
   end
@@ -105,7 +122,7 @@ local intents, ni = {}, 0
 local idem_value, idem_keys, idem_ttls = {}, {}, {}
 
 for r = 1, n do
-  local i = (r - 1) * W + 1
+  local i = (r - 1) * W + A
   local id, user, qty_s, ts = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local qty, now, ttl, ik = tonumber(qty_s), tonumber(ts), tonumber(ARGV[i + 4]),
     6 + tonumber(ARGV[i + 5])
@@ -124,7 +141,7 @@ for r = 1, n do
     if bulk then
       if not held then
         local users = {}
-        for k = 1, n do users[k] = ARGV[(k - 1) * W + 2] end
+        for k = 1, n do users[k] = ARGV[(k - 1) * W + A + 1] end
         local got = redis.call('HMGET', KEYS[4], unpack(users))
         held, held_new = {}, {}
         for k = 1, n do
@@ -159,7 +176,7 @@ for r = 1, n do
     if bulk then
       if not records then
         local ids = {}
-        for k = 1, n do ids[k] = ARGV[(k - 1) * W + 1] end
+        for k = 1, n do ids[k] = ARGV[(k - 1) * W + A] end
         local got = redis.call('HMGET', KEYS[5], unpack(ids))
         records = {}
         for k = 1, n do records[ids[k]] = got[k] end
@@ -287,16 +304,21 @@ end
 -- acknowledge.
 -- `limit`: the per-user limit the order was sold under; the record decides with it (a limit
 -- changed before the order is persisted does not change what the order was).
+-- The sequence advances once per call that recorded an order, before its entry is written (the
+-- entry carries it: the record keeps the highest it persisted).
+if ni > 0 then
+  reply[2] = redis.call('HINCRBY', KEYS[1], 'wseq', 1)
+end
 local tail = '|' .. m[4] .. '||'
-local packed, np = {}, 0
+local packed, np = {'s', wepoch .. '.' .. reply[2]}, 2
 for k = 1, ni, 5 do
   packed[np + 1] = 'o'
   packed[np + 2] = intents[k] .. '|' .. intents[k + 1] .. '|' .. intents[k + 2] .. '|'
     .. intents[k + 4] .. tail .. intents[k + 3]
   np = np + 2
-  if np == 2000 or k + 5 > ni then
+  if np >= 2000 or k + 5 > ni then
     redis.call('XADD', KEYS[6], '*', unpack(packed, 1, np))
-    np = 0
+    np = 2
   end
 end
 for k = 1, #idem_keys do
