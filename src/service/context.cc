@@ -124,11 +124,18 @@ bool ServiceContext::Frozen(std::string_view activity_id) {
   if (GuardOf(activity_id)->frozen()) return true;
   if (!watch->frozen()) return false;
   // Some server's event is open. One server: it holds every activity. A cluster: the node
-  // serving the activity's slot (unknown: as frozen).
+  // serving the activity's slot (unknown: as frozen). Frozen so, the activity's freeze is also
+  // kept as its own (server_changed, for admin status and /metrics) until that event's repair.
   const redis::ClusterRouter* router = runner_.connection().cluster();
-  if (router == nullptr) return true;
+  if (router == nullptr) {
+    watch->FreezeForNode(activity_id, "");
+    return true;
+  }
   const std::string node = router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
-  return node.empty() || watch->NodeFrozen(node);
+  if (node.empty()) return true;
+  if (!watch->NodeFrozen(node)) return false;
+  watch->FreezeForNode(activity_id, node);
+  return true;
 }
 
 core::WriteSeq ServiceContext::Floor(std::string_view activity_id) {
