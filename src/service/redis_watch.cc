@@ -202,12 +202,20 @@ void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
     if (!event.startup) {
       lost_check_due_ = true;
       frozen_ms_total_ += now - event.back_ms;
-      totals_.orders_applied += summary.orders_applied;
-      totals_.units_applied += summary.units_applied;
-      totals_.rebuilt += summary.rebuilt;
-      totals_.oversold_units += summary.oversold_units;
-      totals_.flagged_orders += summary.flagged_orders;
-      totals_.acknowledged_lost += summary.acknowledged_lost;
+      // Each repair counted once (its epoch names it): an event confirmed by the markers of a
+      // repair counted already (another thread's router reporting the same promotion after that
+      // repair ran) shows its figures but does not add them again.
+      if (std::find(counted_epochs_.begin(), counted_epochs_.end(), summary.epoch) ==
+          counted_epochs_.end()) {
+        counted_epochs_.push_back(summary.epoch);
+        if (counted_epochs_.size() > kKeep) counted_epochs_.pop_front();
+        totals_.orders_applied += summary.orders_applied;
+        totals_.units_applied += summary.units_applied;
+        totals_.rebuilt += summary.rebuilt;
+        totals_.oversold_units += summary.oversold_units;
+        totals_.flagged_orders += summary.flagged_orders;
+        totals_.acknowledged_lost += summary.acknowledged_lost;
+      }
       spdlog::warn(
           "redis {}: repaired (epoch {}) after {} ms frozen: {} orders ({} units) applied again, "
           "{} activities rebuilt, {} units oversold, {} acknowledged orders lost",

@@ -187,6 +187,7 @@ class RedisWatch {
   int64_t refused_total_ = 0;
   int64_t events_total_ = 0;
   RepairSummary totals_;
+  std::deque<int64_t> counted_epochs_;  // the epochs of the last repairs added to totals_
   struct Ack {
     int64_t at_ms;
     uint32_t activity;   // index into ack_activities_

@@ -76,5 +76,32 @@ TEST(RedisWatchNodeEventTest, AnActivityOfANodesEventIsFrozenUntilThatNodeIsConf
   EXPECT_FALSE(watch.activities().any_frozen());
 }
 
+// Each I/O thread's router reports a promotion when its own map shows it: the second report, after
+// the repair ran, is a second event, confirmed by that repair's markers. Its figures are the same
+// repair's, counted once in the totals (/metrics).
+TEST(RedisWatchNodeEventTest, ARepairThatConfirmsTwoEventsIsCountedOnce) {
+  base::ManualClock clock(1'000'000);
+  RedisWatch watch(clock);
+  watch.OnServer("n1:1", "r1");
+  watch.Confirm("r1", 1, {});
+  RepairSummary summary;
+  summary.orders_applied = 23;
+  summary.acknowledged_lost = 2;
+  summary.epoch = 3;
+  watch.OnPromoted("n1:1", "r1");
+  watch.Confirm("r1", 3, summary);  // repaired here
+  watch.OnPromoted("n1:1", "r1");   // another router's report of the same promotion
+  EXPECT_TRUE(watch.frozen());
+  watch.Confirm("r1", 3, summary);  // confirmed by the same repair's marker
+  EXPECT_FALSE(watch.frozen());
+  std::string metrics;
+  watch.AppendPrometheus(metrics);
+  EXPECT_NE(metrics.find("flashsale_repair_orders_applied_total 23\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("flashsale_repair_acknowledged_lost_total 2\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("flashsale_redis_events_total 2\n"), std::string::npos) << metrics;
+}
+
 }  // namespace
 }  // namespace flashsale::service
