@@ -115,6 +115,9 @@ class TimedStore final : public store::Store {
   }
   base::Result<int64_t> AdvanceFence() override { return inner_.AdvanceFence(); }
   base::Result<int64_t> ReadFence() override { return inner_.ReadFence(); }
+  base::Result<std::vector<std::pair<std::string, core::WriteSeq>>> WrittenSeqs() override {
+    return inner_.WrittenSeqs();
+  }
   base::Status FlagCompensation(std::span<const std::string> order_ids) override {
     return inner_.FlagCompensation(order_ids);
   }

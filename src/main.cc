@@ -2,10 +2,13 @@
 //   flashsale serve [settings]   the HTTP service (see `flashsale serve --help`)
 //   flashsale worker [settings]  order consumers only (same settings as serve)
 //   flashsale token --user ID    a bearer token for token mode
-//   flashsale dead-letters --activity ID [--retry ENTRY]   list or retry dead letters (admin API)
 //   flashsale activity list|show|create|update|stock|open|close|delete   activities (admin API)
-//   flashsale job prewarm|reconcile|expire [--activity ID] [--no-repair]  a job now (admin API)
+//   flashsale dead-letters ID [--retry ENTRY]   list or retry an activity's dead letters
+//   flashsale job prewarm|reconcile|expire [ID] [--no-repair]  a job now (admin API)
 //   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
+//   flashsale config check [FILE] | config template   check a settings file; print the template
+// The admin commands and load find the running serve by --url, FLASHSALE_URL, or the URL serve
+// writes into its --data-dir (app/server_url.h).
 //   flashsale version, flashsale --version   the version and the git commit built from
 //   flashsale help [COMMAND]     the commands, or one command's options
 
@@ -13,6 +16,7 @@
 #include <iostream>
 
 #include "app/activity_command.h"
+#include "app/admin_commands.h"
 #include "app/config.h"
 #include "app/load.h"
 #include "app/serve.h"
@@ -72,30 +76,60 @@ struct TokenCommand {
   std::string data_dir = "./flashsale-data";
 };
 
-// The admin subcommands call the admin API of a running serve.
+// The admin subcommands call the admin API of a running serve: found by --url, FLASHSALE_URL or
+// the URL serve writes into its data directory.
 void AddAdminOptions(CLI::App* command, fs_app::AdminTarget& target) {
-  command->add_option("--url", target.base_url, "The running flashsale serve")
-      ->capture_default_str();
+  command->add_option("--url", target.url,
+                      "The running flashsale serve, http://host:port (default: FLASHSALE_URL, "
+                      "else the URL serve wrote into <data-dir>/url, else http://127.0.0.1:8080)");
   command
       ->add_option("--admin-token", target.admin_token,
                    "Admin token (default: <data-dir>/admin-token)")
       ->envname("FLASHSALE_ADMIN_TOKEN");
-  command->add_option("--data-dir", target.data_dir, "Where `flashsale serve` keeps its token")
+  command
+      ->add_option("--data-dir", target.data_dir,
+                   "Where `flashsale serve` keeps its admin token and its URL")
       ->envname("FLASHSALE_DATA_DIR")
       ->capture_default_str();
+  // Text for people on a terminal, JSON for programs in a pipe (as kubectl and redis-cli do).
+  auto* json = command->add_flag(
+      "--json", target.json, "Print the API's JSON (the default when stdout is not a terminal)");
+  command
+      ->add_flag("--text", target.text,
+                 "Print text for people (the default on a terminal), also in a pipe")
+      ->excludes(json);
+}
+
+// An activity id as the first argument (as `activity show ID`); `--activity ID`, the older
+// form, is still understood (hidden from the help).
+void AddActivityArgument(CLI::App* command, std::string& activity_id, std::string_view what) {
+  command->add_option("activity", activity_id, std::string(what));
+  command->add_option("--activity", activity_id)->group("");
+}
+
+// A command that needs an activity: 2 after saying so when none was given.
+bool NeedsActivity(const std::string& activity_id, std::string_view command) {
+  if (!activity_id.empty()) return true;
+  std::cerr << "flashsale " << command << ": needs an activity id (flashsale " << command
+            << " ID)\n";
+  return false;
 }
 
 struct DeadLettersCommand {
   DeadLettersCommand(CLI::App& app, fs_app::AdminTarget& target)
       : command(app.add_subcommand(
-            "dead-letters", "List an activity's dead-lettered order intents, or put one back")),
+            "dead-letters",
+            "An activity's dead-lettered order intents: list them, or put one back (--retry)")),
         target(target) {
-    command->add_option("--activity", activity_id, "The activity")->required();
+    AddActivityArgument(command, activity_id, "The activity");
     command->add_option("--retry", retry_id,
                         "Put this dead letter (its id) back on the order stream");
     AddAdminOptions(command, target);
   }
-  int Run() const { return fs_app::RunDeadLetters(activity_id, retry_id, target); }
+  int Run() const {
+    if (!NeedsActivity(activity_id, "dead-letters")) return 2;
+    return fs_app::RunDeadLetters(activity_id, retry_id, target);
+  }
 
   CLI::App* command;
   const fs_app::AdminTarget& target;
@@ -120,7 +154,6 @@ struct ActivitySubcommand {
                         "update: the JSON file of the fields to change; stock: the units to add");
     command->add_option("--items", values.items, "stock: the item ids to add (itemised stock)")
         ->delimiter(',');
-    command->add_flag("--json", values.json, "list: the admin API's JSON, not a table");
     AddAdminOptions(command, target);
   }
   int Run() const { return fs_app::RunActivityCommand(values, target); }
@@ -140,7 +173,7 @@ struct JobCommand {
     command->add_option("job", job, "prewarm | reconcile | expire")
         ->required()
         ->check(CLI::IsMember({"prewarm", "reconcile", "expire"}));
-    command->add_option("--activity", activity_id, "Only this activity (default: all)");
+    AddActivityArgument(command, activity_id, "Only this activity (default: all)");
     command->add_flag("--no-repair", no_repair, "reconcile: report only, repair nothing");
     AddAdminOptions(command, target);
   }
@@ -151,6 +184,53 @@ struct JobCommand {
   std::string job;
   std::string activity_id;
   bool no_repair = false;
+};
+
+// `flashsale config check [FILE]` (as nginx -t: OK and 0, or every problem and 1) and
+// `flashsale config template` (the commented settings file, as the package installs it).
+struct ConfigCommand {
+  explicit ConfigCommand(CLI::App& app)
+      : command(app.add_subcommand(
+            "config", "The settings file: check one, or print the template with every setting")) {
+    command->require_subcommand(1);
+    check = command->add_subcommand(
+        "check",
+        "Check a settings file and the FLASHSALE_ variables as serve and worker would: print OK "
+        "and exit 0, or every problem and exit 1");
+    check->add_option("file", file,
+                      "The TOML file (default: FLASHSALE_CONFIG, else "
+                      "/etc/flashsale/flashsale.toml)");
+    print_template = command->add_subcommand(
+        "template",
+        "Print a settings file with every setting commented out at its default, with its help "
+        "(the packaged /etc/flashsale/flashsale.toml)");
+  }
+
+  int Run() const {
+    if (print_template->parsed()) {
+      std::cout << fs_app::ConfigFileTemplate();
+      return 0;
+    }
+    std::string path = file;
+    if (path.empty()) {
+      const std::optional<std::string> named = fs_app::EnvFromProcess("FLASHSALE_CONFIG");
+      path = named && !named->empty() ? *named : "/etc/flashsale/flashsale.toml";
+    }
+    const std::vector<std::string> problems = fs_app::CheckConfig(path, fs_app::EnvFromProcess);
+    if (problems.empty()) {
+      std::cout << path << ": OK\n";
+      return 0;
+    }
+    for (const std::string& problem : problems) std::cerr << problem << "\n";
+    std::cerr << path << ": " << problems.size()
+              << (problems.size() == 1 ? " problem" : " problems") << "\n";
+    return 1;
+  }
+
+  CLI::App* command;
+  CLI::App* check;
+  CLI::App* print_template;
+  std::string file;
 };
 
 struct HelpCommand {
@@ -207,6 +287,7 @@ int main(int argc, char** argv) {
       "Drive a sale at a running flashsale; report throughput, latency and outcomes; "
       "verify the sale against Redis and the database");
   const fs_app::LoadCommand load_command(*load);
+  const ConfigCommand config(app);
   app.add_subcommand("version", "Print the version and the commit");
   const HelpCommand help(app);
 
@@ -223,6 +304,7 @@ int main(int argc, char** argv) {
   if (activity.command->parsed()) return activity.Run();
   if (job.command->parsed()) return job.Run();
   if (load->parsed()) return load_command.Run();
+  if (config.command->parsed()) return config.Run();
   if (help.command->parsed()) return help.Run(app);
   std::cout << version_text << "\n";
   return 0;

@@ -3,59 +3,27 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/json/parse.hpp>
-#include <boost/json/value.hpp>
 #include <charconv>
 #include <chrono>
-#include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
-#include "app/admin_client.h"
+#include "app/admin_commands.h"
+#include "app/report_text.h"
 #include "base/json_writer.h"
 
 namespace flashsale::app {
 
 namespace {
 
-namespace json = boost::json;
-
 constexpr std::string_view kBase = "/api/v1/admin/activities";
 
-std::string AdminTokenOf(const AdminTarget& target) {
-  if (!target.admin_token.empty()) return target.admin_token;
-  std::string token;
-  std::ifstream in(target.data_dir + "/admin-token");
-  std::getline(in, token);
-  return token;
-}
-
-// One admin call: its answer, or the exit code when there is none worth printing.
-struct Answer {
-  int exit_code = 0;
-  std::string body;
-};
-
-Answer Call(const AdminTarget& target, std::string_view method, const std::string& path,
-            std::string_view body = {}) {
-  const std::string token = AdminTokenOf(target);
-  if (token.empty()) {
-    std::cerr << "no admin token: give --admin-token, or the --data-dir of the running serve\n";
-    return {.exit_code = 2};
-  }
-  auto answer = CallAdmin(target.base_url, method, path, token, body);
-  if (!answer.ok()) {
-    std::cerr << answer.error().message << "\n";
-    return {.exit_code = 1};
-  }
-  return {.exit_code = answer->status >= 200 && answer->status < 300 ? 0 : 1,
-          .body = std::move(answer->body)};
-}
-
-int Print(const Answer& answer) {
-  if (!answer.body.empty()) std::cout << answer.body << "\n";
-  return answer.exit_code;
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // The JSON body in `file` (- for stdin); nullopt after saying why not.
@@ -74,72 +42,6 @@ std::optional<std::string> ReadBody(const std::string& file, std::string_view ac
   return body.str();
 }
 
-int64_t IntOr(const json::value* value, int64_t fallback) {
-  return value != nullptr && value->is_int64() ? value->as_int64() : fallback;
-}
-
-std::string TimeText(int64_t ms) {
-  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  if (::gmtime_r(&seconds, &utc) == nullptr) return std::to_string(ms);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", &utc);
-  return text;
-}
-
-// The admin list as a table: one line per activity.
-int PrintTable(const std::string& body) {
-  boost::system::error_code error;
-  const json::value list = json::parse(body, error);
-  if (error || !list.is_object() || !list.as_object().contains("activities")) {
-    std::cout << body << "\n";
-    return 0;
-  }
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  std::vector<std::vector<std::string>> rows = {{"ID", "KIND", "STATE", "REMAINING", "RESERVED",
-                                                 "TOTAL", "LIMIT", "START (UTC)", "END (UTC)",
-                                                 "TITLE"}};
-  for (const json::value& entry : list.at("activities").as_array()) {
-    const json::object& a = entry.at("activity").as_object();
-    const json::value& redis = entry.at("redis");
-    const json::object* r = redis.is_object() ? &redis.as_object() : nullptr;
-    const int64_t start = IntOr(a.if_contains("start_ms"), 0);
-    const int64_t end = IntOr(a.if_contains("end_ms"), 0);
-    std::string state = a.at("open").as_bool() ? "open" : "closed";
-    if (now >= end) {
-      state = "ended";
-    } else if (now < start) {
-      state += ", upcoming";
-    }
-    const bool loaded = r != nullptr && r->contains("remaining");
-    // Units reserved now: every reservation minus the units that came back (expired, cancelled).
-    const std::string remaining =
-        loaded ? std::to_string(IntOr(r->if_contains("remaining"), 0)) : "-";
-    const std::string reserved = loaded ? std::to_string(IntOr(r->if_contains("reserved"), 0) -
-                                                         IntOr(r->if_contains("released"), 0))
-                                        : "-";
-    rows.push_back({std::string(a.at("id").as_string()), std::string(a.at("kind").as_string()),
-                    state, remaining, reserved,
-                    std::to_string(IntOr(a.if_contains("total_units"), 0)),
-                    std::to_string(IntOr(a.if_contains("per_user_limit"), 0)), TimeText(start),
-                    TimeText(end), std::string(a.at("title").as_string())});
-  }
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += i + 1 == row.size() ? row[i] : fmt::format("{:<{}}  ", row[i], widths[i]);
-    }
-    std::cout << line << "\n";
-  }
-  return 0;
-}
-
 bool AllDigits(std::string_view text) {
   return !text.empty() &&
          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -151,9 +53,8 @@ int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target
   const std::string& action = command.action;
   const std::string base(kBase);
   if (action == "list") {
-    Answer answer = Call(target, "GET", base);
-    if (answer.exit_code != 0 || command.json) return Print(answer);
-    return PrintTable(answer.body);
+    return AdminCall(target, "GET", base,
+                     [](std::string_view body) { return ActivityTableText(body, NowMs()); });
   }
   if (command.argument.empty()) {
     std::cerr << "flashsale activity " << action << ": needs "
@@ -161,9 +62,11 @@ int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target
     return 2;
   }
   const std::string one = base + "/" + command.argument;
-  if (action == "show") return Print(Call(target, "GET", one));
-  if (action == "open" || action == "close") return Print(Call(target, "POST", one + "/" + action));
-  if (action == "delete") return Print(Call(target, "DELETE", one));
+  const TextOf status = [](std::string_view body) { return ActivityText(body, NowMs()); };
+  if (action == "show") return AdminCall(target, "GET", one, status);
+  if (action == "open" || action == "close")
+    return AdminCall(target, "POST", one + "/" + action, status);
+  if (action == "delete") return AdminCall(target, "DELETE", one);
   if (action == "create" || action == "update") {
     const std::string& file = action == "create"     ? command.argument
                               : command.rest.empty() ? std::string()
@@ -175,8 +78,8 @@ int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target
     }
     auto body = ReadBody(file, action);
     if (!body) return 2;
-    return action == "create" ? Print(Call(target, "POST", base, *body))
-                              : Print(Call(target, "PATCH", one, *body));
+    return action == "create" ? AdminCall(target, "POST", base, status, *body)
+                              : AdminCall(target, "PATCH", one, status, *body);
   }
   if (action == "stock") {
     base::JsonWriter body;
@@ -194,7 +97,7 @@ int RunActivityCommand(const ActivityCommand& command, const AdminTarget& target
       return 2;
     }
     body.EndObject();
-    return Print(Call(target, "POST", one + "/stock", std::move(body).Take()));
+    return AdminCall(target, "POST", one + "/stock", status, std::move(body).Take());
   }
   std::cerr << "flashsale activity: unknown action '" << action
             << "' (list, show, create, update, stock, open, close, delete)\n";

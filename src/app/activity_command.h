@@ -1,8 +1,8 @@
 #pragma once
 // `flashsale activity ...`: the admin API's activities from the command line, against a running
-// serve. `list` prints a table (`--json`: the API's JSON, for scripts); the other actions print
-// the API's answer.
-//   list [--json]            every activity: id, kind, state, remaining, reserved now, total, ...
+// serve. On a terminal `list` prints a table and the other actions the activity's status as
+// text; in a pipe or with --json, the API's JSON (app/admin_commands.h).
+//   list                     every activity: id, kind, state, remaining, reserved now, total, ...
 //   show ID                  one activity's status
 //   create FILE|-            the JSON body of POST /api/v1/admin/activities (- for stdin)
 //   update ID FILE|-         the JSON body of PATCH /api/v1/admin/activities/ID
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "app/serve.h"
+#include "app/admin_commands.h"
 
 namespace flashsale::app {
 
@@ -23,7 +23,6 @@ struct ActivityCommand {
   std::string argument;            // the activity id, or the JSON file of create
   std::vector<std::string> rest;   // update: the JSON file; stock: the units
   std::vector<std::string> items;  // stock --items
-  bool json = false;               // list --json
 };
 
 // The process exit code: 0 on a 2xx answer, 1 on another answer or no answer, 2 on bad usage.

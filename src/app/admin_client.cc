@@ -10,6 +10,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/url/parse.hpp>
 
+#include "base/redact.h"
+
 namespace flashsale::app {
 
 namespace asio = boost::asio;
@@ -23,7 +25,8 @@ base::Result<HttpAnswer> CallAdmin(std::string_view base_url, std::string_view m
                                    std::string_view body, std::chrono::milliseconds timeout) {
   auto url = boost::urls::parse_uri(base_url);
   if (!url || url->scheme() != "http" || url->host().empty()) {
-    return MakeError(ErrorCode::kInvalidArgument, "--url '{}' must be http://host:port", base_url);
+    return MakeError(ErrorCode::kInvalidArgument, "'{}' is not a URL of the form http://host:port",
+                     base::RedactUrl(base_url));
   }
   const std::string host = url->host_address();
   const std::string port = url->has_port() ? std::string(url->port()) : "80";
@@ -37,8 +40,8 @@ base::Result<HttpAnswer> CallAdmin(std::string_view base_url, std::string_view m
     stream.connect(endpoints, error);
   }
   if (error) {
-    return MakeError(ErrorCode::kUnavailable, "cannot reach flashsale at {}: {}", base_url,
-                     error.message());
+    return MakeError(ErrorCode::kUnavailable, "cannot reach flashsale at {}: {}",
+                     base::RedactUrl(base_url), error.message());
   }
   http::request<http::string_body> request{http::string_to_verb(method), std::string(target), 11};
   request.set(http::field::host, host);
@@ -54,8 +57,8 @@ base::Result<HttpAnswer> CallAdmin(std::string_view base_url, std::string_view m
   http::response<http::string_body> response;
   if (!error) http::read(stream, buffer, response, error);
   if (error) {
-    return MakeError(ErrorCode::kUnavailable, "{} {} at {}: {}", method, target, base_url,
-                     error.message());
+    return MakeError(ErrorCode::kUnavailable, "{} {} at {}: {}", method, target,
+                     base::RedactUrl(base_url), error.message());
   }
   return HttpAnswer{static_cast<int>(response.result_int()), response.body()};
 }

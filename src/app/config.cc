@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,9 @@
 #include <system_error>
 #include <utility>
 #include <variant>
+
+#include "core/token.h"
+#include "server/cors.h"
 
 namespace flashsale::app {
 namespace {
@@ -31,7 +35,9 @@ constexpr std::string_view kConfigEnv = "FLASHSALE_CONFIG";
 constexpr int64_t kNoMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 
-using Field = std::variant<std::string ServeConfig::*, int64_t ServeConfig::*, bool ServeConfig::*>;
+// A setting's field: text, an integer, a switch, a number (a fraction), or a list of text.
+using Field = std::variant<std::string ServeConfig::*, int64_t ServeConfig::*, bool ServeConfig::*,
+                           double ServeConfig::*, std::vector<std::string> ServeConfig::*>;
 
 // Checks a string setting's value: empty when it is valid, else what is wrong with it, phrased to
 // follow "setting 'x' from SOURCE: ".
@@ -42,9 +48,9 @@ struct Setting {
   Field field;
   std::string_view placeholder;  // the value's name in --help
   std::string_view help;         // one line, without the default and the variable
-  int64_t min = kNoMin;          // integers only
+  int64_t min = kNoMin;          // integers and numbers only
   int64_t max = kNoMax;
-  StringCheck check = nullptr;  // strings only; nullptr: anything goes
+  StringCheck check = nullptr;  // strings and each item of a list; nullptr: anything goes
 };
 
 std::string NotEmpty(const std::string& value) { return value.empty() ? "must not be empty" : ""; }
@@ -108,16 +114,14 @@ std::string CheckLogFormat(const std::string& value) {
   return fmt::format("must be text or json, not \"{}\"", value);
 }
 
-std::string CheckFraction(const std::string& value) {
-  double fraction = -1;
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, fraction);
-  if (value.empty() || ec != std::errc() || ptr != end || !(fraction >= 0 && fraction <= 1)) {
-    return fmt::format("must be a number from 0 to 1 (0.01: one request in 100), not \"{}\"",
-                       value);
-  }
-  return "";
+// The secret, the admin token and the gateway secret: empty (generated, or not asked), or at
+// least core::kMinSecretBytes.
+std::string CheckSecret(const std::string& value) {
+  return value.empty() ? "" : core::SecretProblem(value);
 }
+
+// One origin of --cors-origin (server/cors.h).
+std::string CheckCorsOrigin(const std::string& value) { return server::CheckOrigin(value); }
 
 std::string CheckLogLevel(const std::string& value) {
   for (std::string_view level : {"trace", "debug", "info", "warn", "error"}) {
@@ -193,19 +197,22 @@ const std::vector<Setting>& Settings() {
       {.name = "secret",
        .field = &ServeConfig::secret,
        .placeholder = "TEXT",
-       .help = "HMAC key of tokens and of ids in Redis keys; empty: generated once into "
-               "<data-dir>/secret. Prefer the file or the variable: flags show in ps"},
+       .help = "HMAC key of tokens and of ids in Redis keys, 16 bytes or more; empty: generated "
+               "once into <data-dir>/secret. Prefer the file or the variable: flags show in ps",
+       .check = CheckSecret},
       {.name = "admin-token",
        .field = &ServeConfig::admin_token,
        .placeholder = "TEXT",
-       .help = "Bearer token of the admin API; empty: generated once into "
-               "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps"},
+       .help = "Bearer token of the admin API, 16 bytes or more; empty: generated once into "
+               "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps",
+       .check = CheckSecret},
       {.name = "gateway-secret",
        .field = &ServeConfig::gateway_secret,
        .placeholder = "TEXT",
        .help = "Gateway identity: a secret the gateway sends in X-Gateway-Secret with every user "
-               "request (compared in constant time; missing or wrong is 401); empty: not asked. "
-               "Prefer the file or the variable: flags show in ps"},
+               "request, 16 bytes or more (compared in constant time; missing or wrong is 401); "
+               "empty: not asked. Prefer the file or the variable: flags show in ps",
+       .check = CheckSecret},
       {.name = "demo",
        .field = &ServeConfig::demo,
        .help = "Demo mode: create the open activity 'demo' (see demo-stock) and take the user from "
@@ -334,6 +341,14 @@ const std::vector<Setting>& Settings() {
       {.name = "trust-forwarded-for",
        .field = &ServeConfig::trust_forwarded_for,
        .help = "Take the client address from X-Forwarded-For; only behind a proxy that sets it"},
+      {.name = "cors-origin",
+       .field = &ServeConfig::cors_origin,
+       .placeholder = "ORIGIN,...",
+       .help = "Origins whose pages may call the public API from a browser (CORS: purchase, "
+               "draw, tickets, activities, config, orders; the admin routes never), each "
+               "scheme://host[:port] as the browser sends it, comma-separated, or * for any; "
+               "empty: none",
+       .check = CheckCorsOrigin},
       {.name = "allow-evicting-redis",
        .field = &ServeConfig::allow_evicting_redis,
        .help = "Start even on a Redis whose maxmemory-policy may evict keys without a TTL "
@@ -354,7 +369,8 @@ const std::vector<Setting>& Settings() {
        .placeholder = "FRACTION",
        .help = "Fraction of HTTP requests written to the log, 0..1 (0.01: one in 100; 1: all; 0: "
                "none)",
-       .check = CheckFraction},
+       .min = 0,
+       .max = 1},
   };
   return settings;
 }
@@ -365,7 +381,7 @@ bool ServeOnly(const Setting& setting) {
   for (std::string_view name :
        {"threads", "redis-server", "identity", "secret", "admin-token", "demo", "demo-stock",
         "max-header-bytes", "max-body-bytes", "read-timeout-ms", "idle-timeout-ms",
-        "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for"}) {
+        "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for", "cors-origin"}) {
     if (setting.name == name) return true;
   }
   return false;
@@ -373,6 +389,10 @@ bool ServeOnly(const Setting& setting) {
 
 bool IsBool(const Setting& setting) {
   return std::holds_alternative<bool ServeConfig::*>(setting.field);
+}
+
+bool IsList(const Setting& setting) {
+  return std::holds_alternative<std::vector<std::string> ServeConfig::*>(setting.field);
 }
 
 // "data-dir" -> "FLASHSALE_DATA_DIR".
@@ -391,6 +411,13 @@ std::string Underscored(std::string_view name) {
   return result;
 }
 
+// A number as TOML writes a float: "0.0", "0.5", "1.0".
+std::string NumberText(double value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
 std::string DefaultText(const Setting& setting) {
   static const ServeConfig kDefaults;
   if (const auto* field = std::get_if<std::string ServeConfig::*>(&setting.field)) {
@@ -399,6 +426,13 @@ std::string DefaultText(const Setting& setting) {
   }
   if (const auto* field = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
     return std::to_string(kDefaults.**field);
+  }
+  if (const auto* field = std::get_if<double ServeConfig::*>(&setting.field)) {
+    return NumberText(kDefaults.**field);
+  }
+  if (const auto* field = std::get_if<std::vector<std::string> ServeConfig::*>(&setting.field)) {
+    const std::vector<std::string>& items = kDefaults.**field;
+    return items.empty() ? "none" : fmt::format("{}", fmt::join(items, ","));
   }
   return kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
 }
@@ -416,6 +450,50 @@ Status StoreString(const Setting& setting, std::string value, std::string_view s
     if (!problem.empty()) return SettingError(setting, source, problem);
   }
   config.*std::get<std::string ServeConfig::*>(setting.field) = std::move(value);
+  return {};
+}
+
+// A list, each item checked: empty items (",," or a trailing comma) are refused, not skipped.
+Status StoreList(const Setting& setting, std::vector<std::string> items, std::string_view source,
+                 ServeConfig& config) {
+  for (const std::string& item : items) {
+    if (item.empty()) return SettingError(setting, source, "has an empty item");
+    if (setting.check != nullptr) {
+      if (std::string problem = setting.check(item); !problem.empty()) {
+        return SettingError(setting, source, problem);
+      }
+    }
+  }
+  config.*std::get<std::vector<std::string> ServeConfig::*>(setting.field) = std::move(items);
+  return {};
+}
+
+// "a, b,c" as {"a", "b", "c"} (spaces around items dropped); "" as no item at all.
+std::vector<std::string> SplitList(std::string_view text) {
+  std::vector<std::string> items;
+  if (text.find_first_not_of(' ') == std::string_view::npos) return items;
+  for (size_t start = 0;;) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string_view item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    items.emplace_back(item);
+    if (comma == text.size()) break;
+    start = comma + 1;
+  }
+  return items;
+}
+
+// A number from 0 to 1 for a fraction: the range is the setting's min and max.
+Status StoreNumber(const Setting& setting, double value, std::string_view source,
+                   ServeConfig& config) {
+  if (!std::isfinite(value) || value < static_cast<double>(setting.min) ||
+      value > static_cast<double>(setting.max)) {
+    return SettingError(
+        setting, source,
+        fmt::format("must be a number from {} to {}, not {}", setting.min, setting.max, value));
+  }
+  config.*std::get<double ServeConfig::*>(setting.field) = value;
   return {};
 }
 
@@ -448,6 +526,18 @@ Status ApplyText(const Setting& setting, const std::string& text, std::string_vi
       return SettingError(setting, source, fmt::format("\"{}\" does not fit in 64 bits", text));
     }
     return StoreInt(setting, value, source, config);
+  }
+  if (IsList(setting)) return StoreList(setting, SplitList(text), source, config);
+  if (std::holds_alternative<double ServeConfig::*>(setting.field)) {
+    double value = 0;
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc() || ptr != end) {
+      return SettingError(setting, source,
+                          fmt::format("must be a number from {} to {}, not \"{}\"", setting.min,
+                                      setting.max, text));
+    }
+    return StoreNumber(setting, value, source, config);
   }
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(),
@@ -488,8 +578,43 @@ std::string_view TypeName(toml::node_type type) {
 }
 
 // A value from the file: it must have the TOML type of the setting (a quoted "4" is not an int).
+// A number (a fraction) is a TOML float or integer, or text as the environment gives it.
 Status ApplyToml(const Setting& setting, const toml::node& node, std::string_view source,
                  ServeConfig& config) {
+  if (std::holds_alternative<double ServeConfig::*>(setting.field)) {
+    switch (node.type()) {
+      case toml::node_type::floating_point:
+        return StoreNumber(setting, node.as_floating_point()->get(), source, config);
+      case toml::node_type::integer:
+        return StoreNumber(setting, static_cast<double>(node.as_integer()->get()), source, config);
+      case toml::node_type::string:
+        return ApplyText(setting, node.as_string()->get(), source, config);
+      default:
+        return SettingError(setting, source,
+                            fmt::format("must be a number, not {}", TypeName(node.type())));
+    }
+  }
+  if (IsList(setting)) {
+    if (node.is_string()) return ApplyText(setting, node.as_string()->get(), source, config);
+    const toml::array* array = node.as_array();
+    std::vector<std::string> items;
+    for (size_t i = 0; array != nullptr && i < array->size(); ++i) {
+      const toml::node& item = *array->get(i);
+      if (!item.is_string()) {
+        return SettingError(
+            setting, source,
+            fmt::format("must be an array of strings, not one holding {}", TypeName(item.type())));
+      }
+      items.push_back(item.as_string()->get());
+    }
+    if (array == nullptr) {
+      return SettingError(setting, source,
+                          fmt::format("must be an array of strings or a comma-separated string, "
+                                      "not {}",
+                                      TypeName(node.type())));
+    }
+    return StoreList(setting, std::move(items), source, config);
+  }
   toml::node_type expected = toml::node_type::boolean;
   if (std::holds_alternative<std::string ServeConfig::*>(setting.field)) {
     expected = toml::node_type::string;
@@ -546,7 +671,11 @@ std::string Suggestion(std::string_view key) {
   return best == nullptr ? "" : fmt::format("; did you mean '{}'?", best->name);
 }
 
-Status ApplyFile(const std::string& path, std::string_view named_by, ServeConfig& config) {
+// The settings of the file at `path` applied to `config`. A file that cannot be read or parsed
+// is an error at once; a setting's problem too, unless `problems` collects them (config check):
+// then every key is tried and each problem added there.
+Status ApplyFile(const std::string& path, std::string_view named_by, ServeConfig& config,
+                 std::vector<std::string>* problems = nullptr) {
   std::error_code ignored;
   if (std::filesystem::is_directory(path, ignored)) {  // it would open, and read as empty
     return MakeError(ErrorCode::kInvalidArgument, "config file {} (from {}) is a directory", path,
@@ -579,21 +708,24 @@ Status ApplyFile(const std::string& path, std::string_view named_by, ServeConfig
     auto it = std::find_if(settings.begin(), settings.end(), [&](const Setting& setting) {
       return key.str() == setting.name || key.str() == Underscored(setting.name);
     });
+    Status applied;
     if (it == settings.end()) {
-      return MakeError(ErrorCode::kInvalidArgument, "unknown setting '{}' in {}{}", key.str(),
-                       location, Suggestion(key.str()));
+      applied = MakeError(ErrorCode::kInvalidArgument, "unknown setting '{}' in {}{}", key.str(),
+                          location, Suggestion(key.str()));
+    } else if (const toml::key*& previous = seen[static_cast<size_t>(it - settings.begin())];
+               previous != nullptr) {
+      applied = MakeError(ErrorCode::kInvalidArgument,
+                          "setting '{}' is given twice in {}, as '{}' on line {} and as '{}' on "
+                          "line {}",
+                          it->name, path, previous->str(), previous->source().begin.line, key.str(),
+                          key.source().begin.line);
+    } else {
+      previous = &key;
+      applied = ApplyToml(*it, entry.second, location, config);
     }
-    const toml::key*& previous = seen[static_cast<size_t>(it - settings.begin())];
-    if (previous != nullptr) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "setting '{}' is given twice in {}, as '{}' on line {} and as '{}' on line "
-                       "{}",
-                       it->name, path, previous->str(), previous->source().begin.line, key.str(),
-                       key.source().begin.line);
-    }
-    previous = &key;
-    Status applied = ApplyToml(*it, entry.second, location, config);
-    if (!applied.ok()) return applied;
+    if (applied.ok()) continue;
+    if (problems == nullptr) return applied;
+    problems->push_back(applied.error().message);
   }
   return {};
 }
@@ -621,8 +753,16 @@ ServeSettings::ServeSettings(CLI::App& command, Role role) {
       continue;
     }
     const std::string flag = fmt::format("--{}", setting.name);
-    const std::string description = fmt::format("{} (default: {}; env {})", setting.help,
-                                                DefaultText(setting), EnvName(setting));
+    std::string description = fmt::format("{} (default: {}; env {})", setting.help,
+                                          DefaultText(setting), EnvName(setting));
+    if (role == Role::kWorker && setting.name == "listen") {
+      // A worker has no HTTP service: without the flag (or its variable or key) it serves
+      // nothing, and with it only what operations need.
+      description = fmt::format(
+          "Address to serve /metrics, /healthz and /readyz on, HOST:PORT (default: none, no "
+          "HTTP; env {})",
+          EnvName(setting));
+    }
     CLI::Option* option = nullptr;
     if (IsBool(setting)) {
       // --demo is true and --no-demo false, so a flag can undo a file or a variable; --demo=no
@@ -630,10 +770,11 @@ ServeSettings::ServeSettings(CLI::App& command, Role role) {
       option = command.add_flag(fmt::format("{},!--no-{}", flag, setting.name));
     } else {
       // Plain text: typed and checked by Resolve. The last one given wins, so a wrapper script's
-      // flags can be overridden by appending.
+      // flags can be overridden by appending; a list takes every one given.
       option = command.add_option(flag)
                    ->type_name(std::string(setting.placeholder))
-                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+                   ->multi_option_policy(IsList(setting) ? CLI::MultiOptionPolicy::TakeAll
+                                                         : CLI::MultiOptionPolicy::TakeLast);
     }
     option->description(description);
     options_.push_back(option);
@@ -672,9 +813,12 @@ base::Result<ServeConfig> ServeSettings::Resolve(const EnvLookup& getenv) const 
 
   for (size_t i = 0; i < settings.size(); ++i) {
     if (options_[i] == nullptr || options_[i]->count() == 0) continue;
-    // A bool flag's text is "true" for --demo, "false" for --no-demo, or what --demo= was given.
-    Status applied = ApplyText(settings[i], options_[i]->as<std::string>(),
-                               fmt::format("--{}", settings[i].name), config);
+    // A bool flag's text is "true" for --demo, "false" for --no-demo, or what --demo= was given;
+    // a list's flag may be repeated, its values joined as one comma-separated list.
+    const std::string text = IsList(settings[i])
+                                 ? fmt::format("{}", fmt::join(options_[i]->results(), ","))
+                                 : options_[i]->as<std::string>();
+    Status applied = ApplyText(settings[i], text, fmt::format("--{}", settings[i].name), config);
     if (!applied.ok()) return std::move(applied).error();
   }
   return config;
@@ -727,12 +871,37 @@ std::string ConfigFileTemplate() {
       value = TomlString(kDefaults.**field);
     } else if (const auto* number = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
       value = std::to_string(kDefaults.**number);
+    } else if (const auto* fraction = std::get_if<double ServeConfig::*>(&setting.field)) {
+      value = NumberText(kDefaults.**fraction);
+    } else if (const auto* list =
+                   std::get_if<std::vector<std::string> ServeConfig::*>(&setting.field)) {
+      std::vector<std::string> quoted;
+      for (const std::string& item : kDefaults.**list) quoted.push_back(TomlString(item));
+      value = fmt::format("[{}]", fmt::join(quoted, ", "));
     } else {
       value = kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
     }
     out += fmt::format("# {} = {}\n", setting.name, value);
   }
   return out;
+}
+
+std::vector<std::string> CheckConfig(const std::string& file, const EnvLookup& getenv) {
+  std::vector<std::string> problems;
+  ServeConfig config;
+  if (Status read = ApplyFile(file, "the command line", config, &problems); !read.ok()) {
+    problems.push_back(read.error().message);
+  }
+  // The variables override the file where serve and worker run; they are checked the same way.
+  for (const Setting& setting : Settings()) {
+    const std::string name = EnvName(setting);
+    if (std::optional<std::string> value = getenv(name)) {
+      if (Status applied = ApplyText(setting, *value, name, config); !applied.ok()) {
+        problems.push_back(applied.error().message);
+      }
+    }
+  }
+  return problems;
 }
 
 bool ServeSettings::Given(std::string_view name, const EnvLookup& getenv) const {

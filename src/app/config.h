@@ -5,7 +5,11 @@
 // Setting `data_dir` (and likewise every field of ServeConfig) has
 //   the flag          --data-dir VALUE         bools: --demo / --no-demo / --demo=false
 //   the variable      FLASHSALE_DATA_DIR       bools: 1/0, true/false, yes/no (any case)
-//   the TOML key      data-dir = "..."         data_dir is accepted too; bools: true/false
+//   the TOML key      data-dir = "..."         data_dir is accepted too; TOML's own types:
+//                                              threads = 4, demo = true,
+//                                              access-log-sample = 0.5 (or "0.5")
+// A list (cors-origin) is comma-separated in a flag or a variable (the flag may also be
+// repeated), and a TOML array of strings or one comma-separated string in the file.
 // The config file is named by --config FILE, else by FLASHSALE_CONFIG; an empty name means no file
 // (so `--config ""` switches off a file named in the environment). There is no implicit file, and
 // a named file that cannot be read is an error. Paths inside the file are taken as given, i.e.
@@ -71,10 +75,11 @@ struct ServeConfig {
   int64_t rebuild_grace_ms = 20000;    // >= 0
   int64_t expire_every_ms = 5000;      // 0: never
   bool trust_forwarded_for = false;
-  bool allow_evicting_redis = false;    // start on a Redis whose maxmemory-policy may evict
-  std::string log_level = "info";       // trace | debug | info | warn | error
-  std::string log_format = "text";      // text | json (JSON lines on stderr)
-  std::string access_log_sample = "0";  // a fraction 0..1 of requests logged (1 in round(1/x))
+  std::vector<std::string> cors_origin;  // origins whose pages may call the public API (CORS)
+  bool allow_evicting_redis = false;     // start on a Redis whose maxmemory-policy may evict
+  std::string log_level = "info";        // trace | debug | info | warn | error
+  std::string log_format = "text";       // text | json (JSON lines on stderr)
+  double access_log_sample = 0;          // a fraction 0..1 of requests logged (1 in round(1/x))
 
   friend bool operator==(const ServeConfig&, const ServeConfig&) = default;
 };
@@ -119,6 +124,12 @@ class ServeSettings {
 // its variable: the packaged /etc/flashsale/flashsale.toml (generated from the settings, so it
 // cannot drift from them). Uncommenting any line gives a valid file.
 std::string ConfigFileTemplate();
+
+// `flashsale config check FILE`: the settings of `file` and of the FLASHSALE_ variables, checked
+// as serve and worker check them, but every problem reported, not only the first: one message
+// per problem (each naming the setting and where it came from); empty when all is well. A file
+// that cannot be read or parsed is one problem.
+std::vector<std::string> CheckConfig(const std::string& file, const EnvLookup& getenv);
 
 // What ParseServeConfig found: the resolved settings, or a request for help.
 struct ServeCommandLine {

@@ -1,5 +1,6 @@
 #include "app/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -144,9 +145,12 @@ TEST_F(ConfigTest, EverySettingHasAFlagAVariableAndAKey) {
        [](ServeConfig& c) { c.db_url = "sqlite:/x.db"; }},
       {"key-namespace", "prod", "\"prod\"", [](ServeConfig& c) { c.key_namespace = "prod"; }},
       {"identity", "gateway", "\"gateway\"", [](ServeConfig& c) { c.identity = "gateway"; }},
-      {"secret", "s3", "\"s3\"", [](ServeConfig& c) { c.secret = "s3"; }},
-      {"admin-token", "at", "\"at\"", [](ServeConfig& c) { c.admin_token = "at"; }},
-      {"gateway-secret", "gs", "\"gs\"", [](ServeConfig& c) { c.gateway_secret = "gs"; }},
+      {"secret", "s3cret-of-16-bytes", "\"s3cret-of-16-bytes\"",
+       [](ServeConfig& c) { c.secret = "s3cret-of-16-bytes"; }},
+      {"admin-token", "admin-token-16-bytes", "\"admin-token-16-bytes\"",
+       [](ServeConfig& c) { c.admin_token = "admin-token-16-bytes"; }},
+      {"gateway-secret", "gateway-secret-16b", "\"gateway-secret-16b\"",
+       [](ServeConfig& c) { c.gateway_secret = "gateway-secret-16b"; }},
       {"demo", "true", "true", [](ServeConfig& c) { c.demo = true; }},
       {"demo-stock", "0", "0", [](ServeConfig& c) { c.demo_stock = 0; }},
       {"max-header-bytes", "4096", "4096", [](ServeConfig& c) { c.max_header_bytes = 4096; }},
@@ -402,6 +406,7 @@ const std::vector<Listed>& EverySetting() {
       {"--expire-every-ms", "5000", "FLASHSALE_EXPIRE_EVERY_MS"},
       {"--rebuild-grace-ms", "20000", "FLASHSALE_REBUILD_GRACE_MS"},
       {"--trust-forwarded-for", "false", "FLASHSALE_TRUST_FORWARDED_FOR"},
+      {"--cors-origin", "none", "FLASHSALE_CORS_ORIGIN"},
       {"--log-level", "info", "FLASHSALE_LOG_LEVEL"},
   };
   return listed;
@@ -471,6 +476,75 @@ TEST_F(ConfigTest, SubcommandHelpListsTheSettings) {
 
 TEST(EnvFromProcessTest, UnsetIsNullopt) {
   EXPECT_FALSE(EnvFromProcess("FLASHSALE_TEST_NEVER_SET_7F3A").has_value());
+}
+
+// Issue 32 point 7: TOML's own numbers and booleans where a number, a fraction or a switch is
+// meant; text still works (the environment is text).
+TEST_F(ConfigTest, TomlNumbersAndBooleansAreTakenWhereANumberOrASwitchIsMeant) {
+  const ServeConfig half = Parse({"--access-log-sample", "0.5"});
+  EXPECT_FALSE(half == ServeConfig{});
+  EXPECT_TRUE(Parse({"--config", Write("float.toml", "access-log-sample = 0.5\n")}) == half);
+  EXPECT_TRUE(Parse({"--config", Write("text.toml", "access-log-sample = \"0.5\"\n")}) == half);
+  EXPECT_TRUE(Parse({}, {{"FLASHSALE_ACCESS_LOG_SAMPLE", "0.5"}}) == half);
+  EXPECT_TRUE(Parse({"--config", Write("one.toml", "access-log-sample = 1\n")}) ==
+              Parse({"--access-log-sample", "1"}));
+  const std::string out_of_range = Write("range.toml", "access-log-sample = 1.5\n");
+  EXPECT_NE(ErrorOf({"--config", out_of_range}).find("from 0 to 1"), std::string::npos);
+  const std::string switch_given = Write("bool.toml", "access-log-sample = true\n");
+  EXPECT_EQ(
+      ErrorOf({"--config", switch_given}),
+      "setting 'access-log-sample' from " + switch_given + ":1: must be a number, not a boolean");
+  // Switches are TOML booleans, and numbers TOML integers, as before.
+  EXPECT_TRUE(Parse({"--config", Write("switch.toml", "demo = true\nthreads = 3\n")}) ==
+              Parse({"--demo", "--threads", "3"}));
+}
+
+// Issue 32 point 9: one rule for secrets, wherever they come from.
+TEST_F(ConfigTest, SecretsUnder16BytesAreRefusedFromEverySource) {
+  for (const char* name : {"secret", "admin-token", "gateway-secret"}) {
+    SCOPED_TRACE(name);
+    std::string error = ErrorOf({fmt::format("--{}=fifteen-bytes!!", name)});
+    EXPECT_NE(error.find(fmt::format("setting '{}' from --{}", name, name)), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("at least 16 bytes, not 15"), std::string::npos) << error;
+    std::string env = "FLASHSALE_";
+    for (const char* c = name; *c != 0; ++c) {
+      env += *c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+    }
+    error = ErrorOf({}, {{env, "short"}});
+    EXPECT_NE(error.find("at least 16 bytes"), std::string::npos) << error;
+    const std::string file = Write("secret.toml", fmt::format("{} = \"short\"\n", name));
+    error = ErrorOf({"--config", file});
+    EXPECT_NE(error.find("at least 16 bytes"), std::string::npos) << error;
+    EXPECT_FALSE(Parse({fmt::format("--{}=sixteen-bytes-ok", name)}) == ServeConfig{});
+    // Empty is not a short secret: it means generated (or, for the gateway, not asked).
+    EXPECT_TRUE(Parse({}, {{env, ""}}) == ServeConfig{});
+  }
+}
+
+// Issue 32 point 11: the origins a shop front may call the public API from.
+TEST_F(ConfigTest, CorsOriginsAreAListFromTheFlagTheVariableAndTheFile) {
+  const ServeConfig two = Parse({"--cors-origin", "http://shop.example,https://b.example:8443"});
+  EXPECT_FALSE(two == ServeConfig{});
+  EXPECT_TRUE(Parse({"--cors-origin", "http://shop.example", "--cors-origin",
+                     "https://b.example:8443"}) == two);
+  EXPECT_TRUE(
+      Parse({}, {{"FLASHSALE_CORS_ORIGIN", "http://shop.example, https://b.example:8443"}}) == two);
+  const std::string array =
+      Write("cors.toml", "cors-origin = [\"http://shop.example\", \"https://b.example:8443\"]\n");
+  EXPECT_TRUE(Parse({"--config", array}) == two);
+  const std::string text =
+      Write("cors.toml", "cors_origin = \"http://shop.example,https://b.example:8443\"\n");
+  EXPECT_TRUE(Parse({"--config", text}) == two);
+  EXPECT_FALSE(Parse({"--cors-origin", "*"}) == ServeConfig{});
+  for (const char* bad : {"shop.example", "http://shop.example/", "http://shop.example/path",
+                          "ftp://shop.example", "http://", "http://a.example,,http://b.example"}) {
+    SCOPED_TRACE(bad);
+    const std::string error = ErrorOf({"--cors-origin", bad});
+    EXPECT_NE(error.find("setting 'cors-origin' from --cors-origin"), std::string::npos) << error;
+  }
+  const std::string numbers = Write("cors.toml", "cors-origin = [1, 2]\n");
+  EXPECT_NE(ErrorOf({"--config", numbers}).find("cors-origin"), std::string::npos);
 }
 
 }  // namespace

@@ -4,20 +4,24 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/url/parse.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "app/admin_client.h"
+#include "app/serve.h"
+#include "app/server_url.h"
+#include "base/redact.h"
+#include "core/token.h"
 #include "load/load_generator.h"
 #include "load/verify.h"
 
 namespace flashsale::app {
 
 struct LoadFlags {
-  std::vector<std::string> urls = {"http://127.0.0.1:8080"};
+  std::vector<std::string> urls;  // empty: found as app/server_url.h says
   std::string activity = "demo";
   std::string action = "purchase";
   std::string mode = "closed";
@@ -52,9 +56,10 @@ void AddTargetFlags(CLI::App& command, LoadFlags& f) {
   command
       .add_option("--url", f.urls,
                   "The flashsale to load, http://host:port; several instances of one sale: "
-                  "comma-separated or repeated, the connections spread over them")
-      ->delimiter(',')
-      ->capture_default_str();
+                  "comma-separated or repeated, the connections spread over them (default: "
+                  "FLASHSALE_URL, else the URL serve wrote into <data-dir>/url, else "
+                  "http://127.0.0.1:8080)")
+      ->delimiter(',');
   command.add_option("--activity", f.activity, "The activity")->capture_default_str();
   command.add_option("--action", f.action, "purchase or draw")
       ->check(CLI::IsMember({"purchase", "draw"}))
@@ -158,13 +163,6 @@ LoadCommand::~LoadCommand() = default;
 
 namespace {
 
-std::string ReadLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // Thousands of connections need thousands of descriptors: the soft limit up to the hard one.
 void RaiseFileLimit() {
   rlimit limit{};
@@ -263,14 +261,23 @@ base::Status ChooseIdentity(const LoadFlags& f, load::LoadOptions& options) {
     }
   }
   if (identity != "token") return base::Status();
-  options.token_secret = f.token_secret;
-  if (options.token_secret.empty() && !f.data_dir.empty()) {
-    options.token_secret = ReadLine(f.data_dir + "/secret");
+  // The one rule of secrets (core::SecretProblem), as serve and token apply it.
+  if (!f.token_secret.empty()) {
+    if (std::string problem = core::SecretProblem(f.token_secret); !problem.empty()) {
+      return Usage("--secret (or FLASHSALE_SECRET) " + problem);
+    }
+    options.token_secret = f.token_secret;
+    return base::Status();
   }
-  if (options.token_secret.empty()) {
-    return Usage("token identity needs --secret or the --data-dir of the server");
+  if (!f.data_dir.empty()) {
+    auto read = ReadSecretFile(f.data_dir + "/secret");
+    if (read) {
+      options.token_secret = std::move(*read);
+      return base::Status();
+    }
+    if (read.error().code != base::ErrorCode::kNotFound) return Usage(read.error().message);
   }
-  return base::Status();
+  return Usage("token identity needs --secret or the --data-dir of the server");
 }
 
 // Progress on stderr: rewritten in place on a terminal (then true), else one line a second.
@@ -307,7 +314,9 @@ int VerifyAfterLoad(load::VerifyOptions verify, load::LoadReport& report) {
     std::cerr << "flashsale load: could not verify: " << verified.error().ToString() << "\n";
     return 1;
   }
-  std::cout << "verify (" << verify.redis_url << ", " << verify.db_url << "):\n"
+  // The URLs as given, their passwords hidden.
+  std::cout << "verify (" << base::RedactUrl(verify.redis_url) << ", "
+            << base::RedactUrl(verify.db_url) << "):\n"
             << load::FormatVerification(*verified);
   std::cout.flush();
   return verified->ok() ? 0 : 1;
@@ -320,13 +329,23 @@ int LoadCommand::Run() const {
     std::cerr << "flashsale load: " << message << "\n";
     return 2;
   };
-  auto options = LoadOptionsFrom(f);
+  LoadFlags found = f;
+  if (found.urls.empty()) {
+    // Not given: FLASHSALE_URL (comma-separated too), the serve of --data-dir, the default.
+    const ServerUrl url = FindServerUrl("", f.data_dir, EnvFromProcess);
+    for (size_t start = 0; start <= url.url.size();) {
+      const size_t comma = std::min(url.url.find(',', start), url.url.size());
+      if (comma > start) found.urls.push_back(url.url.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  auto options = LoadOptionsFrom(found);
   if (!options) return usage(options.error().message);
   auto verify = VerifyOptionsFrom(f);
   if (!verify) return usage(verify.error().message);
   const bool verifying = verify->has_value();
   options->keep_order_ids = verifying;
-  if (auto identity = ChooseIdentity(f, *options); !identity) {
+  if (auto identity = ChooseIdentity(found, *options); !identity) {
     return usage(identity.error().message);
   }
   const bool tty = ShowProgress(*options);
@@ -334,7 +353,7 @@ int LoadCommand::Run() const {
   auto report = load::RunLoad(*options);
   if (tty) std::cerr << "\r\033[K";
   if (!report) return usage(report.error().message);
-  PrintReport(f, *options, *report);
+  PrintReport(found, *options, *report);
   if (report->completed == 0) {
     std::cerr << "flashsale load: no request was answered\n";
     return 1;

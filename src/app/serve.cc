@@ -20,12 +20,11 @@
 #include <sstream>
 #include <thread>
 
-#include "app/admin_client.h"
 #include "app/redis_check.h"
+#include "app/server_url.h"
 #include "base/clock.h"
 #include "base/crypto.h"
 #include "base/ids.h"
-#include "base/json_writer.h"
 #include "base/log_format.h"
 #include "base/process_stats.h"
 #include "core/token.h"
@@ -69,8 +68,7 @@ void ConfigureLogs(const ServeConfig& config) {
 }
 
 // --access-log-sample (checked to be 0..1) as "one request in N"; 0: none.
-int64_t AccessLogEvery(const std::string& sample) {
-  const double fraction = std::strtod(sample.c_str(), nullptr);
+int64_t AccessLogEvery(double fraction) {
   if (!(fraction > 0)) return 0;
   // A tiny fraction would overflow: one in a trillion is as good as never.
   return std::max<int64_t>(1, std::llround(std::min(1 / fraction, 1e12)));
@@ -92,12 +90,19 @@ Result<redis::ConnectionOptions> RedisOptionsFor(const ServeConfig& config,
   return options;
 }
 
+// The demo's two activities as they are now (a restarted demo may be sold out, closed or over).
+struct DemoStates {
+  service::ActivityState sale;
+  service::ActivityState lottery;
+};
+
 // Creates the demo activities unless they exist, on a short-lived connection of their own, before
 // the server loads its registry: the sale `demo` (open now for 30 days, limit 1) and the lottery
 // `demo-lottery` (three prizes of different weights and stocks, a "no prize" weight, one draw per
-// user).
-base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOptions& redis_options,
-                        store::Store& store, const service::ServiceSettings& settings) {
+// user). Their states after it, for the banner.
+Result<DemoStates> CreateDemo(const ServeConfig& config,
+                              const redis::ConnectionOptions& redis_options, store::Store& store,
+                              const service::ServiceSettings& settings) {
   asio::io_context io;
   asio::thread_pool db(1);
   auto connection = redis::Connection::Create(io.get_executor(), redis_options);
@@ -107,6 +112,7 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
   base::SecureRandom random;
   service::ServiceContext context(settings, runner, store, db.get_executor(), registry,
                                   base::SystemClock::Instance(), random);
+  DemoStates states;
   auto future = asio::co_spawn(
       io,
       [&]() -> asio::awaitable<std::optional<base::Error>> {
@@ -129,10 +135,15 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
         std::optional<base::Error> failed;
         for (const core::SeckillActivity* activity : {&demo, &lottery}) {
           auto state = co_await service::CreateActivity(context, *activity);
-          if (!state.ok() && state.error().code != ErrorCode::kAlreadyExists) {
+          if (!state.ok() && state.error().code == ErrorCode::kAlreadyExists) {
+            // There from an earlier run: as it is now, which may be sold out or over.
+            state = co_await service::GetActivityState(context, activity->id);
+          }
+          if (!state.ok()) {
             failed = std::move(state).error();
             break;
           }
+          (activity == &demo ? states.sale : states.lottery) = std::move(*state);
         }
         connection->Stop();
         co_return failed;
@@ -140,9 +151,8 @@ base::Status CreateDemo(const ServeConfig& config, const redis::ConnectionOption
       asio::use_future);
   io.run();
   db.join();
-  auto error = future.get();
-  if (error) return *error;
-  return {};
+  if (auto error = future.get()) return *error;
+  return states;
 }
 
 service::PipelineDeps PipelineDepsFor(const ServeConfig& config,
@@ -208,16 +218,20 @@ base::Status CheckDurability(const ServeConfig& config) {
 
 }  // namespace
 
-Result<std::string> ReadOrCreateSecret(const std::string& path) {
+Result<std::string> ReadSecretFile(const std::string& path) {
   std::ifstream in(path);
-  if (in) {
-    std::string secret;
-    std::getline(in, secret);
-    if (secret.size() < 16) {
-      return MakeError(ErrorCode::kInvalidArgument, "{} holds a secret under 16 characters", path);
-    }
-    return secret;
+  if (!in) return MakeError(ErrorCode::kNotFound, "{} does not exist", path);
+  std::string secret;
+  std::getline(in, secret);
+  if (std::string problem = core::SecretProblem(secret); !problem.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "the secret in {} {}", path, problem);
   }
+  return secret;
+}
+
+Result<std::string> ReadOrCreateSecret(const std::string& path) {
+  auto read = ReadSecretFile(path);
+  if (read.ok() || read.error().code != ErrorCode::kNotFound) return read;
   const std::string secret = base::RandomHex(32);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
@@ -301,7 +315,11 @@ server::ServerOptions ServerOptionsFor(const ServeConfig& config, const HostPort
   options.max_connections = static_cast<size_t>(config.max_connections);
   options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
   options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+  // Without order consumers there is no job schedule to run the lost-write repair (the start-up
+  // check among them): the registry poller runs it.
+  options.repairs = config.consumers <= 0;
   options.trust_forwarded_for = config.trust_forwarded_for;
+  options.cors_origins = config.cors_origin;
   options.access_log_every = AccessLogEvery(config.access_log_sample);
   return options;
 }
@@ -367,7 +385,13 @@ void WaitForStartupRepair(const ServeConfig& config, const service::ServiceSetti
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (settings.redis_watch != nullptr && redis_watch.frozen()) {
-    spdlog::warn("the lost-write repair has not run yet: purchases and draws wait for it");
+    if (config.consumers > 0) {
+      spdlog::warn("the start-up check of Redis has not finished yet: purchases and draws wait "
+                   "for it");
+    } else {
+      spdlog::info("no order consumers here: the registry poller runs the start-up check of Redis "
+                   "once the service listens; purchases and draws wait for it");
+    }
   }
 }
 
@@ -377,20 +401,51 @@ std::string BaseUrl(const HostPort& listen, uint16_t port) {
       listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host, port);
 }
 
+// The URL a client on this machine reaches the listeners at: a wildcard address is reached on
+// loopback.
+std::string LocalUrl(const HostPort& listen, uint16_t port) {
+  HostPort local = listen;
+  if (local.host == "0.0.0.0") local.host = "127.0.0.1";
+  if (local.host == "::") local.host = "::1";
+  return BaseUrl(local, port);
+}
+
+// What a demo activity is now, in words: "activity 'demo' is open with 100 units", "... is open
+// with 97 of 100 units left", "... is sold out (100 units)", "... is closed ...", "... has ended".
+std::string DemoActivityText(const service::ActivityState& state, std::string_view what,
+                             std::string_view units, int64_t now_ms) {
+  const core::SeckillActivity& activity = state.record.activity;
+  const int64_t total = state.record.total_units;
+  const std::string name = fmt::format("{} '{}'", what, activity.id);
+  if (now_ms >= activity.end_ms) return name + " has ended";
+  if (!state.redis || !state.redis->found) {
+    return fmt::format("{} has {} {} (Redis did not say how many are left)", name, total, units);
+  }
+  const int64_t left = state.redis->remaining;
+  const bool open = state.redis->state == "open";
+  if (left == 0) return fmt::format("{} is sold out ({} {})", name, total, units);
+  const std::string stock = left == total ? fmt::format("{} {}", total, units)
+                                          : fmt::format("{} of {} {} left", left, total, units);
+  return fmt::format("{} is {} with {}", name, open ? "open" : "closed", stock);
+}
+
 void PrintBanner(const ServeConfig& config, const HostPort& listen, uint16_t port, int threads,
-                 const redis::ConnectionOptions& redis_options, const store::Store& store) {
+                 const redis::ConnectionOptions& redis_options, const store::Store& store,
+                 const std::optional<DemoStates>& demo) {
   const std::string base_url = BaseUrl(listen, port);
   std::cout << fmt::format("flashsale serving on {}  ({} threads; redis {}; db {}; {} identity)\n",
                            base_url, threads, redis_options.endpoint.Describe(), store.Describe(),
                            GatewayIdentity(config) ? "gateway (X-User-Id)" : "token (Bearer)");
-  if (config.demo) {
+  if (demo) {
+    // What is true now: a restarted demo keeps its sale, which may be sold out or over.
+    const int64_t now_ms = base::SystemClock::Instance().NowMs();
     std::cout << fmt::format(
-        "demo: activity 'demo' is open with {} units, one per user; lottery 'demo-lottery' "
-        "with 111 prizes, one draw per user\n"
+        "demo: {}, one per user; {}, one draw per user\n"
         "  open  {}/\n"
         "  try   curl -s -X POST -H 'X-User-Id: alice' {}/api/v1/activities/demo/purchase\n"
         "        curl -s -X POST -H 'X-User-Id: alice' {}/api/v1/activities/demo-lottery/draw\n",
-        config.demo_stock, base_url, base_url, base_url);
+        DemoActivityText(demo->sale, "activity", "units", now_ms),
+        DemoActivityText(demo->lottery, "lottery", "prizes", now_ms), base_url, base_url, base_url);
   }
   std::cout << fmt::format("admin token: {}\n", config.admin_token.empty()
                                                     ? "in " + config.data_dir + "/admin-token"
@@ -465,9 +520,12 @@ int RunServe(const ServeConfig& config) {
   settings.secret = secrets->secret;
   service::RedisWatch redis_watch(base::SystemClock::Instance());
   HookRedisWatch(redis_watch, served->options, settings);
-  const base::Status demo =
-      config.demo ? CreateDemo(config, redis_options, **store, settings) : base::Status();
-  if (!demo) return fail(demo.error());
+  std::optional<DemoStates> demo;
+  if (config.demo) {
+    auto created = CreateDemo(config, redis_options, **store, settings);
+    if (!created) return fail(created.error());
+    demo = std::move(*created);
+  }
 
   const HostPort listen = ParseListen(config.listen);
   const server::ServerOptions options = ServerOptionsFor(config, listen);
@@ -498,10 +556,17 @@ int RunServe(const ServeConfig& config) {
     db_pool.join();
     return fail(started.error());
   }
-  PrintBanner(config, listen, server.port(), options.threads, redis_options, **store);
+  PrintBanner(config, listen, server.port(), options.threads, redis_options, **store, demo);
+  // Where the command line finds this serve (app/server_url.h), from now until it stops.
+  const std::string local_url = LocalUrl(listen, server.port());
+  if (auto written = WriteServerUrl(config.data_dir, local_url); !written) {
+    spdlog::warn("{}: the command line will not find this serve by its --data-dir",
+                 written.error().message);
+  }
   WaitForSignal("draining and stopping");
 
   server.Stop();
+  RemoveServerUrl(config.data_dir, local_url);
   pipeline.Stop();
   db_pool.join();
   if (served->embedded) served->embedded->Stop();
@@ -578,65 +643,27 @@ int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secre
     return 2;
   }
   std::string secret = secret_given;
-  if (secret.empty()) {
-    std::ifstream in(data_dir + "/secret");
-    std::getline(in, secret);
-    if (secret.empty()) {
-      std::cerr << "no secret: give --secret, or the --data-dir where `flashsale serve` keeps "
-                   "one ("
-                << data_dir << "/secret does not exist)\n";
+  if (!secret.empty()) {
+    if (std::string problem = core::SecretProblem(secret); !problem.empty()) {
+      std::cerr << "flashsale token: --secret (or FLASHSALE_SECRET) " << problem << "\n";
       return 2;
     }
+  } else {
+    auto read = ReadSecretFile(data_dir + "/secret");
+    if (!read && read.error().code == ErrorCode::kNotFound) {
+      std::cerr << "no secret: give --secret, or the --data-dir where `flashsale serve` keeps one ("
+                << read.error().message << ")\n";
+      return 2;
+    }
+    if (!read) {
+      std::cerr << "flashsale token: " << read.error().message << "\n";
+      return 2;
+    }
+    secret = std::move(*read);
   }
   const int64_t expires_ms = base::SystemClock::Instance().NowMs() + ttl_s * 1000;
   std::cout << core::TokenSigner(secret).Issue(user_id, expires_ms) << "\n";
   return 0;
-}
-
-namespace {
-
-// The admin token given, or the one the running serve keeps in its data directory.
-std::string AdminToken(const std::string& given, const std::string& data_dir) {
-  if (!given.empty()) return given;
-  std::string token;
-  std::ifstream in(data_dir + "/admin-token");
-  std::getline(in, token);
-  return token;
-}
-
-// One admin call; prints the answer's body. 0 on a 2xx answer, 1 otherwise, 2 without a token.
-int AdminCall(const AdminTarget& target, std::string_view method, const std::string& path,
-              std::string_view body = {}) {
-  const std::string token = AdminToken(target.admin_token, target.data_dir);
-  if (token.empty()) {
-    std::cerr << "no admin token: give --admin-token, or the --data-dir of the running serve\n";
-    return 2;
-  }
-  auto answer = CallAdmin(target.base_url, method, path, token, body);
-  if (!answer.ok()) {
-    std::cerr << answer.error().message << "\n";
-    return 1;
-  }
-  std::cout << answer->body << "\n";
-  return answer->status >= 200 && answer->status < 300 ? 0 : 1;
-}
-
-}  // namespace
-
-int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
-                   const AdminTarget& target) {
-  const std::string base = "/api/v1/admin/activities/" + activity_id + "/dead-letters";
-  return retry_id.empty() ? AdminCall(target, "GET", base)
-                          : AdminCall(target, "POST", base + "/" + retry_id + "/retry");
-}
-
-int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,
-              const AdminTarget& target) {
-  base::JsonWriter body;
-  body.BeginObject().Key("repair").Bool(repair);
-  if (!activity_id.empty()) body.Key("activity_id").String(activity_id);
-  body.EndObject();
-  return AdminCall(target, "POST", "/api/v1/admin/jobs/" + job, std::move(body).Take());
 }
 
 }  // namespace flashsale::app

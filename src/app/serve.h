@@ -20,22 +20,9 @@ int RunWorker(const ServeConfig& config, bool serve_http);
 int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secret,
              const std::string& data_dir);
 
-// Where the admin subcommands send their calls: the admin API of a running serve at `base_url`,
-// with the admin token given or the one in <data_dir>/admin-token.
-struct AdminTarget {
-  std::string base_url = "http://127.0.0.1:8080";
-  std::string admin_token;
-  std::string data_dir = "./flashsale-data";
-};
-
-// `flashsale dead-letters`: lists the activity's dead letters, or retries one.
-int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
-                   const AdminTarget& target);
-
-// `flashsale job prewarm|reconcile [--activity ID] [--no-repair]`: runs a job now (once across
-// all instances) and prints its report.
-int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,
-              const AdminTarget& target);
+// The secret in `path` (its first line): kNotFound when there is no such file, kInvalidArgument
+// naming the file when the secret breaks the rule of secrets (core::SecretProblem).
+base::Result<std::string> ReadSecretFile(const std::string& path);
 
 // The secret in `path`, generated (32 random bytes, hex, file mode 0600) if the file is missing.
 base::Result<std::string> ReadOrCreateSecret(const std::string& path);

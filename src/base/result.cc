@@ -10,6 +10,8 @@ std::string_view ToString(ErrorCode code) {
       return "not found";
     case ErrorCode::kAlreadyExists:
       return "already exists";
+    case ErrorCode::kFailedPrecondition:
+      return "failed precondition";
     case ErrorCode::kUnavailable:
       return "unavailable";
     case ErrorCode::kUnknownOutcome:

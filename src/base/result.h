@@ -14,16 +14,18 @@
 namespace flashsale::base {
 
 enum class ErrorCode {
-  kInvalidArgument,    // the caller's input is wrong; the same call fails again
-  kNotFound,           // the thing asked for does not exist
-  kAlreadyExists,      // the thing to create exists already
-  kUnavailable,        // a dependency could not be reached; the operation did NOT happen
-  kUnknownOutcome,     // sent, but no reply came: the operation may or may not have happened
-  kRemote,             // the dependency answered with an error (e.g. a Redis error reply)
-  kProtocol,           // the dependency answered something we cannot understand
-  kResourceExhausted,  // a queue or limit is full; try again later
-  kCancelled,          // shut down before it could run
-  kInternal,           // a bug: an invariant of our own code did not hold
+  kInvalidArgument,     // the caller's input is wrong; the same call fails again
+  kNotFound,            // the thing asked for does not exist
+  kAlreadyExists,       // the thing to create exists already
+  kFailedPrecondition,  // the thing's state forbids the operation (an activity that sold cannot
+                        // be deleted); the same call fails again until the state changes
+  kUnavailable,         // a dependency could not be reached; the operation did NOT happen
+  kUnknownOutcome,      // sent, but no reply came: the operation may or may not have happened
+  kRemote,              // the dependency answered with an error (e.g. a Redis error reply)
+  kProtocol,            // the dependency answered something we cannot understand
+  kResourceExhausted,   // a queue or limit is full; try again later
+  kCancelled,           // shut down before it could run
+  kInternal,            // a bug: an invariant of our own code did not hold
 };
 
 std::string_view ToString(ErrorCode code);

@@ -26,7 +26,7 @@ enum class Outcome : int {
   // Answered by a script, never shown to a buyer: Redis holds less of the activity's write
   // sequence than the caller knows was written (it lost acknowledged writes); nothing was done,
   // and the service freezes the activity until its lost-write repair ran (a 503).
-  kBehind = -10,
+  kBehind = -20,
 };
 
 // "reserved", "already_purchased", "sold_out", ...; for draws, "won", "no_prize" and

@@ -1,11 +1,19 @@
 #include "core/token.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 
 #include "base/crypto.h"
 #include "base/ids.h"
 
 namespace flashsale::core {
+
+std::string SecretProblem(std::string_view secret) {
+  if (secret.size() >= kMinSecretBytes) return "";
+  return fmt::format("must be at least {} bytes, not {} (make one with: openssl rand -hex 32)",
+                     kMinSecretBytes, secret.size());
+}
 
 using base::ErrorCode;
 using base::MakeError;

@@ -14,6 +14,15 @@
 
 namespace flashsale::core {
 
+// One rule for every secret flashsale takes (the token secret, the admin token, the gateway
+// secret), wherever it comes from (a flag, a variable, the config file, a file of the data
+// directory): at least this many bytes.
+inline constexpr size_t kMinSecretBytes = 16;
+
+// What is wrong with `secret` ("" when nothing), phrased to follow its name: "must be at least 16
+// bytes, not 5 (make one with: openssl rand -hex 32)".
+std::string SecretProblem(std::string_view secret);
+
 class TokenSigner {
  public:
   explicit TokenSigner(std::string secret);

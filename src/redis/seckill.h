@@ -6,7 +6,8 @@
 // Key layout (docs/design.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
 // activity in one Redis Cluster slot, so a script may touch all of its keys.
 //   meta    hash    state, window, per-user limit, kind, total/released, version,
-//                   oversold (units the lost-write repair applied that had been sold again)
+//                   oversold (units the lost-write repair applied that had been sold again),
+//                   wepoch/wseq (the write sequence: core/write_seq.h; absent: 0)
 //   meta:missing_since string  when a reconciliation run first found the activity lost; set
 //                   until its rebuild finished (service/reconcile.cc)
 //   stock   string  remaining units (counted stock)

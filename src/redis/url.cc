@@ -4,6 +4,8 @@
 #include <boost/url/url_view.hpp>
 #include <charconv>
 
+#include "base/redact.h"
+
 namespace flashsale::redis {
 namespace {
 
@@ -24,6 +26,7 @@ base::Result<int> ParseDb(std::string_view text, std::string_view url) {
 // redis+cluster://[[user]:password@]host:port[,host:port...]: each seed is parsed as the
 // redis:// URL with the same credentials.
 base::Result<Endpoint> ParseClusterUrl(std::string_view text) {
+  const std::string shown = base::RedactUrl(text);  // messages never show the password
   std::string_view rest = text.substr(std::string_view("redis+cluster://").size());
   std::string userinfo;
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
@@ -42,11 +45,11 @@ base::Result<Endpoint> ParseClusterUrl(std::string_view text) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "redis url '{}': expected redis+cluster://host:port[,host:port...] (no "
                        "database or parameters: a cluster has database 0 only)",
-                       text);
+                       shown);
     }
     auto node = ParseUrl(fmt::format("redis://{}{}", userinfo, seed));
     if (!node) {
-      return MakeError(ErrorCode::kInvalidArgument, "redis url '{}': seed '{}': {}", text, seed,
+      return MakeError(ErrorCode::kInvalidArgument, "redis url '{}': seed '{}': {}", shown, seed,
                        node.error().message);
     }
     if (endpoint.seeds.empty()) {
@@ -77,12 +80,13 @@ std::string Endpoint::Describe() const {
 
 base::Result<Endpoint> ParseUrl(std::string_view text) {
   if (text.starts_with("redis+cluster://")) return ParseClusterUrl(text);
+  const std::string shown = base::RedactUrl(text);  // messages never show the password
   auto parsed = boost::urls::parse_uri(text);
   if (!parsed) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "redis url '{}' is not a URL ({}); expected redis://host:port/db or "
                      "unix:///path/to.sock",
-                     text, parsed.error().message());
+                     shown, parsed.error().message());
   }
   const boost::urls::url_view& url = *parsed;
   Endpoint endpoint;
@@ -96,18 +100,18 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
     endpoint.tls = scheme == "rediss";
     endpoint.host = url.host_address();
     if (endpoint.host.empty()) {
-      return MakeError(ErrorCode::kInvalidArgument, "redis url '{}' has no host", text);
+      return MakeError(ErrorCode::kInvalidArgument, "redis url '{}' has no host", shown);
     }
     if (url.has_port()) {
       if (url.port_number() == 0) {
         return MakeError(ErrorCode::kInvalidArgument, "redis url '{}': port '{}' is not valid",
-                         text, std::string(url.port()));
+                         shown, std::string(url.port()));
       }
       endpoint.port = url.port_number();
     }
     std::string path = url.path();
     if (!path.empty() && path != "/") {
-      auto db = ParseDb(std::string_view(path).substr(1), text);
+      auto db = ParseDb(std::string_view(path).substr(1), shown);
       if (!db) return std::move(db).error();
       endpoint.db = *db;
     }
@@ -116,17 +120,17 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
     endpoint.path = url.path();
     if (endpoint.path.empty() || endpoint.path[0] != '/') {
       return MakeError(ErrorCode::kInvalidArgument,
-                       "redis url '{}' needs an absolute socket path: unix:///path/to.sock", text);
+                       "redis url '{}' needs an absolute socket path: unix:///path/to.sock", shown);
     }
   } else {
     return MakeError(ErrorCode::kInvalidArgument,
                      "redis url '{}': scheme '{}' is not supported (use redis://, rediss://, "
                      "unix:// or redis+cluster://)",
-                     text, scheme);
+                     shown, scheme);
   }
   for (const auto& param : url.params()) {
     if (param.key == "db") {
-      auto db = ParseDb(param.value, text);
+      auto db = ParseDb(param.value, shown);
       if (!db) return std::move(db).error();
       endpoint.db = *db;
     } else if (param.key == "password") {
@@ -136,7 +140,7 @@ base::Result<Endpoint> ParseUrl(std::string_view text) {
     } else if (param.key == "cacert" && endpoint.tls) {
       endpoint.ca_file = param.value;
     } else {
-      return MakeError(ErrorCode::kInvalidArgument, "redis url '{}': unknown parameter '{}'", text,
+      return MakeError(ErrorCode::kInvalidArgument, "redis url '{}': unknown parameter '{}'", shown,
                        param.key);
     }
   }

@@ -13,6 +13,7 @@
 #include "server/bodies.h"
 #include "server/ops_metrics.h"
 #include "server/outcome_reply.h"
+#include "server/router.h"
 #include "server/web_assets.h"
 #include "service/admin.h"
 #include "service/draw.h"
@@ -185,6 +186,7 @@ Reply ErrorToReply(const base::Error& error) {
     case ErrorCode::kNotFound:
       return ErrorReply(http::status::not_found, Word::kNotFound, error.message);
     case ErrorCode::kAlreadyExists:
+    case ErrorCode::kFailedPrecondition:  // RFC 9110 15.5.10: the resource's state conflicts
       return ErrorReply(http::status::conflict, Word::kConflict, error.message);
     case ErrorCode::kResourceExhausted: {
       JsonWriter w;
@@ -531,6 +533,23 @@ asio::awaitable<Reply> HandleAdminToken(Call& call) {
   w.Key("token").String(call.worker.identity.signer.Issue(body->user_id, expires_ms));
   w.Key("expires_ms").Int(expires_ms).EndObject();
   co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandlePreflight(Call& call) {
+  // The methods the path takes, OPTIONS among them (the route table says; no route has `unknown`).
+  const RouteMatch path = MatchRoute(Routes(), http::verb::unknown, call.request.target());
+  Reply reply;
+  reply.status = http::status::no_content;
+  reply.word = Word::kOk;
+  reply.allow = path.allow;
+  const auto origin = call.request.find(http::field::origin);
+  if (call.worker.cors != nullptr && origin != call.request.end() &&
+      !call.worker.cors
+           ->AllowOrigin(std::string_view(origin->value().data(), origin->value().size()))
+           .empty()) {
+    reply.headers = PreflightHeaders(path.allow);
+  }
+  co_return reply;
 }
 
 asio::awaitable<Reply> HandleHealth(Call&) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/cors.h"
 #include "server/identity.h"
 #include "server/metrics.h"
 #include "server/reply.h"
@@ -30,6 +31,8 @@ struct WorkerServices {
   std::function<boost::asio::awaitable<Readiness>()> check_ready;
   // Set while the server drains for shutdown.
   const bool* draining = nullptr;
+  // The origins whose pages may call the public routes (server/cors.h).
+  const CorsPolicy* cors = nullptr;
 };
 
 // One request being handled.
@@ -67,6 +70,9 @@ boost::asio::awaitable<Reply> HandleAdminJob(Call& call);
 // GET /api/v1/admin/redis: Redis restarts and failovers seen, freezes and repairs
 // (service/redis_watch.h).
 boost::asio::awaitable<Reply> HandleAdminRedis(Call& call);
+// OPTIONS on a public route: a CORS preflight. 204 with Allow (the path's methods) and, for a page
+// of an allowed origin, the Access-Control-* a browser needs before the request itself.
+boost::asio::awaitable<Reply> HandlePreflight(Call& call);
 boost::asio::awaitable<Reply> HandleHealth(Call& call);
 boost::asio::awaitable<Reply> HandleReady(Call& call);
 boost::asio::awaitable<Reply> HandleMetrics(Call& call);
@@ -75,8 +81,9 @@ boost::asio::awaitable<Reply> HandlePage(Call& call);
 boost::asio::awaitable<Reply> HandleDashboard(Call& call);
 boost::asio::awaitable<Reply> HandleWebFile(Call& call);
 
-// A use-case error as a reply: 400 for bad input, 404 not found, 409 exists, 503 for Redis or the
-// database being unavailable (with Retry-After), 500 only for our own bugs.
+// A use-case error as a reply: 400 for bad input, 404 not found, 409 exists or a state that
+// forbids the operation, 503 for Redis or the database being unavailable (with Retry-After), 500
+// only for our own bugs.
 Reply ErrorToReply(const base::Error& error);
 
 }  // namespace flashsale::server

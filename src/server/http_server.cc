@@ -83,11 +83,15 @@ void SerializeHead(const Reply& reply, unsigned version, bool keep_alive, std::s
   AppendNumber(out, code);
   out += ' ';
   out += reason;
-  out += "\r\nContent-Type: ";
-  out += reply.content_type;
   out += "\r\n";
+  // A 204 has no content at all (RFC 9110 8.6: no Content-Length either).
+  if (reply.status != http::status::no_content) {
+    out += "Content-Type: ";
+    out += reply.content_type;
+    out += "\r\n";
+  }
   // A 304 has no body, and a Content-Length would claim the representation's length.
-  if (reply.status != http::status::not_modified) {
+  if (reply.status != http::status::not_modified && reply.status != http::status::no_content) {
     out += "Content-Length: ";
     AppendNumber(out, reply.body.size());
     out += "\r\n";
@@ -112,6 +116,15 @@ void SerializeHead(const Reply& reply, unsigned version, bool keep_alive, std::s
     out += reply.allow;
     out += "\r\n";
   }
+  out += reply.headers;
+  if (!reply.allow_origin.empty()) {
+    out += "Access-Control-Allow-Origin: ";
+    out += reply.allow_origin;
+    // A page may read these of our answers: where a queued draw's outcome will be, and when to
+    // retry.
+    out += "\r\nAccess-Control-Expose-Headers: Location, Retry-After\r\n";
+  }
+  if (reply.vary_origin) out += "Vary: Origin\r\n";
   // A 401 names the scheme that would be accepted (RFC 9110 11.6.1): bearer tokens, the user's or
   // the admin's (in gateway mode the user comes from the gateway's header, and only admin routes
   // answer 401 for a token).
@@ -157,8 +170,10 @@ base::Status ProbePortFree(const tcp::endpoint& endpoint) {
 
 class HttpServer::Worker {
  public:
-  Worker(int index, const ServerOptions& options, const ServerDeps& deps, Connections& connections)
+  Worker(int index, const ServerOptions& options, const ServerDeps& deps, Connections& connections,
+         const CorsPolicy& cors)
       : connections_(connections),
+        cors_(cors),
         index_(index),
         options_(options),
         deps_(deps),
@@ -170,8 +185,8 @@ class HttpServer::Worker {
                  *deps.clock, *random_),
         metrics_(deps.metrics->AddShard(&redis_->stats(), &service_.reserves(), &service_.draws())),
         services_{
-            service_,  metrics_, *deps.metrics, deps_.identity, [this] { return CheckReady(); },
-            &draining_},
+            service_,   metrics_, *deps.metrics, deps_.identity, [this] { return CheckReady(); },
+            &draining_, &cors_},
         poll_timer_(io_) {}
 
   ~Worker() {
@@ -227,7 +242,9 @@ class HttpServer::Worker {
     asio::co_spawn(io_, SweepDeadlines(), asio::detached);
     if (index_ == 0) {
       asio::co_spawn(
-          io_, service::PollRegistry(service_, options_.registry_poll, poll_timer_, &stop_poll_),
+          io_,
+          service::PollRegistry(service_, options_.registry_poll, poll_timer_, &stop_poll_,
+                                options_.repairs),
           asio::detached);
     }
     io_.restart();
@@ -478,6 +495,7 @@ class HttpServer::Worker {
             reply = ErrorReply(http::status::internal_server_error, Word::kError, "internal error");
           }
         }
+        if (cors_.enabled() && IsCrossOriginRoute(route)) AllowOrigin(request, reply);
         keep_alive = request.keep_alive() && !reply.close && !draining_;
       }
 
@@ -556,6 +574,16 @@ class HttpServer::Worker {
     return std::nullopt;
   }
 
+  // A cross-origin route's answer to a page of an allowed origin carries that origin (CORS); the
+  // answer depends on the Origin header, which caches are told.
+  void AllowOrigin(const Request& request, Reply& reply) const {
+    reply.vary_origin = cors_.varies();
+    const auto origin = request.find(http::field::origin);
+    if (origin == request.end()) return;
+    reply.allow_origin =
+        cors_.AllowOrigin(std::string_view(origin->value().data(), origin->value().size()));
+  }
+
   // The admin reads what failed where; the public reads words (ErrorToReply).
   static Reply AdminDetail(const Route& route, Reply reply) {
     if (route.access != Access::kAdmin || reply.detail.empty()) return reply;
@@ -612,6 +640,7 @@ class HttpServer::Worker {
   }
 
   Connections& connections_;
+  const CorsPolicy& cors_;
   // Declared first: destroyed last, after every object that uses it.
   asio::io_context io_{1};
   int index_;
@@ -635,7 +664,7 @@ class HttpServer::Worker {
 };
 
 HttpServer::HttpServer(ServerOptions options, ServerDeps deps)
-    : options_(std::move(options)), deps_(std::move(deps)) {}
+    : options_(std::move(options)), cors_(options_.cors_origins), deps_(std::move(deps)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -653,7 +682,7 @@ base::Status HttpServer::Start() {
     if (auto free = ProbePortFree(tcp::endpoint(address, port)); !free) return free;
   }
   for (int i = 0; i < threads; ++i) {
-    auto worker = std::make_unique<Worker>(i, options_, deps_, *connections_);
+    auto worker = std::make_unique<Worker>(i, options_, deps_, *connections_, cors_);
     // With port 0 the first listener picks the port and the others join it.
     if (auto listening = worker->Listen(tcp::endpoint(address, port)); !listening) {
       workers_.clear();

@@ -23,6 +23,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "redis/connection.h"
+#include "server/cors.h"
 #include "server/identity.h"
 #include "server/metrics.h"
 #include "server/router.h"
@@ -42,7 +43,12 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds shutdown_timeout{10000};
   std::chrono::milliseconds registry_poll{500};
+  // The registry poller also runs the lost-write repair (a serve without order consumers has no
+  // job schedule that would: service::PollRegistry).
+  bool repairs = false;
   bool trust_forwarded_for = false;  // take the client address from X-Forwarded-For
+  // Origins whose pages may call the public routes from a browser (server/cors.h); empty: none.
+  std::vector<std::string> cors_origins;
   // The routes served; empty: every route (Routes()). `flashsale worker` serves OpsRoutes().
   std::span<const Route> routes;
   // Share the port with other listeners (SO_REUSEPORT, one per I/O thread). Off: the port is
@@ -91,6 +97,7 @@ class HttpServer {
     std::atomic<uint64_t> refused{0};
   };
   ServerOptions options_;
+  CorsPolicy cors_;  // from options_.cors_origins
   std::shared_ptr<Connections> connections_ = std::make_shared<Connections>();
   ServerDeps deps_;
   uint16_t port_ = 0;

@@ -28,6 +28,7 @@ enum class RouteId : uint8_t {
   kReady,
   kMetrics,
   kPage,
+  kPreflight,  // OPTIONS: a CORS preflight (server/cors.h)
   kUnmatched,
   kCount,
 };

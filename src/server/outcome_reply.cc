@@ -118,10 +118,12 @@ Reply DrawOutcomeReply(std::string_view activity_id, const service::DrawResult& 
 Reply QueuedDrawReply(std::string_view activity_id, std::string_view ticket) {
   JsonWriter w;
   w.BeginObject().Key("status").String("queued").Key("activity_id").String(activity_id);
-  w.Key("ticket").String(ticket);
-  w.Key("ticket_url").String(fmt::format("/api/v1/activities/{}/tickets/{}", activity_id, ticket));
-  w.EndObject();
-  return JsonReply(http::status::accepted, Word::kQueued, std::move(w).Take());
+  const std::string url = fmt::format("/api/v1/activities/{}/tickets/{}", activity_id, ticket);
+  w.Key("ticket").String(ticket).Key("ticket_url").String(url).EndObject();
+  Reply reply = JsonReply(http::status::accepted, Word::kQueued, std::move(w).Take());
+  // 202 Accepted: where the outcome will be (RFC 9110 15.3.3), the URL the body names too.
+  reply.headers = fmt::format("Location: {}\r\n", url);
+  return reply;
 }
 
 }  // namespace flashsale::server

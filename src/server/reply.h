@@ -63,6 +63,13 @@ struct Reply {
   std::string_view cache_control;  // a Cache-Control header when set (static storage)
   std::string_view etag;           // an ETag header when set, without quotes (static storage)
   bool close = false;              // close the connection after this reply
+  // More header lines, each "Name: value\r\n", written as they are (a 202's Location, a CORS
+  // preflight's Access-Control-*). Values are the server's own, never a request's bytes.
+  std::string headers;
+  // Access-Control-Allow-Origin when set (the CORS policy's storage: an allowed origin, or *),
+  // and Vary: Origin when the answer depends on the request's origin (server/cors.h).
+  std::string_view allow_origin;
+  bool vary_origin = false;
   // An error's full text (endpoints included) when the body only says it in words: replaces the
   // body's message on admin routes, logged otherwise.
   std::string detail;

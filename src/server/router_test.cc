@@ -87,7 +87,7 @@ TEST(RouterTest, UnknownPathsMatchNothingAndSayNoAllow) {
 TEST(RouterTest, AKnownPathWithAnotherMethodListsTheMethodsItTakes) {
   const RouteMatch purchase = MatchRoute(Routes(), verb::get, "/api/v1/activities/phone/purchase");
   EXPECT_EQ(purchase.route, nullptr);
-  EXPECT_EQ(purchase.allow, "POST");
+  EXPECT_EQ(purchase.allow, "POST, OPTIONS");  // OPTIONS: its CORS preflight (server/cors.h)
 
   const RouteMatch admin = MatchRoute(Routes(), verb::delete_, "/api/v1/admin/activities");
   EXPECT_EQ(admin.route, nullptr);

@@ -44,6 +44,21 @@ constexpr Route kRoutes[] = {
     {verb::post, "/api/v1/admin/tokens", RouteId::kAdmin, Access::kAdmin, HandleAdminToken},
     {verb::post, "/api/v1/admin/jobs/{job}", RouteId::kAdmin, Access::kAdmin, HandleAdminJob},
     {verb::get, "/api/v1/admin/redis", RouteId::kAdmin, Access::kAdmin, HandleAdminRedis},
+    // CORS preflights of the public routes a page of another origin may call (server/cors.h);
+    // never of the admin routes.
+    {verb::options, "/api/v1/activities/{id}/purchase", RouteId::kPreflight, Access::kPublic,
+     HandlePreflight},
+    {verb::options, "/api/v1/activities/{id}/draw", RouteId::kPreflight, Access::kPublic,
+     HandlePreflight},
+    {verb::options, "/api/v1/activities/{id}/tickets/{ticket}", RouteId::kPreflight,
+     Access::kPublic, HandlePreflight},
+    {verb::options, "/api/v1/activities", RouteId::kPreflight, Access::kPublic, HandlePreflight},
+    {verb::options, "/api/v1/activities/{id}", RouteId::kPreflight, Access::kPublic,
+     HandlePreflight},
+    {verb::options, "/api/v1/config", RouteId::kPreflight, Access::kPublic, HandlePreflight},
+    {verb::options, "/api/v1/orders", RouteId::kPreflight, Access::kPublic, HandlePreflight},
+    {verb::options, "/api/v1/orders/{id}/pay", RouteId::kPreflight, Access::kPublic,
+     HandlePreflight},
     // Operations.
     {verb::get, "/healthz", RouteId::kHealth, Access::kPublic, HandleHealth},
     {verb::get, "/readyz", RouteId::kReady, Access::kPublic, HandleReady},

@@ -193,7 +193,7 @@ asio::awaitable<base::Status> DeleteActivity(ServiceContext& context,
   auto keys = co_await redis::DeleteActivityKeys(context.runner(), ns, id);
   if (!keys.ok()) co_return std::move(keys).error();
   if (*keys == redis::DeleteOutcome::kSold) {
-    co_return MakeError(ErrorCode::kInvalidArgument,
+    co_return MakeError(ErrorCode::kFailedPrecondition,
                         "'{}' has sold or reserved units: only an activity that sold nothing can "
                         "be deleted (close it instead)",
                         id);
@@ -251,7 +251,7 @@ asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context) {
 }
 
 asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
-                                   asio::steady_timer& timer, const bool* stop) {
+                                   asio::steady_timer& timer, const bool* stop, bool may_repair) {
   redis::ServiceState state(context.redis(), context.settings().key_namespace);
   std::string seen;
   bool first = true;
@@ -259,12 +259,12 @@ asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::millise
   while (!*stop) {
     if (watch != nullptr && watch->frozen()) {
       // Frozen after a Redis restart or failover: free as soon as the repair's marker says so
-      // (the repair itself runs on an instance's job schedule).
-      auto resolved = co_await ResolveRedisEvent(context, *watch, /*may_repair=*/false);
+      // (the repair itself runs on an instance's job schedule, or here in a process without).
+      auto resolved = co_await ResolveRedisEvent(context, *watch, may_repair);
       if (!resolved.ok()) spdlog::debug("redis event: {}", resolved.error().message);
     }
     if (watch != nullptr && watch->activities().any_frozen()) {
-      co_await ResolveFrozenActivities(context, *watch, /*may_repair=*/false);
+      co_await ResolveFrozenActivities(context, *watch, may_repair);
     }
     auto version = co_await state.RegistryVersion();
     if (version.ok()) {

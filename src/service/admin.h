@@ -47,7 +47,7 @@ boost::asio::awaitable<base::Result<ActivityState>> AddStock(ServiceContext& con
                                                              std::span<const std::string> items);
 // Deletes an activity that sold nothing: its Redis keys first (a script that refuses when
 // anything was reserved, atomically with the purchases), then its record; then every instance is
-// told. kNotFound for an unknown id; kInvalidArgument when it sold something (nothing changes).
+// told. kNotFound for an unknown id; kFailedPrecondition when it sold something (nothing changes).
 // The record failing after Redis let go leaves an activity Redis lost: retrying the delete
 // finishes it (reconciliation would otherwise rebuild it after its grace).
 boost::asio::awaitable<base::Status> DeleteActivity(ServiceContext& context,
@@ -72,8 +72,11 @@ boost::asio::awaitable<void> Announce(ServiceContext& context);
 
 // Until `*stop`: polls the registry version key every `every` and reloads when it moved (another
 // instance changed an activity). Errors are logged and retried at the next tick. `timer` paces
-// the polls; cancelling it (after setting *stop) ends the loop at once.
+// the polls; cancelling it (after setting *stop) ends the loop at once. While frozen for a Redis
+// event or an activity's write sequence, it looks every 100 ms whether the repair ran, and with
+// `may_repair` (a process without a job schedule of its own: `serve --consumers 0`) runs it.
 boost::asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
-                                          boost::asio::steady_timer& timer, const bool* stop);
+                                          boost::asio::steady_timer& timer, const bool* stop,
+                                          bool may_repair = false);
 
 }  // namespace flashsale::service

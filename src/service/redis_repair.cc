@@ -189,6 +189,10 @@ asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::Ser
   if (!marked.ok()) co_return std::move(marked).error();
   if (marked->all) co_return Repaired{std::move(marked->summary), false, run_ids};
   const std::string servers = base::JoinWords(run_ids);
+  // At startup this is the check every process makes of the Redis it finds (nothing was lost
+  // that anyone saw: said at info level); after a restart or failover seen live, a repair.
+  const bool startup = watch.startup_open();
+  const auto started = std::chrono::steady_clock::now();
   // Which activities: on one server, all of them; on a cluster, those whose slot a pending node
   // serves now (the router's map on this thread; a slot whose node is not known: repaired too).
   const redis::ClusterRouter* router = context.redis().cluster();
@@ -211,7 +215,11 @@ asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::Ser
       }
     }
   }
-  spdlog::warn("redis {}: lost-write repair starts", servers);
+  if (startup) {
+    spdlog::info("redis {}: start-up check of every activity against the record", servers);
+  } else {
+    spdlog::warn("redis {}: lost-write repair starts", servers);
+  }
   const auto on_pending = [router, &pending](const std::string& activity_id) {
     if (router == nullptr) return true;
     const std::string node = router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
@@ -219,6 +227,17 @@ asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::Ser
   };
   auto summary = co_await RepairAll(context, servers, keeper, on_pending);
   if (!summary.ok()) co_return std::move(summary).error();
+  spdlog::log(startup && summary->orders_applied == 0 && summary->oversold_units == 0
+                  ? spdlog::level::info
+                  : spdlog::level::warn,
+              "redis {}: {} done in {} ms: {} activities checked, {} orders applied again, {} "
+              "rebuilt, {} units oversold (epoch {})",
+              servers, startup ? "start-up check" : "lost-write repair",
+              std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - started)
+                  .count(),
+              summary->activities.size(), summary->orders_applied, summary->rebuilt,
+              summary->oversold_units, summary->epoch);
   // Markers only for the servers the repair began with and that are still there: one that changed
   // meanwhile (another run_id, another promotion) is repaired in the next round.
   const std::map<std::string, std::string> now = watch.PendingNodes();

@@ -127,6 +127,11 @@ void RedisWatch::AdoptEpoch(int64_t epoch) {
   }
 }
 
+bool RedisWatch::startup_open() const {
+  std::lock_guard lock(mutex_);
+  return !events_.empty() && events_.back().repaired_ms == 0 && events_.back().startup;
+}
+
 int64_t RedisWatch::event_fence() const {
   std::lock_guard lock(mutex_);
   return event_fence_;

@@ -120,6 +120,8 @@ class RedisWatch {
   // The record's fence when the open event was first handled (-1: not yet): a marker written
   // under an older epoch predates the event and confirms nothing.
   int64_t event_fence() const;
+  // The open event is the servers found at startup (not a restart or failover seen live).
+  bool startup_open() const;
   void SetEventFence(int64_t fence);
 
   // Per-activity floors and freezes (service/activity_guard.h).
@@ -207,8 +209,8 @@ class RedisWatch {
 
 // The message of the 503 a frozen gate answers (no internal detail).
 inline constexpr std::string_view kFrozenMessage =
-    "the sale is paused while its stock is checked after a Redis restart or failover; retry "
-    "shortly";
+    "the sale is paused while its stock is checked against the record (at the service's start, "
+    "or after Redis restarted, failed over or lost writes); retry shortly";
 // The error a frozen gate answers (kUnavailable: nothing was done; a 503 with Retry-After).
 inline base::Error FrozenError() {
   return base::MakeError(base::ErrorCode::kUnavailable, "{}", kFrozenMessage);

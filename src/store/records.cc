@@ -1,5 +1,7 @@
 #include "store/records.h"
 
+#include <algorithm>
+
 namespace flashsale::store::records {
 
 using base::ErrorCode;
@@ -92,6 +94,32 @@ std::array<SqlValue, 11> OrderInsertValues(const OrderRecord& order, const std::
           now_ms,
           order.stream_id,
           order.draw_no};
+}
+
+base::Result<std::vector<WrittenMark>> HighestWritten(std::span<const OrderRecord> orders) {
+  std::vector<WrittenMark> marks;  // a batch is one activity's, in practice: a linear search
+  for (const OrderRecord& order : orders) {
+    if (order.written.epoch < 0 || order.written.seq < 0) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "order '{}': write sequence ({}, {}) is negative", order.order_id,
+                       order.written.epoch, order.written.seq);
+    }
+    if (order.written.zero()) continue;
+    auto mark = std::find_if(marks.begin(), marks.end(), [&](const WrittenMark& m) {
+      return m.activity_id == order.activity_id;
+    });
+    if (mark == marks.end()) {
+      marks.push_back({order.activity_id, order.written});
+    } else if (order.written > mark->written) {
+      mark->written = order.written;
+    }
+  }
+  // Raised in one order by every writer: two writers of the same activities lock their rows in
+  // the same order.
+  std::sort(marks.begin(), marks.end(), [](const WrittenMark& a, const WrittenMark& b) {
+    return a.activity_id < b.activity_id;
+  });
+  return marks;
 }
 
 void MarkCancelled(OrderRecord& order, int64_t now_ms) {

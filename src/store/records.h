@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "base/result.h"
 #include "base/strings.h"
@@ -153,6 +154,23 @@ void MarkCancelled(OrderRecord& order, int64_t now_ms);
 // or refuse it and flag a refund (kRefused, run kFlagRefund).
 PayOutcome PayOutcomeFor(OrderState state);
 
+// ---- Write marks (Store::WrittenSeqs): the highest write sequence persisted per activity ----
+
+// An activity's highest OrderRecord::written in one batch.
+struct WrittenMark {
+  std::string_view activity_id;
+  core::WriteSeq written;
+};
+
+// The batch's marks to raise: per activity (by activity id), the highest `written` of its orders;
+// activities whose orders all carry {0, 0} are left out. kInvalidArgument for a
+// negative epoch or seq. The views point into `orders`.
+base::Result<std::vector<WrittenMark>> HighestWritten(std::span<const OrderRecord> orders);
+
+// -> (activity_id, epoch, seq) of every mark, by activity id.
+inline constexpr std::string_view kSelectWrittenSeqs =
+    "SELECT activity_id, epoch, seq FROM activity_writes ORDER BY activity_id";
+
 // ---- Audit (Store::AuditOrders): both backends look for a double sale in the same way ----
 
 // ? activity_id, ? per_user_limit -> (user_id, units) of users holding more than the limit.
@@ -184,5 +202,7 @@ inline constexpr std::string_view kCountActivityOrders =
     "SELECT COUNT(*) FROM orders WHERE activity_id = ?";
 inline constexpr std::string_view kDeleteItems = "DELETE FROM activity_items WHERE activity_id = ?";
 inline constexpr std::string_view kDeleteActivity = "DELETE FROM activities WHERE id = ?";
+inline constexpr std::string_view kDeleteWrittenMark =
+    "DELETE FROM activity_writes WHERE activity_id = ?";
 
 }  // namespace flashsale::store::records

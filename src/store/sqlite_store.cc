@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 5> kMigrations = {
+constexpr std::array<std::string_view, 6> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -92,7 +92,24 @@ ALTER TABLE orders ADD COLUMN compensation_due INTEGER NOT NULL DEFAULT 0;
     R"sql(
 DROP INDEX IF EXISTS orders_by_activity;
 )sql",
+    // Each activity's write mark: the highest write sequence (core/write_seq.h) of any order
+    // persisted for it, raised by InsertOrders and never lowered (Store::WrittenSeqs).
+    R"sql(
+CREATE TABLE activity_writes (
+  activity_id     TEXT PRIMARY KEY,
+  epoch           INTEGER NOT NULL,
+  seq             INTEGER NOT NULL
+);
+)sql",
 };
+
+// Raises an activity's write mark to (epoch, seq) unless it is at that or higher (epoch first,
+// then seq). ? activity_id, ? epoch, ? seq.
+constexpr std::string_view kRaiseWrittenMark =
+    "INSERT INTO activity_writes (activity_id, epoch, seq) VALUES (?, ?, ?) ON CONFLICT "
+    "(activity_id) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq WHERE excluded.epoch > "
+    "activity_writes.epoch OR (excluded.epoch = activity_writes.epoch AND excluded.seq > "
+    "activity_writes.seq)";
 
 ErrorCode CodeFor(int rc) {
   switch (rc & 0xFF) {
@@ -292,7 +309,9 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
 }
 
 SqliteStore::~SqliteStore() {
-  for (sqlite3_stmt* stmt : {read_fence_, insert_order_, order_exists_}) sqlite3_finalize(stmt);
+  for (sqlite3_stmt* stmt : {read_fence_, insert_order_, order_exists_, raise_written_}) {
+    sqlite3_finalize(stmt);
+  }
   sqlite3_close(db_);
 }
 
@@ -443,12 +462,16 @@ base::Status SqliteStore::DeleteActivity(std::string_view id) {
   if (auto run = items.Bind(id).Run("delete items"); !run) return run;
   Stmt activity(db_, records::kDeleteActivity);
   if (auto run = activity.Bind(id).Run("delete activity"); !run) return run;
+  Stmt mark(db_, records::kDeleteWrittenMark);
+  if (auto run = mark.Bind(id).Run("delete write mark"); !run) return run;
   return tx.Commit();
 }
 
 Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const OrderRecord> orders,
                                                              int64_t now_ms,
                                                              std::optional<int64_t> fence) {
+  auto marks = records::HighestWritten(orders);
+  if (!marks) return std::move(marks).error();
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
   if (!tx.status()) return tx.status().error();
@@ -461,6 +484,20 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
       return MakeError(ErrorCode::kCancelled,
                        "fenced: the batch was read under epoch {}, the record is at {}", *fence,
                        epoch);
+    }
+  }
+  // Each activity's write mark, raised (or left, never lowered) in the same transaction.
+  if (!marks->empty()) {
+    Stmt raise(db_, raise_written_, kRaiseWrittenMark);
+    for (const records::WrittenMark& mark : *marks) {
+      raise.Reset();
+      if (auto run = raise.Bind(mark.activity_id)
+                         .Bind(mark.written.epoch)
+                         .Bind(mark.written.seq)
+                         .Run("raise write mark");
+          !run) {
+        return run.error();
+      }
     }
   }
   // The statements are prepared once per connection; the texts bound without a copy (each
@@ -521,6 +558,19 @@ Result<int64_t> SqliteStore::ReadFence() {
   auto row = read.Step("read fence");
   if (!row) return std::move(row).error();
   return *row ? read.Int(0) : 0;
+}
+
+Result<std::vector<std::pair<std::string, core::WriteSeq>>> SqliteStore::WrittenSeqs() {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, records::kSelectWrittenSeqs);
+  std::vector<std::pair<std::string, core::WriteSeq>> marks;
+  for (;;) {
+    auto row = query.Step("read write marks");
+    if (!row) return std::move(row).error();
+    if (!*row) break;
+    marks.emplace_back(query.Text(0), core::WriteSeq{query.Int(1), query.Int(2)});
+  }
+  return marks;
 }
 
 base::Status SqliteStore::FlagCompensation(std::span<const std::string> order_ids) {

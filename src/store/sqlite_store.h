@@ -40,6 +40,7 @@ class SqliteStore final : public Store {
                                                         std::optional<int64_t> fence) override;
   base::Result<int64_t> AdvanceFence() override;
   base::Result<int64_t> ReadFence() override;
+  base::Result<std::vector<std::pair<std::string, core::WriteSeq>>> WrittenSeqs() override;
   base::Status FlagCompensation(std::span<const std::string> order_ids) override;
   base::Result<OrderRecord> GetOrder(std::string_view order_id) override;
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
@@ -64,6 +65,7 @@ class SqliteStore final : public Store {
   sqlite3_stmt* read_fence_ = nullptr;
   sqlite3_stmt* insert_order_ = nullptr;
   sqlite3_stmt* order_exists_ = nullptr;
+  sqlite3_stmt* raise_written_ = nullptr;
 };
 
 }  // namespace flashsale::store

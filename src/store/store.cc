@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 
+#include "base/redact.h"
 #include "store/mysql/store.h"
 #include "store/sqlite_store.h"
 
@@ -105,7 +106,7 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& url) {
       MakeError(ErrorCode::kInvalidArgument,
                 "a database URL must be sqlite:/path/to.db or "
                 "mysql://user[:password]@host[:port]/database, not \"{}\"",
-                url.starts_with("mysql://") ? std::string("mysql://...") : url);
+                base::RedactUrl(url));
   if (url.starts_with("sqlite:")) {
     auto store = SqliteStore::Open(url.substr(7));
     opened = store ? Result<std::unique_ptr<Store>>(std::move(*store))

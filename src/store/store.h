@@ -17,6 +17,7 @@
 
 #include "base/result.h"
 #include "core/activity.h"
+#include "core/write_seq.h"
 
 namespace flashsale::store {
 
@@ -76,6 +77,11 @@ struct OrderRecord {
   // buyer is owed a compensation. Never deleted.
   bool compensation_due = false;
   std::string stream_id;  // the intent's entry id in the activity's stream
+  // The activity's write sequence of the Redis call that reserved it, from its stream entry: Redis
+  // held at least this when the entry was read. InsertOrders keeps the highest per activity
+  // (WrittenSeqs). {0, 0}: not known (an intent written by an older version, or one appended
+  // again from its Redis record); it raises nothing. Not a column of the orders table.
+  core::WriteSeq written;
 };
 
 // What InsertOrders did with each order.
@@ -135,8 +141,9 @@ class Store {
   virtual base::Result<ActivityRecord> AddStock(std::string_view id, int64_t units,
                                                 std::span<const std::string> items,
                                                 int64_t now_ms) = 0;
-  // Deletes an activity that sold nothing (no order row, live or cancelled) with its items, in
-  // one transaction. kNotFound without it; kInvalidArgument when it has orders (nothing changes).
+  // Deletes an activity that sold nothing (no order row, live or cancelled) with its items and
+  // its write mark (WrittenSeqs), in one transaction. kNotFound without it; kInvalidArgument when
+  // it has orders (nothing changes).
   virtual base::Status DeleteActivity(std::string_view id) = 0;
 
   // Writes a batch of orders in ONE transaction, idempotently: for each order, an existence check
@@ -148,6 +155,11 @@ class Store {
   // that epoch, checked inside the same transaction; else kCancelled and nothing is written. An
   // order consumer passes the epoch it read its batch under, so a batch read from a Redis before
   // it restarted or failed over is never written after the lost-write repair counted without it.
+  //
+  // In the same transaction, each activity's write mark (WrittenSeqs) is raised to the highest
+  // `written` among the batch's orders of that activity, whatever their outcome (each was read
+  // from Redis, which proves Redis held that sequence); never lowered, and {0, 0} raises nothing.
+  // A negative epoch or seq is kInvalidArgument, nothing written.
   base::Result<std::vector<InsertOutcome>> InsertOrders(std::span<const OrderRecord> orders,
                                                         int64_t now_ms) {
     return InsertOrders(orders, now_ms, std::nullopt);
@@ -160,6 +172,10 @@ class Store {
   virtual base::Result<int64_t> AdvanceFence() = 0;
   // The record's fence as it is now.
   virtual base::Result<int64_t> ReadFence() = 0;
+  // Every activity's write mark: the highest write sequence (OrderRecord::written) of any order
+  // InsertOrders persisted for it, by activity id. An activity without one (no order with a known
+  // sequence yet, or deleted) is absent.
+  virtual base::Result<std::vector<std::pair<std::string, core::WriteSeq>>> WrittenSeqs() = 0;
   // Flags orders for compensation (compensation_due); unknown ids are skipped.
   virtual base::Status FlagCompensation(std::span<const std::string> order_ids) = 0;
   // kNotFound if there is no such order.

@@ -245,9 +245,9 @@ TEST(NewcomerProcessTest, AnActivityThatSoldNothingCanBeDeletedAndIsGoneEverywhe
   const Finished cli = service.Cli({"activity", "delete", "typo"}, "delete.log");
   EXPECT_EQ(ExitCode(cli.status), 0) << cli.output;
 
-  // One that sold something stays, and says why.
+  // One that sold something stays, and says why: its state conflicts with the request.
   auto refused = client.Request("DELETE", "/api/v1/admin/activities/sold", "", service.admin);
-  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.status, 409) << refused.body;
   EXPECT_NE(Str(refused, "error").find("only an activity that sold nothing"), std::string::npos)
       << refused.body;
   auto missing = client.Request("DELETE", "/api/v1/admin/activities/never", "", service.admin);
@@ -614,7 +614,8 @@ TEST(NewcomerProcessTest, ActivityCommandsListAsATableUpdateRestockAndJobsAreNam
   EXPECT_EQ(ExitCode(items.status), 1) << items.output;
   EXPECT_NE(items.output.find("send units, not items"), std::string::npos) << items.output;
 
-  const Finished table = service.Cli({"activity", "list"}, "list.log");
+  // A table as on a terminal (--text; in a pipe the default is the API's JSON).
+  const Finished table = service.Cli({"activity", "list", "--text"}, "list.log");
   ASSERT_EQ(ExitCode(table.status), 0) << table.output;
   EXPECT_NE(table.output.find("ID"), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("REMAINING"), std::string::npos) << table.output;

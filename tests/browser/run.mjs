@@ -14,6 +14,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createServer } from "node:net";
+import { createServer as createHttpServer } from "node:http";
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, openSync, closeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -738,6 +739,95 @@ describe("buyer page in token mode", () => {
     await page.waitForSelector('#outcome[data-status="reserved"]');
     const orders = await tokenService.http("GET", "/api/v1/orders", { headers: { Authorization: `Bearer ${issued.json.token}` } });
     assert.equal(orders.json.orders.filter((o) => o.activity_id === "signed").length, 1, orders.text);
+    assert.deepEqual(page.errors, []);
+  });
+});
+
+// --- A shop front on another origin (CORS) ------------------------------------------------------
+
+// The shop's page comes from a second loopback origin (another port) and calls the API of a
+// serve started with --cors-origin naming that origin; a third origin is not named.
+describe("a shop front on another origin", () => {
+  const corsService = new Service([], "flashsale-cors");
+  const pages = [];
+  let shopOrigin;
+  let strangerOrigin;
+
+  async function servePage(name) {
+    const port = await freePort();
+    const server = createHttpServer((request, response) => {
+      response.writeHead(200, { "Content-Type": "text/html; charset=utf-8" });
+      response.end(`<!doctype html><html><head><title>${name}</title></head><body><h1>${name}</h1></body></html>`);
+    });
+    await new Promise((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, "127.0.0.1", resolve);
+    });
+    pages.push(server);
+    return `http://127.0.0.1:${port}`;
+  }
+
+  before(async () => {
+    shopOrigin = await servePage("Shop");
+    strangerOrigin = await servePage("Stranger");
+    corsService.flags = ["--demo", "--cors-origin", shopOrigin];
+    await corsService.start();
+  });
+  after(async () => {
+    for (const server of pages) await new Promise((resolve) => server.close(resolve));
+    const exit = await corsService.stop();
+    assert.deepEqual(exit, { code: 0, signal: null }, `flashsale did not stop cleanly:\n${corsService.log()}`);
+  });
+
+  // fetch() from the page: the answer, or "refused" when the browser did not let the page see it.
+  async function fetchFrom(page, url, init) {
+    return page.evaluate(async ({ url, init }) => {
+      try {
+        const response = await fetch(url, init);
+        return { status: response.status, body: await response.json(), location: response.headers.get("location") };
+      } catch (error) {
+        return "refused";
+      }
+    }, { url, init });
+  }
+
+  test("the shop's page buys and reads across origins; the admin API and other origins are refused", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    const api = corsService.base;
+    const page = await newPage(t);
+    await page.goto(`${shopOrigin}/`);
+    // X-User-Id, a JSON body and an Idempotency-Key: a request the browser preflights.
+    const bought = await fetchFrom(page, `${api}/api/v1/activities/demo/purchase`, {
+      method: "POST",
+      headers: { "X-User-Id": "shopper", "Content-Type": "application/json", "Idempotency-Key": "shop-1" },
+      body: JSON.stringify({ quantity: 1 }),
+    });
+    assert.notEqual(bought, "refused", "the shop's purchase was refused by the browser");
+    assert.equal(bought.status, 200, JSON.stringify(bought));
+    assert.equal(bought.body.status, "reserved", JSON.stringify(bought));
+    const listed = await fetchFrom(page, `${api}/api/v1/activities`, {});
+    assert.equal(listed.status, 200, JSON.stringify(listed));
+    assert.ok(listed.body.activities.some((a) => a.id === "demo"), JSON.stringify(listed));
+    const orders = await fetchFrom(page, `${api}/api/v1/orders`, { headers: { "X-User-Id": "shopper" } });
+    assert.equal(orders.status, 200, JSON.stringify(orders));
+    assert.equal(orders.body.orders.length, 1, JSON.stringify(orders));
+    await shot(page, "cors-shop-front");
+
+    // The admin API answers no page of another origin, even with the token.
+    const admin = await fetchFrom(page, `${api}/api/v1/admin/activities`, {
+      headers: { Authorization: `Bearer ${corsService.adminToken}` },
+    });
+    assert.equal(admin, "refused");
+
+    // An origin not named: its preflight is not answered for it, so the purchase is never sent.
+    const strangerPage = await newPage(t);
+    await strangerPage.goto(`${strangerOrigin}/`);
+    const stranger = await fetchFrom(strangerPage, `${api}/api/v1/activities/demo/purchase`, {
+      method: "POST",
+      headers: { "X-User-Id": "stranger" },
+    });
+    assert.equal(stranger, "refused");
+    const none = await corsService.http("GET", "/api/v1/orders", { headers: { "X-User-Id": "stranger" } });
+    assert.equal(none.json.orders.length, 0, none.text);
     assert.deepEqual(page.errors, []);
   });
 });

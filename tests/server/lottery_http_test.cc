@@ -221,6 +221,8 @@ TEST_F(LotteryHttpTest, AQueuedDrawGetsATicketThatOnlyItsOwnerCanPoll) {
   const std::string ticket = Str(Json(queued), "ticket");
   const std::string url = Str(Json(queued), "ticket_url");
   EXPECT_EQ(url, "/api/v1/activities/q/tickets/" + ticket);
+  // 202 Accepted points at where the outcome will be (RFC 9110 15.3.3): the ticket.
+  EXPECT_EQ(queued.headers["location"], url);
   // A retry with the same key joins no second time: the same ticket.
   auto again = DrawAs(client, "q", "alice", {{"Idempotency-Key", "once"}});
   EXPECT_EQ(Str(Json(again), "ticket"), ticket);

@@ -25,6 +25,13 @@
 #include "support/galera_cluster.h"
 #include "support/mariadb_server.h"
 
+// Failure messages show a write sequence as {epoch, seq}.
+namespace flashsale::core {
+void PrintTo(const WriteSeq& written, std::ostream* os) {
+  *os << '{' << written.epoch << ", " << written.seq << '}';
+}
+}  // namespace flashsale::core
+
 namespace flashsale::store {
 namespace {
 
@@ -445,6 +452,134 @@ TEST_P(StoreContractTest, AFencedBatchIsRefusedAfterTheFenceAdvanced) {
   EXPECT_TRUE(store_->InsertOrders(std::vector<OrderRecord>{Order("f4", "dave")}, 400).ok());
 }
 
+// ---- Write marks: the highest write sequence persisted per activity (Store::WrittenSeqs) ----
+
+OrderRecord Written(OrderRecord order, int64_t epoch, int64_t seq) {
+  order.written = {epoch, seq};
+  return order;
+}
+
+using Marks = std::vector<std::pair<std::string, core::WriteSeq>>;
+
+Marks MarksOf(Store& store) {
+  auto marks = store.WrittenSeqs();
+  if (!marks) throw std::runtime_error(marks.error().ToString());
+  return std::move(*marks);
+}
+
+// A batch raises its activity's mark to the highest sequence among its orders, whatever their
+// outcome; a batch with lower sequences, or none known, leaves it; the epoch counts before seq.
+TEST_P(StoreContractTest, InsertOrdersRaisesTheWriteMarkAndNeverLowersIt) {
+  EXPECT_TRUE(MarksOf(*store_).empty());
+  const std::vector<OrderRecord> first = {Written(Order("w1", "alice"), 1, 3),
+                                          Written(Order("w2", "bob"), 1, 7),
+                                          Written(Order("w3", "carol"), 1, 5)};
+  auto inserted = store_->InsertOrders(first, 1);
+  ASSERT_TRUE(inserted.ok()) << inserted.error().ToString();
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 7}}}));
+
+  // Lower sequences, a redelivery with a lower one, and orders of unknown sequence: left as is.
+  const std::vector<OrderRecord> lower = {Written(Order("w4", "dave"), 1, 2),
+                                          Written(Order("w1", "alice"), 1, 6), Order("w5", "erin")};
+  ASSERT_TRUE(store_->InsertOrders(lower, 2).ok());
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 7}}}));
+  ASSERT_TRUE(store_->InsertOrders(std::vector<OrderRecord>{Order("w6", "fay")}, 3).ok());
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 7}}}));
+
+  // A higher epoch with a lower seq is higher.
+  ASSERT_TRUE(
+      store_->InsertOrders(std::vector<OrderRecord>{Written(Order("w7", "gina"), 2, 1)}, 4).ok());
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {2, 1}}}));
+  // A lower epoch with a higher seq is lower.
+  ASSERT_TRUE(
+      store_->InsertOrders(std::vector<OrderRecord>{Written(Order("w8", "hank"), 1, 100)}, 5).ok());
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {2, 1}}}));
+
+  // A duplicate and a conflict raise it too: each was read from Redis, which held that sequence.
+  auto duplicate =
+      store_->InsertOrders(std::vector<OrderRecord>{Written(Order("w2", "bob"), 2, 4)}, 6);
+  ASSERT_TRUE(duplicate.ok()) << duplicate.error().ToString();
+  EXPECT_EQ(*duplicate, std::vector<InsertOutcome>{InsertOutcome::kDuplicate});
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {2, 4}}}));
+  auto conflict =
+      store_->InsertOrders(std::vector<OrderRecord>{Written(Order("w9", "alice"), 2, 9)}, 7);
+  ASSERT_TRUE(conflict.ok()) << conflict.error().ToString();
+  EXPECT_EQ(*conflict, std::vector<InsertOutcome>{InsertOutcome::kConflict});
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {2, 9}}}));
+
+  // A negative sequence is refused, nothing of the batch written.
+  const std::vector<OrderRecord> negative = {Written(Order("w10", "ivan"), 3, 1),
+                                             Written(Order("w11", "jack"), 3, -1)};
+  auto refused = store_->InsertOrders(negative, 8);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << refused.error().ToString();
+  EXPECT_EQ(store_->GetOrder("w10").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {2, 9}}}));
+
+  // Kept across a reopen.
+  store_ = GetParam().open(dir_);
+  ASSERT_TRUE(store_->Migrate().ok());
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {2, 9}}}));
+}
+
+// A batch refused by the fence raises nothing: the mark is written in the insert's transaction.
+TEST_P(StoreContractTest, AFencedBatchLeavesTheWriteMark) {
+  auto before = store_->AdvanceFence();
+  ASSERT_TRUE(before.ok()) << before.error().ToString();
+  ASSERT_TRUE(
+      store_
+          ->InsertOrders(std::vector<OrderRecord>{Written(Order("f1", "alice"), 1, 5)}, 1, *before)
+          .ok());
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 5}}}));
+  ASSERT_TRUE(store_->AdvanceFence().ok());
+  auto stale = store_->InsertOrders(
+      std::vector<OrderRecord>{Written(Order("f2", "bob"), 1, 9), Written(Order("f3", "x"), 2, 1)},
+      2, *before);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, ErrorCode::kCancelled) << stale.error().ToString();
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 5}}}));
+}
+
+// A batch of several activities raises each one's mark to its own orders' highest; an activity
+// whose orders carry no sequence gets none. WrittenSeqs lists exactly the activities with a mark.
+TEST_P(StoreContractTest, WrittenSeqsListsEachActivityWithAMark) {
+  auto of = [](std::string activity, std::string id, int64_t epoch, int64_t seq) {
+    const std::string user = "u-" + id;
+    OrderRecord order = Written(Order(std::move(id), user, false), epoch, seq);
+    order.activity_id = std::move(activity);
+    return order;
+  };
+  const std::vector<OrderRecord> mixed = {of("b", "m1", 1, 9), of("a", "m2", 1, 2),
+                                          of("c", "m3", 0, 0), of("a", "m4", 1, 4),
+                                          of("b", "m5", 1, 3)};
+  auto inserted = store_->InsertOrders(mixed, 1);
+  ASSERT_TRUE(inserted.ok()) << inserted.error().ToString();
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"a", {1, 4}}, {"b", {1, 9}}}));
+  ASSERT_TRUE(store_->InsertOrders(std::vector<OrderRecord>{of("c", "m6", 4, 0)}, 2).ok());
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"a", {1, 4}}, {"b", {1, 9}}, {"c", {4, 0}}}));
+}
+
+// Deleting an activity deletes its mark (an id created again starts without one), no other.
+TEST_P(StoreContractTest, DeleteActivityRemovesItsWriteMark) {
+  ASSERT_TRUE(store_->CreateActivity(Counted("gone"), 1).ok());
+  ASSERT_TRUE(
+      store_->InsertOrders(std::vector<OrderRecord>{Written(Order("d1", "alice"), 1, 1)}, 2).ok());
+  // An order id the record holds under another activity is a duplicate: it raises the mark of
+  // "gone", which sold nothing and so can be deleted.
+  OrderRecord elsewhere = Written(Order("d1", "alice"), 3, 4);
+  elsewhere.activity_id = "gone";
+  auto duplicate = store_->InsertOrders(std::vector<OrderRecord>{elsewhere}, 3);
+  ASSERT_TRUE(duplicate.ok()) << duplicate.error().ToString();
+  EXPECT_EQ(*duplicate, std::vector<InsertOutcome>{InsertOutcome::kDuplicate});
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 1}}, {"gone", {3, 4}}}));
+
+  auto deleted = store_->DeleteActivity("gone");
+  ASSERT_TRUE(deleted.ok()) << deleted.error().ToString();
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 1}}}));
+  ASSERT_TRUE(store_->CreateActivity(Counted("gone"), 4).ok());
+  EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 1}}}));
+}
+
 TEST_P(StoreContractTest, OrdersAreFlaggedForCompensationNeverDeleted) {
   ASSERT_TRUE(
       store_->InsertOrders(std::vector<OrderRecord>{Order("c1", "alice"), Order("c2", "bob")}, 100)
@@ -631,7 +766,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::SeckillActivity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 4);
+  EXPECT_EQ(*tcp->SchemaVersion(), 5);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -658,12 +793,15 @@ TEST(MariaDbStoreTest, InsertOrdersRefusesWhatTheSchemaCannotHoldAndWritesNothin
   EXPECT_EQ(store->GetOrder("ok1").error().code, ErrorCode::kNotFound);
 
   // Not UTF-8: passes the length check, and the server refuses it (a warning under IGNORE).
-  std::vector<OrderRecord> not_utf8 = {Order("ok2", "u2"), Order("bad2", "\xff\xfe")};
+  // (The row-by-row way refuses it, after it raised the write mark: rolled back with the rest.)
+  std::vector<OrderRecord> not_utf8 = {Written(Order("ok2", "u2"), 1, 1),
+                                       Written(Order("bad2", "\xff\xfe"), 1, 2)};
   auto rejected = store->InsertOrders(not_utf8, 1);
   ASSERT_FALSE(rejected.ok());
   EXPECT_EQ(rejected.error().code, ErrorCode::kInvalidArgument) << rejected.error().ToString();
   EXPECT_EQ(store->GetOrder("ok2").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(store->CountOrders("act")->orders, 0);
+  EXPECT_TRUE(MarksOf(*store).empty());
 }
 
 #endif  // FLASHSALE_STORE_ON_GALERA
@@ -690,9 +828,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 4);
-  EXPECT_EQ(*second->SchemaVersion(), 4);
-  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "4");
+  EXPECT_EQ(*first->SchemaVersion(), 5);
+  EXPECT_EQ(*second->SchemaVersion(), 5);
+  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "5");
 }
 
 // A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
@@ -708,7 +846,7 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   auto second = OpenMySql(writers.second_url);
   auto migrated = second->Migrate();
   ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
-  EXPECT_EQ(*second->SchemaVersion(), 4);
+  EXPECT_EQ(*second->SchemaVersion(), 5);
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 
@@ -761,8 +899,9 @@ TEST(MariaDbStoreTest, ConcurrentInsertsOfOneBatchInsertEachOrderOnce) {
   for (int round = 0; round < kRounds; ++round) {
     std::vector<OrderRecord> batch;
     for (int i = 0; i < kOrders; ++i) {
-      batch.push_back(
-          Order(fmt::format("r{}-o{}", round, i), fmt::format("r{}-u{}", round, i), i % 2 == 0));
+      batch.push_back(Written(
+          Order(fmt::format("r{}-o{}", round, i), fmt::format("r{}-u{}", round, i), i % 2 == 0), 1,
+          round * kOrders + i + 1));
     }
     auto [a, b] = InsertConcurrently(*first, *second, batch);
     ASSERT_TRUE(a.ok()) << a.error().ToString();
@@ -781,6 +920,8 @@ TEST(MariaDbStoreTest, ConcurrentInsertsOfOneBatchInsertEachOrderOnce) {
   EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM orders"), std::to_string(kRounds * kOrders));
   EXPECT_EQ(writers.Scalar("SELECT COUNT(DISTINCT order_id) FROM orders"),
             std::to_string(kRounds * kOrders));
+  // Both raised the one mark, to the highest sequence of all.
+  EXPECT_EQ(MarksOf(*second), (Marks{{"act", {1, kRounds * kOrders}}}));
 }
 
 // The same race when half the orders clash with a live order of their user (a double sale; the

@@ -11,9 +11,13 @@
 //   there; the upstream connections of before are closed. A stand-in for a proxy (a Redis proxy,
 //   a managed endpoint) that sends the same client connection to another server: the client sees
 //   no reconnect and so makes no handshake. Connections accepted afterwards go to the new port
-//   too. Also ends a Cut. Switch while the clients are idle: bytes in flight at that moment (a
-//   request the old upstream has not answered yet, or its reply not relayed yet) may be lost.
-//   Switch returns once the relay thread has applied it.
+//   too. Also ends a Cut. A connection moves only between two requests: the proxy counts the
+//   RESP commands a client sent and the replies relayed back, and a client with a command not
+//   answered yet (or half a command or reply relayed) keeps its old upstream until the reply is
+//   relayed; its next bytes wait meanwhile (a proxy that lost that reply would shift every later
+//   reply of a pipelined connection onto the wrong command). A connection whose bytes are not
+//   RESP (a replication stream), or one still waiting after 5 s, or any during a Cut, moves at
+//   once. Switch returns once every connection has moved.
 // Stopped and every socket closed at the end of the scope.
 
 #include <atomic>

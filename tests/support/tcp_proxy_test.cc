@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "support/redis_server.h"
 #include "support/wait.h"
@@ -87,6 +88,33 @@ TEST(TcpProxyTest, SwitchMovesAnOpenClientConnectionToAnotherServer) {
   EXPECT_EQ(later.Run("GET %b", "k"), "on-b");
   EXPECT_EQ(client.Run("GET %b", "k"), "on-b");
   EXPECT_EQ(proxy.accepted(), 2u);
+}
+
+// A switch requested while a command is in flight waits for its reply from the old server (a
+// proxy that loses it would shift every later reply of the pipelined connection onto the wrong
+// command): BLPOP blocks on A for a second, the switch comes meanwhile, BLPOP's reply is A's, and
+// the next command on the same connection is B's.
+TEST(TcpProxyTest, ACommandInFlightAtASwitchIsAnsweredByTheOldServer) {
+  RedisServer a;
+  RedisServer b;
+  b.Command({"SET", "k", "on-b"});
+  TcpProxy proxy(a.port());
+  Client client(proxy.port());
+  ASSERT_EQ(client.Run("PING"), "PONG");
+
+  std::string blocked;
+  std::thread waiting([&] { blocked = client.Run("BLPOP %b %b", "nothing", "1"); });
+  const bool in_flight = Eventually(
+      [&] {
+        return a.String({"INFO", "clients"}).find("blocked_clients:1") != std::string::npos;
+      },
+      10s, 5ms);
+  if (in_flight) proxy.Switch(b.port());
+  waiting.join();
+  ASSERT_TRUE(in_flight) << "BLPOP never blocked on A";
+  EXPECT_EQ(blocked, "(nil)") << "the reply of the command in flight was lost";
+  EXPECT_EQ(client.Run("GET %b", "k"), "on-b");
+  EXPECT_EQ(proxy.accepted(), 1u);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@
 -- user's wins not yet persisted are read from the stream, seckill_user_orders.lua).
 -- The write sequence, as in seckill_reserve.lua: floor_epoch and floor_seq are the lowest the
 -- caller may find; a Redis behind them refuses the call before anything is written (every
--- request answers -10); a call that records a draw advances it once (HINCRBY meta wseq), and
+-- request answers -20); a call that records a draw advances it once (HINCRBY meta wseq), and
 -- each win's stream entry carries it (s = "wepoch.wseq").
 -- KEYS: meta prizes buyers orders stream fence idem...
 -- ARGV: floor_epoch floor_seq request...
@@ -44,7 +44,7 @@
 -- Returns the write sequence, then one group per request, in order: {code, replayed, remaining,
 -- draws, order_id, prize_id}; code 1 won, 2 no prize, 0 draw limit reached (draws = the user's
 -- draws so far), -1 every prize gone, -2 not started, -3 ended, -4 unknown activity, -5 closed,
--- -6 order id used by another user, -10 behind the floor (nothing written).
+-- -6 order id used by another user, -20 behind the floor (nothing written).
 local W, A = 8, 3  -- A: the first request's first argument
 local floor_epoch, floor_seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not floor_epoch or not floor_seq or (#ARGV - 2) % W ~= 0 then
@@ -74,7 +74,7 @@ local wepoch, wseq = tonumber(m[8] or '0'), tonumber(m[9] or '0')
 local reply, nr = {wepoch, wseq}, 2
 local behind = wepoch < floor_epoch or (wepoch == floor_epoch and wseq < floor_seq)
 if behind or not m[1] or m[5] ~= 'lottery' then
-  local code = behind and -10 or -4
+  local code = behind and -20 or -4
   for _ = A, #ARGV, W do
     reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, 0
     reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''

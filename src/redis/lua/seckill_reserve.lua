@@ -42,7 +42,7 @@
 -- sequence it may find (floor_epoch, floor_seq: the highest it saw acknowledged, at least what the
 -- record persisted); a Redis that holds less lost writes it acknowledged (an older snapshot or AOF,
 -- a replica promoted without them, an activity wiped), and the call is refused before anything is
--- written: every request answers -10 (behind). The reply starts with the sequence as Redis holds
+-- written: every request answers -20 (behind). The reply starts with the sequence as Redis holds
 -- it after the call. The lost-write repair re-bases it (activity_write_rebase.lua).
 -- KEYS: meta stock items buyers orders stream idem...
 -- ARGV: floor_epoch floor_seq request...
@@ -54,7 +54,7 @@
 -- Returns the write sequence, then one group per request, in order: {code, replayed, remaining,
 -- bought, order_id, items}; items: the item ids taken (itemised stock), space-separated. code 1
 -- reserved, 0 limit reached (bought = units the user holds), -1 sold out, -2 not started, -3
--- ended, -4 unknown activity, -5 closed, -6 order id used by another user, -10 behind the floor
+-- ended, -4 unknown activity, -5 closed, -6 order id used by another user, -20 behind the floor
 -- (nothing written).
 local W, A = 6, 3  -- A: the first request's first argument
 local floor_epoch, floor_seq = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -81,7 +81,7 @@ local reply, nr = {wepoch, wseq}, 2
 -- Behind the floor (an activity lost whole is behind any floor above zero), or not loaded.
 local behind = wepoch < floor_epoch or (wepoch == floor_epoch and wseq < floor_seq)
 if behind or not m[1] then
-  local code = behind and -10 or -4
+  local code = behind and -20 or -4
   for _ = 1, n do
     reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, 0
     reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''

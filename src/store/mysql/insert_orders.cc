@@ -1,6 +1,7 @@
 #include "store/mysql/insert_orders.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <map>
 #include <optional>
@@ -336,6 +337,20 @@ Result<std::vector<InsertOutcome>> InsertOneByOne(Connection& conn,
   return outcomes;
 }
 
+// Raises an activity's write mark to (epoch, seq) unless it is at that or higher (epoch first,
+// then seq). `seq` is set from the old epoch and seq, and `epoch` reads neither, so the result is
+// the same whether the server assigns left to right (MySQL) or all at once (MariaDB's
+// SIMULTANEOUS_ASSIGNMENT). The parameters: RaiseMarkParams.
+constexpr std::string_view kRaiseWrittenMark =
+    "INSERT INTO activity_writes (activity_id, epoch, seq) VALUES (?, ?, ?) ON DUPLICATE KEY "
+    "UPDATE seq = IF(? > epoch OR (? = epoch AND ? > seq), ?, seq), epoch = GREATEST(epoch, ?)";
+
+std::array<Param, 8> RaiseMarkParams(const records::WrittenMark& mark) {
+  const int64_t epoch = mark.written.epoch;
+  const int64_t seq = mark.written.seq;
+  return {mark.activity_id, epoch, seq, epoch, epoch, seq, seq, epoch};
+}
+
 }  // namespace
 
 base::Status ValidateOrders(std::span<const OrderRecord> orders) {
@@ -348,6 +363,8 @@ base::Status ValidateOrders(std::span<const OrderRecord> orders) {
 Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
                                                 std::span<const OrderRecord> orders, int64_t now_ms,
                                                 std::optional<int64_t> fence) {
+  auto marks = records::HighestWritten(orders);
+  if (!marks) return std::move(marks).error();
   const auto check_fence = [&]() -> base::Status {
     if (!fence) return {};
     Statement read(conn, "SELECT epoch FROM fence WHERE id = 1 LOCK IN SHARE MODE", "read fence");
@@ -360,10 +377,21 @@ Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
     }
     return {};
   };
+  // Each activity's write mark, raised (or left, never lowered) in the transaction that writes
+  // the orders, after the fence check; one statement per activity of the batch (one, in
+  // practice), prepared once per call.
+  Statement raise(conn, std::string(kRaiseWrittenMark), "raise write mark");
+  const auto raise_marks = [&]() -> base::Status {
+    for (const records::WrittenMark& mark : *marks) {
+      if (auto run = raise.Execute(RaiseMarkParams(mark)); !run) return run;
+    }
+    return {};
+  };
   {
     Transaction tx(conn);
     if (!tx.status()) return tx.status().error();
     if (auto fenced = check_fence(); !fenced) return fenced.error();
+    if (auto raised = raise_marks(); !raised) return raised.error();
     auto batched = InsertBatched(conn, orders, now_ms);
     if (!batched) return std::move(batched).error();
     if (*batched) {
@@ -377,6 +405,7 @@ Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
   Transaction tx(conn);
   if (!tx.status()) return tx.status().error();
   if (auto fenced = check_fence(); !fenced) return fenced.error();
+  if (auto raised = raise_marks(); !raised) return raised.error();
   auto outcomes = InsertOneByOne(conn, orders, now_ms);
   if (!outcomes) return outcomes;
   if (auto commit = tx.Commit(); !commit) return commit.error();

@@ -120,8 +120,20 @@ CREATE TABLE IF NOT EXISTS fence (
     "ALTER TABLE orders ADD COLUMN IF NOT EXISTS compensation_due TINYINT NOT NULL DEFAULT 0",
 };
 
-constexpr std::array<std::span<const std::string_view>, 4> kMigrations = {kMigration1, kMigration2,
-                                                                          kMigration3, kMigration4};
+// Each activity's write mark: the highest write sequence (core/write_seq.h) of any order persisted
+// for it, raised by InsertOrders and never lowered (Store::WrittenSeqs).
+constexpr std::string_view kMigration5[] = {
+    R"sql(
+CREATE TABLE IF NOT EXISTS activity_writes (
+  activity_id  VARCHAR(64) NOT NULL PRIMARY KEY,
+  epoch        BIGINT NOT NULL,
+  seq          BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+};
+
+constexpr std::array<std::span<const std::string_view>, 5> kMigrations = {
+    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5};
 
 // ---- The migration lock ----
 //

@@ -1,7 +1,7 @@
 #pragma once
 // The schema of MySqlStore: SqliteStore's logical schema (schema_migrations, activities,
-// activity_items, orders) in MySQL's dialect, InnoDB, utf8mb4 with binary collation, brought up to
-// date by versioned migrations.
+// activity_items, orders, fence, activity_writes) in MySQL's dialect, InnoDB, utf8mb4 with binary
+// collation, brought up to date by versioned migrations.
 
 #include <string_view>
 

@@ -252,6 +252,8 @@ base::Status MySqlStore::DeleteActivity(std::string_view id) {
     if (auto run = items.Execute({id}); !run) return run.error();
     Statement activity(conn, std::string(records::kDeleteActivity), "delete activity");
     if (auto run = activity.Execute({id}); !run) return run.error();
+    Statement mark(conn, std::string(records::kDeleteWrittenMark), "delete write mark");
+    if (auto run = mark.Execute({id}); !run) return run.error();
     if (auto commit = tx.Commit(); !commit) return commit.error();
     return true;
   });
@@ -291,6 +293,20 @@ Result<int64_t> MySqlStore::ReadFence() {
     Statement read(conn, "SELECT epoch FROM fence WHERE id = 1", "read fence");
     if (auto run = read.Execute(std::span<const mysql::Param>()); !run) return run.error();
     return read.rows().empty() ? int64_t{0} : read.rows()[0].Int(0);
+  });
+}
+
+Result<std::vector<std::pair<std::string, core::WriteSeq>>> MySqlStore::WrittenSeqs() {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<std::pair<std::string, core::WriteSeq>>> {
+    Statement query(conn, std::string(records::kSelectWrittenSeqs), "read write marks");
+    if (auto run = query.Execute(std::span<const mysql::Param>()); !run) return run.error();
+    std::vector<std::pair<std::string, core::WriteSeq>> marks;
+    marks.reserve(query.rows().size());
+    for (const Row& row : query.rows()) {
+      marks.emplace_back(row.Text(0), core::WriteSeq{row.Int(1), row.Int(2)});
+    }
+    return marks;
   });
 }
 

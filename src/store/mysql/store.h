@@ -100,6 +100,7 @@ class MySqlStore final : public Store {
                                                         std::optional<int64_t> fence) override;
   base::Result<int64_t> AdvanceFence() override;
   base::Result<int64_t> ReadFence() override;
+  base::Result<std::vector<std::pair<std::string, core::WriteSeq>>> WrittenSeqs() override;
   base::Status FlagCompensation(std::span<const std::string> order_ids) override;
   // The expired orders stay locked until cancelled: a payment racing with the expiry waits.
   base::Result<std::vector<OrderRecord>> CancelUnpaid(std::string_view activity_id,

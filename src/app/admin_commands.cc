@@ -1,0 +1,77 @@
+#include "app/admin_commands.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "app/admin_client.h"
+#include "app/report_text.h"
+#include "app/server_url.h"
+#include "base/json_writer.h"
+
+namespace flashsale::app {
+
+namespace {
+
+// The admin token given, or the one the running serve keeps in its data directory.
+std::string AdminTokenOf(const AdminTarget& target) {
+  if (!target.admin_token.empty()) return target.admin_token;
+  std::string token;
+  std::ifstream in(target.data_dir + "/admin-token");
+  std::getline(in, token);
+  return token;
+}
+
+}  // namespace
+
+bool WantsText(const AdminTarget& target) {
+  if (target.json) return false;
+  return target.text || ::isatty(STDOUT_FILENO) == 1;
+}
+
+int AdminCall(const AdminTarget& target, std::string_view method, const std::string& path,
+              const TextOf& text_of, std::string_view body) {
+  const std::string token = AdminTokenOf(target);
+  if (token.empty()) {
+    std::cerr << "no admin token: give --admin-token (or FLASHSALE_ADMIN_TOKEN), or the "
+                 "--data-dir of the running serve ("
+              << target.data_dir << "/admin-token does not exist)\n";
+    return 2;
+  }
+  const ServerUrl url = FindServerUrl(target.url, target.data_dir, EnvFromProcess);
+  auto answer = CallAdmin(url.url, method, path, token, body);
+  if (!answer.ok()) {
+    std::cerr << answer.error().message << " " << WhereTheUrlCameFrom(url, target.data_dir) << "\n";
+    return 1;
+  }
+  const bool ok = answer->status >= 200 && answer->status < 300;
+  if (!WantsText(target)) {
+    if (!answer->body.empty()) std::cout << answer->body << "\n";
+  } else if (ok) {
+    std::cout << (text_of ? text_of(answer->body) : AnswerText(answer->body));
+  } else {
+    std::cerr << "HTTP " << answer->status << ": " << AnswerText(answer->body);
+  }
+  return ok ? 0 : 1;
+}
+
+int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
+                   const AdminTarget& target) {
+  const std::string base = "/api/v1/admin/activities/" + activity_id + "/dead-letters";
+  return retry_id.empty()
+             ? AdminCall(target, "GET", base, DeadLettersText)
+             : AdminCall(target, "POST", base + "/" + retry_id + "/retry", DeadLettersText);
+}
+
+int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,
+              const AdminTarget& target) {
+  base::JsonWriter body;
+  body.BeginObject().Key("repair").Bool(repair);
+  if (!activity_id.empty()) body.Key("activity_id").String(activity_id);
+  body.EndObject();
+  return AdminCall(target, "POST", "/api/v1/admin/jobs/" + job, JobReportText,
+                   std::move(body).Take());
+}
+
+}  // namespace flashsale::app
