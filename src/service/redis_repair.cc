@@ -398,7 +398,10 @@ asio::awaitable<void> ResolveFrozenActivities(ServiceContext& context, RedisWatc
                                               bool may_repair) {
   if (!watch.activities().any_frozen()) co_return;
   redis::ServiceState state(context.redis(), context.settings().key_namespace);
-  for (const auto& [id, floor] : watch.activities().FrozenFloors()) {
+  for (const auto& frozen : watch.activities().FrozenFloors()) {
+    // (Named copies: clang 14 cannot capture a structured binding in the lambda below.)
+    const std::string& id = frozen.first;
+    const redis::WriteSeq floor = frozen.second;
     // Repaired elsewhere since it froze? Only a repair writes a later epoch.
     auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) continue;  // Redis unreachable: next round
