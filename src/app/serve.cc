@@ -386,11 +386,13 @@ void WaitForStartupRepair(const ServeConfig& config, const service::ServiceSetti
   }
   if (settings.redis_watch != nullptr && redis_watch.frozen()) {
     if (config.consumers > 0) {
-      spdlog::warn("the start-up check of Redis has not finished yet: purchases and draws wait "
-                   "for it");
+      spdlog::warn(
+          "the start-up check of Redis has not finished yet: purchases and draws wait "
+          "for it");
     } else {
-      spdlog::info("no order consumers here: the registry poller runs the start-up check of Redis "
-                   "once the service listens; purchases and draws wait for it");
+      spdlog::info(
+          "no order consumers here: the registry poller runs the start-up check of Redis "
+          "once the service listens; purchases and draws wait for it");
     }
   }
 }

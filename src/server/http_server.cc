@@ -241,11 +241,10 @@ class HttpServer::Worker {
     asio::co_spawn(io_, AcceptLoop(), asio::detached);
     asio::co_spawn(io_, SweepDeadlines(), asio::detached);
     if (index_ == 0) {
-      asio::co_spawn(
-          io_,
-          service::PollRegistry(service_, options_.registry_poll, poll_timer_, &stop_poll_,
-                                options_.repairs),
-          asio::detached);
+      asio::co_spawn(io_,
+                     service::PollRegistry(service_, options_.registry_poll, poll_timer_,
+                                           &stop_poll_, options_.repairs),
+                     asio::detached);
     }
     io_.restart();
     thread_ = std::thread([this] {
