@@ -132,8 +132,7 @@ FreezeReason ServiceContext::FrozenReason(std::string_view activity_id) {
       watch->FreezeForNode(activity_id, "");
       return FreezeReason::kServer;
     }
-    const std::string node =
-        router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
+    const std::string node = router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
     if (node.empty()) return FreezeReason::kServer;
     if (watch->NodeFrozen(node)) {
       watch->FreezeForNode(activity_id, node);
