@@ -332,7 +332,7 @@ class SeckillScripts {
   auto AsyncDraw(std::string_view activity_id, const DrawRequest& request, WriteSeq floor,
                  Token&& token) {
     return Initiate<DrawResult>(token, [this, activity_id, request, floor](auto h) {
-      Draw(activity_id, request, floor, std::move(h));
+      this->Draw(activity_id, request, floor, std::move(h));
     });
   }
   template <typename Token>
