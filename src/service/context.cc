@@ -48,6 +48,7 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
       limiter_(runner),
       order_stream_(runner, settings.key_namespace),
       draw_queue_(runner, settings.key_namespace),
+      idempotency_(runner, settings.key_namespace),
       store_(store),
       db_executor_(std::move(db_executor)),
       registry_(registry),
