@@ -1,6 +1,6 @@
 #include "server/handlers.h"
 
-#include <spdlog/spdlog.h>
+#include <fmt/format.h>
 
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
@@ -12,7 +12,7 @@
 #include "core/activity.h"
 #include "server/bodies.h"
 #include "server/ops_metrics.h"
-#include "server/outcome_reply.h"
+#include "server/replies.h"
 #include "server/router.h"
 #include "server/web_assets.h"
 #include "service/admin.h"
@@ -155,106 +155,6 @@ Reply WebFileReply(const Call& call, std::string_view name) {
   return reply;
 }
 
-}  // namespace
-
-namespace {
-
-// A public 5xx reply says what happened in words; the error's text (which may name a Redis
-// socket, a host and port or a database URL) goes to the log, at most once a second per thread,
-// and to the admin (Reply::detail).
-Reply WordsReply(http::status status, Word word, std::string_view words, const base::Error& error) {
-  thread_local std::chrono::steady_clock::time_point last_log;
-  thread_local uint64_t unlogged = 0;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last_log >= std::chrono::seconds(1)) {
-    spdlog::warn("replied {} ({}): {}{}", static_cast<int>(status), words, error.ToString(),
-                 unlogged > 0 ? fmt::format(" (and {} more since the last line)", unlogged) : "");
-    last_log = now;
-    unlogged = 0;
-  } else {
-    ++unlogged;
-  }
-  Reply reply = ErrorReply(status, word, words);
-  reply.detail = error.message;
-  return reply;
-}
-
-}  // namespace
-
-Reply ErrorToReply(const base::Error& error) {
-  switch (error.code) {
-    case ErrorCode::kInvalidArgument:
-      return ErrorReply(http::status::bad_request, Word::kBadRequest, error.message);
-    case ErrorCode::kNotFound:
-      return ErrorReply(http::status::not_found, Word::kNotFound, error.message);
-    case ErrorCode::kAlreadyExists:
-    case ErrorCode::kFailedPrecondition:  // RFC 9110 15.5.10: the resource's state conflicts
-      return ErrorReply(http::status::conflict, Word::kConflict, error.message);
-    case ErrorCode::kResourceExhausted: {
-      JsonWriter w;
-      w.BeginObject().Key("code").Int(static_cast<int>(core::Outcome::kOverloaded));
-      w.Key("status").String("overloaded").Key("error").String(error.message).EndObject();
-      Reply reply = Json(http::status::service_unavailable, Word::kOverloaded, w);
-      reply.retry_after_s = 1;
-      return reply;
-    }
-    case ErrorCode::kUnknownOutcome: {
-      Reply reply = WordsReply(http::status::service_unavailable, Word::kUnknownOutcome,
-                               "no answer in time: the outcome is unknown", error);
-      reply.retry_after_s = 1;
-      return reply;
-    }
-    case ErrorCode::kCancelled:
-      return WordsReply(http::status::service_unavailable, Word::kShuttingDown, "shutting down",
-                        error);
-    case ErrorCode::kUnavailable: {
-      // The freeze after a Redis restart says what it is (its message names nothing internal);
-      // any other unavailability is told in general words, its detail logged.
-      const std::string_view words =
-          error.message == service::kFrozenMessage
-              ? service::kFrozenMessage
-              : std::string_view("a service behind this one is unavailable; nothing was done");
-      Reply reply = WordsReply(http::status::service_unavailable, Word::kUnavailable, words, error);
-      reply.retry_after_s = 1;
-      return reply;
-    }
-    case ErrorCode::kRemote:
-    case ErrorCode::kProtocol: {
-      Reply reply = WordsReply(http::status::service_unavailable, Word::kUnavailable,
-                               "a service behind this one failed the request", error);
-      reply.retry_after_s = 1;
-      return reply;
-    }
-    case ErrorCode::kInternal:
-      break;
-  }
-  return WordsReply(http::status::internal_server_error, Word::kError, "internal error", error);
-}
-
-namespace {
-
-// A purchase or draw whose outcome Redis did not report: 503 unknown_outcome with the order id
-// it may exist under (GET /api/v1/orders shows it once it does); a retry with the same
-// Idempotency-Key gets the first outcome.
-Reply UnknownOutcomeReply(Call& call, const std::string& order_id, const std::string& reason,
-                          service::Use use) {
-  const bool draw = use == service::Use::kDraw;
-  const std::string_view words =
-      draw ? "no answer in time: the draw may have been made; GET /api/v1/orders shows a win"
-           : "no answer in time: the order may have been reserved; GET /api/v1/orders shows it";
-  Reply reply =
-      WordsReply(http::status::service_unavailable, Word::kUnknownOutcome, words,
-                 base::Error{ErrorCode::kUnknownOutcome,
-                             fmt::format("{} {}: {}", draw ? "draw" : "order", order_id, reason)});
-  JsonWriter w;
-  w.BeginObject().Key("status").String("unknown_outcome");
-  w.Key("activity_id").String(call.params[0]).Key("order_id").String(order_id);
-  w.Key("error").String(words).EndObject();
-  reply.body = std::move(w).Take();
-  reply.retry_after_s = 1;
-  return reply;
-}
-
 // What a purchase or a draw asks, from the call.
 service::AdmissionRequest AdmissionRequestOf(const Call& call, int64_t quantity) {
   return service::AdmissionRequest{
@@ -271,8 +171,9 @@ service::AdmissionRequest AdmissionRequestOf(const Call& call, int64_t quantity)
 template <typename R>
 std::optional<Reply> UndecidedReply(Call& call, const base::Result<R>& result, service::Use use) {
   if (!result) return ErrorToReply(result.error());
-  if (result->unknown)
-    return UnknownOutcomeReply(call, result->order_id, result->unknown_reason, use);
+  if (result->unknown) {
+    return UnknownOutcomeReply(call.params[0], result->order_id, result->unknown_reason, use);
+  }
   if (result->local != service::LocalReason::kNone) call.worker.metrics.LocalRefusal(result->local);
   return std::nullopt;
 }
@@ -306,27 +207,8 @@ asio::awaitable<Reply> HandlePay(Call& call) {
                          "order ids are 1-64 characters of [A-Za-z0-9_.:@-]");
   }
   auto paid = co_await service::ConfirmPayment(call.worker.service, call.user_id, order_id);
-  if (!paid) {
-    if (paid.error().code == base::ErrorCode::kNotFound) {
-      co_return ErrorReply(http::status::not_found, Word::kNotFound,
-                           "no such order of yours in the record (an order reserved a moment ago "
-                           "may not be recorded yet: retry)");
-    }
-    co_return ErrorToReply(paid.error());
-  }
-  JsonWriter w;
-  w.BeginObject().Key("order_id").String(order_id);
-  if (*paid == store::PayOutcome::kRefused) {
-    w.Key("status").String("refund_due");
-    w.Key("error").String(
-        "the order expired before the payment came; the payment is flagged "
-        "for a refund");
-    w.EndObject();
-    co_return Json(http::status::conflict, Word::kConflict, w);
-  }
-  w.Key("status").String("paid").Key("replayed").Bool(*paid == store::PayOutcome::kAlreadyPaid);
-  w.EndObject();
-  co_return Json(http::status::ok, Word::kOk, w);
+  if (!paid) co_return PaymentErrorReply(paid.error());
+  co_return PaymentReply(order_id, *paid);
 }
 
 asio::awaitable<Reply> HandleTicket(Call& call) {
@@ -341,12 +223,7 @@ asio::awaitable<Reply> HandleTicket(Call& call) {
   auto ticket = co_await service::GetTicket(call.worker.service, call.params[0], ticket_id,
                                             call.user_id, std::chrono::milliseconds(*wait_ms));
   if (!ticket) co_return ErrorToReply(ticket.error());
-  if (!ticket->has_value()) {
-    JsonWriter w;
-    w.BeginObject().Key("status").String("pending").Key("activity_id").String(call.params[0]);
-    w.Key("ticket").String(ticket_id).EndObject();
-    co_return Json(http::status::accepted, Word::kPending, w);
-  }
+  if (!ticket->has_value()) co_return PendingTicketReply(call.params[0], ticket_id);
   co_return DrawOutcomeReply(call.params[0], **ticket);
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <boost/asio/awaitable.hpp>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -12,11 +13,12 @@
 #include "server/identity.h"
 #include "server/metrics.h"
 #include "server/reply.h"
+#include "server/router.h"
 #include "service/context.h"
 
 namespace flashsale::server {
 
-// What handlers on one I/O thread share.
+// What Dispatch and the handlers on one I/O thread share.
 struct WorkerServices {
   service::ServiceContext& service;
   MetricsShard& metrics;
@@ -33,6 +35,10 @@ struct WorkerServices {
   const bool* draining = nullptr;
   // The origins whose pages may call the public routes (server/cors.h).
   const CorsPolicy* cors = nullptr;
+  // The routes served (Routes(), or OpsRoutes() for `flashsale worker`).
+  std::span<const Route> routes;
+  // Take the client address from X-Forwarded-For (behind a proxy we trust).
+  bool trust_forwarded_for = false;
 };
 
 // One request being handled.
@@ -80,10 +86,5 @@ boost::asio::awaitable<Reply> HandleMetrics(Call& call);
 boost::asio::awaitable<Reply> HandlePage(Call& call);
 boost::asio::awaitable<Reply> HandleDashboard(Call& call);
 boost::asio::awaitable<Reply> HandleWebFile(Call& call);
-
-// A use-case error as a reply: 400 for bad input, 404 not found, 409 exists or a state that
-// forbids the operation, 503 for Redis or the database being unavailable (with Retry-After), 500
-// only for our own bugs.
-Reply ErrorToReply(const base::Error& error);
 
 }  // namespace flashsale::server

@@ -1,7 +1,9 @@
 #pragma once
 // The HTTP server: one I/O thread per core (configurable), each with its own listening socket on
 // the same port (SO_REUSEPORT: the kernel spreads connections), its own pipelined Redis
-// connection and its own use-case context, so a request never crosses threads.
+// connection and its own use-case context, so a request never crosses threads. Here: the threads,
+// the listeners and the accept loop (with the connection cap), the registry poller, shutdown. A
+// connection is served by server/session.h, a request answered by Dispatch (server/dispatch.h).
 //
 // Every wait has a timeout: the first byte of a request waits at most idle_timeout, the rest of
 // it at most read_timeout (a slow-drip client is cut off), a reply's write at most read_timeout.

@@ -17,7 +17,7 @@
 namespace flashsale::server {
 
 namespace http = boost::beast::http;
-// A request's fields and body live in its connection's arena (server/http_server.cc): once the
+// A request's fields and body live in its connection's arena (server/session.cc): once the
 // arena has grown to the connection's requests, parsing one allocates nothing.
 using RequestAllocator = std::pmr::polymorphic_allocator<char>;
 using RequestBody = http::basic_string_body<char, std::char_traits<char>, RequestAllocator>;

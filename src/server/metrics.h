@@ -17,22 +17,6 @@
 
 namespace flashsale::server {
 
-enum class RouteId : uint8_t {
-  kPurchase,
-  kDraw,
-  kTicket,
-  kActivity,
-  kOrders,
-  kAdmin,
-  kHealth,
-  kReady,
-  kMetrics,
-  kPage,
-  kPreflight,  // OPTIONS: a CORS preflight (server/cors.h)
-  kUnmatched,
-  kCount,
-};
-
 std::string_view RouteName(RouteId route);
 
 class MetricsShard {

@@ -46,59 +46,6 @@ constexpr std::array<std::string_view, static_cast<size_t>(Word::kCount)> kWords
 
 std::string_view WordName(Word word) { return kWords[static_cast<size_t>(word)]; }
 
-Word DrawWordFor(core::Outcome outcome) {
-  switch (outcome) {
-    case core::Outcome::kReserved:
-      return Word::kWon;
-    case core::Outcome::kLimitReached:
-      return Word::kLimitReached;
-    default:
-      return WordFor(outcome);
-  }
-}
-
-Word WordFor(core::Outcome outcome) {
-  switch (outcome) {
-    case core::Outcome::kNoPrize:
-      return Word::kNoPrize;
-    case core::Outcome::kReserved:
-      return Word::kReserved;
-    case core::Outcome::kLimitReached:
-      return Word::kAlreadyPurchased;
-    case core::Outcome::kSoldOut:
-      return Word::kSoldOut;
-    case core::Outcome::kNotStarted:
-      return Word::kNotStarted;
-    case core::Outcome::kEnded:
-      return Word::kEnded;
-    case core::Outcome::kUnknownActivity:
-      return Word::kUnknownActivity;
-    case core::Outcome::kClosed:
-      return Word::kClosed;
-    case core::Outcome::kConflict:
-      return Word::kConflict;
-    case core::Outcome::kRateLimited:
-      return Word::kRateLimited;
-    case core::Outcome::kOverloaded:
-      return Word::kOverloaded;
-    case core::Outcome::kLimitExceeded:
-      return Word::kLimitExceeded;
-    case core::Outcome::kPaid:
-      return Word::kPaid;
-    case core::Outcome::kCompensationDue:
-      return Word::kCompensationDue;
-    case core::Outcome::kCancelled:
-      return Word::kCancelled;
-    case core::Outcome::kRefused:
-      return Word::kRefused;
-    case core::Outcome::kKeyReused:
-      return Word::kKeyReused;
-    case core::Outcome::kBehind:
-      return Word::kUnavailable;  // turned into the frozen answer before it gets here
-  }
-  return Word::kError;
-}
-
 Reply ErrorReply(http::status status, Word word, std::string_view message) {
   base::JsonWriter w;
   w.BeginObject().Key("status").String(WordName(word)).Key("error").String(message).EndObject();

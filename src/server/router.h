@@ -10,7 +10,6 @@
 #include <string>
 #include <string_view>
 
-#include "server/metrics.h"
 #include "server/reply.h"
 
 namespace flashsale::server {
@@ -24,12 +23,16 @@ enum class Access {
   kAdmin,   // the admin token
 };
 
+// Whether a route's first `{..}` segment is an activity id (the access log's activity).
+enum class Names : bool { kNothing, kActivity };
+
 struct Route {
   http::verb method;
   std::string_view pattern;
   RouteId id;  // the metrics label
   Access access;
   Handler handler;
+  Names names = Names::kNothing;
 };
 
 // Every route the service answers, in one table.

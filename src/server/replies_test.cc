@@ -1,9 +1,12 @@
-// Purchase and draw outcomes formatted as replies, with no server: the body the hot-path contract
-// gives (api/openapi.json), the status, Retry-After and the status word the metrics count.
+// Results mapped to replies, with no server: purchase and draw outcomes as the body the hot-path
+// contract gives (api/openapi.json), the status, Retry-After, the status word the metrics count
+// and the order id the access log names; use-case errors, parse errors and payments likewise.
 
-#include "server/outcome_reply.h"
+#include "server/replies.h"
 
 #include <gtest/gtest.h>
+
+#include <boost/beast/http/error.hpp>
 
 namespace flashsale::server {
 namespace {
@@ -28,6 +31,7 @@ TEST(DrawOutcomeReplyTest, AWinNamesThePrizeTheResultCarries) {
   EXPECT_EQ(reply.body,
             R"({"code":1,"status":"won","activity_id":"spring","order_id":"o1",)"
             R"("prize":{"id":"cup","name":"A tea cup"},"draws":1,"remaining":4,"replayed":false})");
+  EXPECT_EQ(reply.order_id(), "o1");
 }
 
 TEST(DrawOutcomeReplyTest, NoPrizeAndTheDrawLimit) {
@@ -50,6 +54,8 @@ TEST(DrawOutcomeReplyTest, NoPrizeAndTheDrawLimit) {
   EXPECT_EQ(reached.word, Word::kLimitReached);
   EXPECT_EQ(reached.body,
             R"({"code":0,"status":"limit_reached","activity_id":"spring","draws":3})");
+  EXPECT_EQ(no_prize.order_id(), "o2");
+  EXPECT_TRUE(reached.order_id().empty());
 }
 
 TEST(DrawOutcomeReplyTest, AReplayedRefusalSaysSoWithTheOrderId) {
@@ -61,6 +67,7 @@ TEST(DrawOutcomeReplyTest, AReplayedRefusalSaysSoWithTheOrderId) {
   EXPECT_EQ(reply.status, http::status::ok);
   EXPECT_EQ(reply.body, R"({"code":-1,"status":"sold_out","activity_id":"spring","replayed":true,)"
                         R"("order_id":"o3"})");
+  EXPECT_EQ(reply.order_id(), "o3");
 }
 
 TEST(DrawOutcomeReplyTest, StatusAndRetryAfterOfRefusals) {
@@ -69,7 +76,8 @@ TEST(DrawOutcomeReplyTest, StatusAndRetryAfterOfRefusals) {
   result.retry_after_ms = 1001;
   Reply limited = DrawOutcomeReply("spring", result);
   EXPECT_EQ(limited.status, http::status::too_many_requests);
-  EXPECT_EQ(limited.retry_after_s, 2);  // rounded up
+  EXPECT_EQ(limited.retry_after_s, 2);      // rounded up
+  EXPECT_TRUE(limited.order_id().empty());  // a refusal not replayed names no order
   EXPECT_NE(limited.body.find(R"("retry_after_ms":1001)"), std::string::npos);
 
   result.outcome = Outcome::kOverloaded;
@@ -106,6 +114,7 @@ TEST(PurchaseOutcomeReplyTest, AReservationWithItsItemsAndPaymentWindow) {
   EXPECT_EQ(reply.body,
             R"({"code":1,"status":"reserved","activity_id":"phone","order_id":"o1","quantity":2,)"
             R"("items":["i1","i2"],"pay_by_ms":99,"remaining":8,"replayed":false})");
+  EXPECT_EQ(reply.order_id(), "o1");
 }
 
 TEST(PurchaseOutcomeReplyTest, AReplayedOrderIsReportedAsItIsNowWithItsOwnQuantity) {
@@ -165,6 +174,84 @@ TEST(PurchaseOutcomeReplyTest, LimitsSayWhatTheUserHoldsAndMayBuy) {
             R"("may_buy":2})");
   result.outcome = Outcome::kLimitReached;
   EXPECT_EQ(PurchaseOutcomeReply("phone", result).word, Word::kAlreadyPurchased);
+  EXPECT_TRUE(exceeded.order_id().empty());
+}
+
+TEST(UnknownOutcomeReplyTest, NamesTheOrderItMayExistUnderNotTheReason) {
+  const Reply reply = UnknownOutcomeReply("phone", "o9", "redis at 10.0.0.7:6379 timed out",
+                                          service::Use::kPurchase);
+  EXPECT_EQ(reply.status, http::status::service_unavailable);
+  EXPECT_EQ(reply.word, Word::kUnknownOutcome);
+  EXPECT_EQ(reply.retry_after_s, 1);
+  EXPECT_EQ(reply.order_id(), "o9");
+  EXPECT_NE(reply.body.find(R"("activity_id":"phone","order_id":"o9")"), std::string::npos);
+  EXPECT_EQ(reply.body.find("10.0.0.7"), std::string::npos) << reply.body;
+  EXPECT_NE(reply.detail.find("10.0.0.7"), std::string::npos);  // for the admin and the log
+  EXPECT_NE(UnknownOutcomeReply("spring", "o9", "", service::Use::kDraw).body.find("draw"),
+            std::string::npos);
+}
+
+TEST(PaymentReplyTest, PaidPaidBeforeAndRefused) {
+  const Reply paid = PaymentReply("o1", store::PayOutcome::kPaid);
+  EXPECT_EQ(paid.status, http::status::ok);
+  EXPECT_EQ(paid.body, R"({"order_id":"o1","status":"paid","replayed":false})");
+  EXPECT_EQ(paid.order_id(), "o1");
+  EXPECT_EQ(PaymentReply("o1", store::PayOutcome::kAlreadyPaid).body,
+            R"({"order_id":"o1","status":"paid","replayed":true})");
+  const Reply refused = PaymentReply("o2", store::PayOutcome::kRefused);
+  EXPECT_EQ(refused.status, http::status::conflict);
+  EXPECT_EQ(refused.word, Word::kConflict);
+  EXPECT_NE(refused.body.find(R"("status":"refund_due")"), std::string::npos);
+  EXPECT_EQ(refused.order_id(), "o2");
+  const Reply unknown = PaymentErrorReply(base::Error{base::ErrorCode::kNotFound, "no row"});
+  EXPECT_EQ(unknown.status, http::status::not_found);
+  EXPECT_NE(unknown.body.find("retry"), std::string::npos);
+}
+
+TEST(ErrorToReplyTest, EachCodeHasItsStatusAndWord) {
+  using base::ErrorCode;
+  const struct {
+    ErrorCode code;
+    http::status status;
+    Word word;
+    int64_t retry_after_s;
+  } cases[] = {
+      {ErrorCode::kInvalidArgument, http::status::bad_request, Word::kBadRequest, -1},
+      {ErrorCode::kNotFound, http::status::not_found, Word::kNotFound, -1},
+      {ErrorCode::kAlreadyExists, http::status::conflict, Word::kConflict, -1},
+      {ErrorCode::kFailedPrecondition, http::status::conflict, Word::kConflict, -1},
+      {ErrorCode::kResourceExhausted, http::status::service_unavailable, Word::kOverloaded, 1},
+      {ErrorCode::kUnknownOutcome, http::status::service_unavailable, Word::kUnknownOutcome, 1},
+      {ErrorCode::kCancelled, http::status::service_unavailable, Word::kShuttingDown, -1},
+      {ErrorCode::kUnavailable, http::status::service_unavailable, Word::kUnavailable, 1},
+      {ErrorCode::kRemote, http::status::service_unavailable, Word::kUnavailable, 1},
+      {ErrorCode::kProtocol, http::status::service_unavailable, Word::kUnavailable, 1},
+      {ErrorCode::kInternal, http::status::internal_server_error, Word::kError, -1},
+  };
+  for (const auto& c : cases) {
+    const Reply reply = ErrorToReply(base::Error{c.code, "at redis://10.0.0.7:6379"});
+    EXPECT_EQ(reply.status, c.status) << static_cast<int>(c.code);
+    EXPECT_EQ(reply.word, c.word) << static_cast<int>(c.code);
+    EXPECT_EQ(reply.retry_after_s, c.retry_after_s) << static_cast<int>(c.code);
+    // A 5xx's words name nothing internal; the detail keeps the text for the admin.
+    if (static_cast<int>(c.status) >= 500 && c.code != ErrorCode::kResourceExhausted) {
+      EXPECT_EQ(reply.body.find("10.0.0.7"), std::string::npos) << reply.body;
+      EXPECT_NE(AdminDetail(reply).body.find("10.0.0.7"), std::string::npos) << reply.detail;
+    }
+  }
+}
+
+TEST(ParseErrorReplyTest, LimitsAndMalformedRequestsCloseTheConnection) {
+  const Reply headers = ParseErrorReply(boost::beast::http::error::header_limit);
+  EXPECT_EQ(headers.status, http::status::request_header_fields_too_large);
+  EXPECT_TRUE(headers.close);
+  const Reply body = ParseErrorReply(boost::beast::http::error::body_limit);
+  EXPECT_EQ(body.status, http::status::payload_too_large);
+  EXPECT_TRUE(body.close);
+  const Reply bad = ParseErrorReply(boost::beast::http::error::bad_transfer_encoding);
+  EXPECT_EQ(bad.status, http::status::bad_request);
+  EXPECT_EQ(bad.word, Word::kBadRequest);
+  EXPECT_TRUE(bad.close);
 }
 
 }  // namespace

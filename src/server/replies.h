@@ -1,0 +1,51 @@
+#pragma once
+// Every mapping of a result to a reply, in one file: a purchase's and a draw's outcome as the
+// hot-path contract's reply (docs/design.md, "Reply codes"; api/openapi.json), a use-case error as
+// a status and words, an HTTP parse error, a payment's outcome. Pure formatting of the results;
+// nothing here looks anything up. Handlers call these; the session and Dispatch only for the
+// errors that come before a handler (a request that does not parse).
+
+#include <boost/system/error_code.hpp>
+#include <string_view>
+
+#include "base/result.h"
+#include "core/outcome.h"
+#include "server/reply.h"
+#include "service/draw.h"
+#include "service/purchase.h"
+#include "store/store.h"
+
+namespace flashsale::server {
+
+// The status word of an outcome: a purchase's, and a draw's ("won", "no_prize",
+// "limit_reached", else as WordFor).
+Word WordFor(core::Outcome outcome);
+Word DrawWordFor(core::Outcome outcome);
+
+Reply PurchaseOutcomeReply(std::string_view activity_id, const service::PurchaseResult& result);
+// A decided draw (not a queued one: QueuedDrawReply; not an unknown one).
+Reply DrawOutcomeReply(std::string_view activity_id, const service::DrawResult& result);
+// 202 with the ticket to poll.
+Reply QueuedDrawReply(std::string_view activity_id, std::string_view ticket);
+// 202: the ticket is not decided yet.
+Reply PendingTicketReply(std::string_view activity_id, std::string_view ticket);
+// A purchase or draw whose outcome Redis did not report: 503 unknown_outcome with the order id
+// it may exist under (GET /api/v1/orders shows it once it does); a retry with the same
+// Idempotency-Key gets the first outcome. `reason` is logged, never sent.
+Reply UnknownOutcomeReply(std::string_view activity_id, std::string_view order_id,
+                          std::string_view reason, service::Use use);
+// POST /api/v1/orders/{id}/pay: paid (or paid before), or refused (the order expired first) and
+// flagged for a refund; an error as PaymentErrorReply.
+Reply PaymentReply(std::string_view order_id, store::PayOutcome outcome);
+Reply PaymentErrorReply(const base::Error& error);
+
+// A use-case error as a reply: 400 for bad input, 404 not found, 409 exists or a state that
+// forbids the operation, 503 for Redis or the database being unavailable (with Retry-After), 500
+// only for our own bugs.
+Reply ErrorToReply(const base::Error& error);
+// A request that does not parse: 431, 413 or 400, and the connection closed after it.
+Reply ParseErrorReply(const boost::system::error_code& error);
+// The admin reads what failed where (Reply::detail); the public reads words (ErrorToReply).
+Reply AdminDetail(Reply reply);
+
+}  // namespace flashsale::server
