@@ -246,7 +246,7 @@ class SeckillScripts {
   // (seckill_reserve.lua).
   void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
                     Handler<std::vector<base::Result<Reservation>>> handler);
-  // The same into `out`, for a caller that keeps one vector per queue (service/coalescer.h):
+  // The same into `out`, for a caller that keeps one vector per queue (base/coalescer.h):
   // `out` is cleared and refilled, its capacity reused, and must stay alive until `handler` is
   // called. An ok status means `out` holds one result per request, in order (a request refused
   // before Redis: its error in its slot); an error is the whole call's. The handler is invoked
