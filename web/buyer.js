@@ -174,8 +174,14 @@
 
     let label = verb;
     let enabled = false;
+    // An attempt whose outcome is unknown may be sent again whatever the phase: the service
+    // answers a key it has seen with that attempt's order as it is now (closed, ended or not).
+    const unknownAttempt = state.idempotencyKey !== null;
     if (state.busy) label = isLottery() ? "Drawing…" : "Buying…";
-    else if (current === "before") label = `Opens in ${FS.duration(a.start_ms - now)}`;
+    else if (unknownAttempt && blockedFor <= 0 && current !== "on") {
+      label = "Check my last attempt";
+      enabled = true;
+    } else if (current === "before") label = `Opens in ${FS.duration(a.start_ms - now)}`;
     else if (current === "ended") label = "Ended";
     else if (current === "closed") label = "Closed";
     else if (current === "sold_out") label = isLottery() ? "All prizes gone" : "Sold out";
@@ -277,6 +283,24 @@
         }
         return;
       }
+      // A retry with the key of an earlier purchase (replayed): that order as it is now.
+      case 3:
+        show("ok", "paid", FS.el("strong", {}, "Paid. "), "Order ", FS.el("code", { id: "order-id" }, json.order_id),
+          json.quantity > 1 ? ` (${json.quantity} units)` : "", " is paid.");
+        return;
+      case 4:
+        show("warn", "compensation_due", "Order ", FS.el("code", { id: "order-id" }, json.order_id),
+          " was sold twice after a failure of the service: you will be compensated.");
+        return;
+      case -10:
+        show("warn", "cancelled", "Order ", FS.el("code", { id: "order-id" }, json.order_id),
+          " was cancelled (not paid in time) and its units went back on sale.",
+          json.refund_due ? " Your late payment will be refunded." : "");
+        return;
+      case -11:
+        show("err", "refused", "Order ", FS.el("code", { id: "order-id" }, json.order_id),
+          " could not be recorded and was cancelled; its units went back on sale.");
+        return;
       case 0:
         show("warn", "already_purchased",
           `You already have ${json.bought ?? "your share"} — the limit is ${a.per_user_limit} per person.`);
@@ -308,6 +332,10 @@
       case -6:
         show("err", "conflict", "That order id belongs to someone else; press again.");
         return;
+      case -12:
+        // The attempt's key was used for another request (the page makes a new one per attempt).
+        show("err", "idempotency_key_reused", "That attempt was refused (its key had been used for another request); press again.");
+        return;
       case -7: {
         const seconds = FS.retryAfterSeconds(answer);
         block(seconds);
@@ -337,6 +365,13 @@
       case 1: {
         const prize = json.prize || {};
         show("ok", "won", FS.el("strong", {}, "You won: "), FS.el("span", { id: "prize-name" }, prize.name || prize.id || "a prize"), "!");
+        return;
+      }
+      case -11: {
+        // A replayed (or polled) win the record refused.
+        const prize = json.prize || {};
+        show("err", "refused", "Your win of ", FS.el("span", { id: "prize-name" }, prize.name || prize.id || "a prize"),
+          " could not be recorded and was withdrawn; the prize went back.");
         return;
       }
       case 0:
@@ -389,7 +424,8 @@
   // --- The press: one request per attempt; the button is disabled before it leaves. ---
 
   async function act() {
-    if (state.busy || phase() !== "on" || state.blockedUntil > Date.now()) return;
+    const retry = state.idempotencyKey !== null; // an attempt whose outcome is unknown
+    if (state.busy || (phase() !== "on" && !retry) || state.blockedUntil > Date.now()) return;
     state.busy = true;
     render();
     try {

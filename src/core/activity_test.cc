@@ -85,8 +85,22 @@ TEST(OutcomeTest, CodesRoundTrip) {
     EXPECT_EQ(static_cast<int>(*outcome), code);
     EXPECT_NE(StatusWord(*outcome), "unknown");
   }
+  // The replay's order states a script reports; the service's own codes are not a script's.
+  for (const Outcome outcome : {Outcome::kCancelled, Outcome::kRefused, Outcome::kKeyReused}) {
+    EXPECT_EQ(OutcomeFromCode(static_cast<int>(outcome)), outcome);
+  }
   EXPECT_FALSE(OutcomeFromCode(3).has_value());
+  EXPECT_FALSE(OutcomeFromCode(4).has_value());
   EXPECT_FALSE(OutcomeFromCode(-9).has_value());
+  EXPECT_FALSE(OutcomeFromCode(-13).has_value());
+  EXPECT_EQ(StatusWord(Outcome::kKeyReused), "idempotency_key_reused");
+  EXPECT_EQ(StatusWord(Outcome::kPaid), "paid");
+  EXPECT_EQ(StatusWord(Outcome::kCompensationDue), "compensation_due");
+  EXPECT_EQ(StatusWord(Outcome::kCancelled), "cancelled");
+  EXPECT_EQ(StatusWord(Outcome::kRefused), "refused");
+  EXPECT_EQ(DrawStatusWord(Outcome::kRefused), "refused");
+  EXPECT_TRUE(IsOrderState(Outcome::kPaid));
+  EXPECT_FALSE(IsOrderState(Outcome::kNoPrize));
   EXPECT_EQ(StatusWord(Outcome::kLimitReached), "already_purchased");
   EXPECT_EQ(StatusWord(Outcome::kSoldOut), "sold_out");
   EXPECT_EQ(DrawStatusWord(Outcome::kReserved), "won");

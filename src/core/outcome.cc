@@ -28,6 +28,16 @@ std::string_view StatusWord(Outcome outcome) {
       return "overloaded";
     case Outcome::kLimitExceeded:
       return "limit_exceeded";
+    case Outcome::kPaid:
+      return "paid";
+    case Outcome::kCompensationDue:
+      return "compensation_due";
+    case Outcome::kCancelled:
+      return "cancelled";
+    case Outcome::kRefused:
+      return "refused";
+    case Outcome::kKeyReused:
+      return "idempotency_key_reused";
     case Outcome::kBehind:
       return "frozen";
   }
@@ -45,12 +55,30 @@ std::string_view DrawStatusWord(Outcome outcome) {
   }
 }
 
-std::optional<Outcome> OutcomeFromCode(int64_t code) {
-  if (code == static_cast<int>(Outcome::kBehind)) return Outcome::kBehind;
-  if (code < static_cast<int>(Outcome::kOverloaded) || code > static_cast<int>(Outcome::kNoPrize)) {
-    return std::nullopt;
+bool IsOrderState(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kReserved:
+    case Outcome::kPaid:
+    case Outcome::kCompensationDue:
+    case Outcome::kCancelled:
+    case Outcome::kRefused:
+      return true;
+    default:
+      return false;
   }
-  return static_cast<Outcome>(code);
+}
+
+std::optional<Outcome> OutcomeFromCode(int64_t code) {
+  if (code >= static_cast<int>(Outcome::kOverloaded) &&
+      code <= static_cast<int>(Outcome::kNoPrize)) {
+    return static_cast<Outcome>(code);
+  }
+  if (code == static_cast<int>(Outcome::kCancelled) ||
+      code == static_cast<int>(Outcome::kRefused) ||
+      code == static_cast<int>(Outcome::kKeyReused) || code == static_cast<int>(Outcome::kBehind)) {
+    return static_cast<Outcome>(code);
+  }
+  return std::nullopt;
 }
 
 }  // namespace flashsale::core

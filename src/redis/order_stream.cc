@@ -347,7 +347,20 @@ asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_i
       if (name == "lag") found.lag = value.is_integer() ? value.integer() : -1;
       if (name == "last-delivered-id") found.last_delivered_id = value.str();
     }
-    if (ours) co_return found;
+    if (!ours) continue;
+    // Redis's lag is entries-added minus the group's entries-read counter, which replication
+    // does not keep: a node that was primary and became a replica keeps its counter while the
+    // reads replicated to it (XCLAIM ... LASTID) move its last-delivered-id, so promoted back
+    // (a failover and back) it reports a lag that never goes away. Nothing after the last
+    // delivered id: nothing lags.
+    if (found.lag != 0 && !found.last_delivered_id.empty()) {
+      const std::string after = "(" + found.last_delivered_id;
+      const Command next = Build({"XRANGE", keys.stream(), after, "+", "COUNT", "1"});
+      auto undelivered = co_await Await(runner_.connection(), next);
+      if (!undelivered.ok()) co_return std::move(undelivered).error();
+      if (undelivered->is_array() && undelivered->size() == 0) found.lag = 0;
+    }
+    co_return found;
   }
   co_return info;
 }

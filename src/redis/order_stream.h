@@ -79,9 +79,11 @@ boost::asio::awaitable<base::Result<std::vector<StreamEntry>>> AutoClaim(
     int64_t min_idle_ms, int64_t count);
 
 struct GroupInfo {
-  int64_t length = 0;        // entries in the stream (after trimming)
-  int64_t pending = 0;       // delivered, not acknowledged
-  int64_t lag = 0;           // not yet delivered to the group (-1: Redis could not say)
+  int64_t length = 0;   // entries in the stream (after trimming)
+  int64_t pending = 0;  // delivered, not acknowledged
+  // Not yet delivered to the group (-1: Redis could not say); 0 whenever no entry follows the
+  // last delivered one, whatever Redis's counter says (see Info).
+  int64_t lag = 0;
   int64_t dead_letters = 0;  // entries in the dead-letter stream
   std::string last_delivered_id;
 };

@@ -529,7 +529,9 @@ void SeckillScripts::SendReserve(std::string_view activity_id,
       [&f](const ScriptReply& reply, size_t row, Reservation& r) {
         r.replayed = reply.Int(f.replayed, row) == 1;
         r.remaining = reply.Int(f.remaining, row);
-        r.bought = reply.Int(f.bought, row);
+        // A replayed order's row carries its units where others carry the buyer's.
+        (r.replayed && core::IsOrderState(r.outcome) ? r.quantity : r.bought) =
+            reply.Int(f.bought, row);
         AssignPooled(r.order_id, reply.Str(f.order_id, row));
         r.items = base::SplitWords(reply.Str(f.items, row));
       },

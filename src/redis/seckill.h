@@ -29,8 +29,13 @@
 //   failures hash   stream entry id -> failed deliveries so far
 //   pq:<token>      zset    a user's queued draws still pending: ticket id -> expiry (token =
 //                   HMAC of the user)
-//   idem:<token>    string  the first outcome for an idempotency key (token = HMAC of user+key);
-//                   a queued draw's ticket is idem:<ticket id>
+//   idem:<token>    string  what an idempotency key's first request made (token = HMAC of
+//                   user+key), kept the idempotency TTL: a reservation "1|0|order_id", a draw
+//                   "code|draws|order_id|user" (won, no prize), a queued draw "T|ticket id";
+//                   never a refusal (a retry is decided again), so a user holds one per order
+//                   or draw made, however many keys it sends; a queued draw's ticket is
+//                   idem:<ticket id> ("P|user" until drawn, then the draw's outcome, whatever it
+//                   is)
 //   queue   stream  a lottery's admission queue: tickets waiting for a draw (group "draw")
 //   queue_lock, queue_fence  the lock of a strict (fifo) queue's one consumer, its fencing counter
 //   rl:<kind>:<token> string  a GCRA limiter's theoretical arrival time (token = HMAC of the
@@ -153,12 +158,15 @@ struct DrawResult {
 };
 
 struct Reservation {
+  // Replayed: the order as it is now (kReserved, kCancelled, kRefused), or an earlier refusal.
   core::Outcome outcome = core::Outcome::kUnknownActivity;
   bool replayed = false;  // the outcome of an earlier call (same order id or idempotency key)
   int64_t remaining = 0;  // units left
   int64_t bought = 0;     // units the user holds (after this reservation, if reserved)
-  std::string order_id;   // the reservation's order id (an earlier call's, when replayed)
-  std::vector<std::string> items;  // kReserved, itemised stock: the item ids taken
+  // A replayed order's own units (0: not known, or not a replayed order).
+  int64_t quantity = 0;
+  std::string order_id;            // the reservation's order id (an earlier call's, when replayed)
+  std::vector<std::string> items;  // an order, itemised stock: the item ids taken
   WriteSeq written;                // the activity's write sequence as Redis holds it after the call
 };
 
@@ -324,7 +332,7 @@ class SeckillScripts {
   auto AsyncDraw(std::string_view activity_id, const DrawRequest& request, WriteSeq floor,
                  Token&& token) {
     return Initiate<DrawResult>(token, [this, activity_id, request, floor](auto h) {
-      Draw(activity_id, request, floor, std::move(h));
+      this->Draw(activity_id, request, floor, std::move(h));
     });
   }
   template <typename Token>

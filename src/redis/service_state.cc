@@ -60,6 +60,10 @@ std::string NamespaceKeys::RepairMarker(std::string_view run_id) const {
   return fmt::format("{}:redis:repaired:{{{}}}", namespace_, run_id);
 }
 
+std::string NamespaceKeys::IdempotencyClaim(std::string_view token) const {
+  return fmt::format("{}:idem:{{{}}}", namespace_, token);
+}
+
 std::vector<std::pair<std::string, std::string>> RepairMarkerFields(const RepairMarker& marker) {
   return {{"run_id", marker.run_id},
           {"epoch", std::to_string(marker.epoch)},

@@ -29,8 +29,13 @@ namespace flashsale::redis {
 //   <ns>:registry:version          string  bumped (INCR) on every admin change; instances poll it
 //   <ns>:jobs:{<job>}:lock, :fence the job's distributed lock and fencing counter (lock.h); the
 //                                  lost-write repair is the job "repair"
-//   <ns>:jobs:{<job>}:next         string  the current period's claim of a scheduled job (SET NX
-//   PX) <ns>:redis:repaired:{<run_id>} hash    the lost-write repair's marker for one Redis process
+//   <ns>:jobs:{<job>}:next         string  the current period's claim of a scheduled job
+//                                  (SET NX PX)
+//   <ns>:redis:repaired:{<run_id>} hash    the lost-write repair's marker for one Redis process
+//   <ns>:idem:{<token>}            string  the claim of an Idempotency-Key (token = HMAC of user
+//                                  and key): the request it was first used with,
+//                                  "<activity>|<purchase|draw>|<quantity>", kept the idempotency
+//                                  TTL while its request made something (redis/idempotency.h)
 // The query cache's keys are named by core::CacheKeys (core/cache_key.h).
 class NamespaceKeys {
  public:
@@ -41,6 +46,7 @@ class NamespaceKeys {
   std::string JobFence(std::string_view job) const;
   std::string JobClaim(std::string_view job) const;
   std::string RepairMarker(std::string_view run_id) const;
+  std::string IdempotencyClaim(std::string_view token) const;
 
  private:
   std::string namespace_;

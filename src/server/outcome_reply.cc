@@ -44,14 +44,20 @@ class OutcomeBody {
         status_ = http::status::service_unavailable;
         retry_after_s_ = RetryAfterSeconds(retry_after_ms);
         break;
+      case Outcome::kKeyReused:
+        status_ = http::status::unprocessable_entity;
+        w_.Key("error").String(
+            "this Idempotency-Key was used before with another request (another activity, "
+            "action or quantity); nothing was done: send a new request with a new key");
+        break;
       default:
         break;
     }
   }
 
-  // A replayed outcome that is not a unit taken or a draw lost says so, with the order id.
+  // A replayed outcome that is not an order or a draw lost says so, with the order id.
   Reply Finish(Word word, bool replayed, std::string_view order_id) && {
-    if (replayed && outcome_ != Outcome::kReserved && outcome_ != Outcome::kNoPrize) {
+    if (replayed && !core::IsOrderState(outcome_) && outcome_ != Outcome::kNoPrize) {
       w_.Key("replayed").Bool(true).Key("order_id").String(order_id);
     }
     w_.EndObject();
@@ -74,10 +80,12 @@ class OutcomeBody {
 Reply PurchaseOutcomeReply(std::string_view activity_id, const service::PurchaseResult& result) {
   OutcomeBody body(activity_id, result.outcome, core::StatusWord(result.outcome));
   JsonWriter& w = body.writer();
-  if (result.outcome == Outcome::kReserved) {
+  if (core::IsOrderState(result.outcome)) {
+    // A reservation, or a replayed order as it is now.
     w.Key("order_id").String(result.order_id);
     w.Key("quantity").Int(result.quantity).Key("items").Strings(result.items);
     if (result.pay_by_ms > 0) w.Key("pay_by_ms").Int(result.pay_by_ms);
+    if (result.refund_due) w.Key("refund_due").Bool(true);
     w.Key("remaining").Int(result.remaining).Key("replayed").Bool(result.replayed);
   } else if (result.outcome == Outcome::kLimitReached ||
              result.outcome == Outcome::kLimitExceeded) {
@@ -94,7 +102,11 @@ Reply DrawOutcomeReply(std::string_view activity_id, const service::DrawResult& 
   OutcomeBody body(activity_id, result.outcome, core::DrawStatusWord(result.outcome));
   JsonWriter& w = body.writer();
   switch (result.outcome) {
-    case Outcome::kReserved:
+    case Outcome::kReserved:  // a win; replayed, or a ticket's: as it is now
+    case Outcome::kPaid:
+    case Outcome::kCompensationDue:
+    case Outcome::kCancelled:
+    case Outcome::kRefused:
       w.Key("order_id").String(result.order_id);
       w.Key("prize").BeginObject().Key("id").String(result.prize.id);
       w.Key("name").String(result.prize.name).EndObject();

@@ -108,6 +108,51 @@ TEST(PurchaseOutcomeReplyTest, AReservationWithItsItemsAndPaymentWindow) {
             R"("items":["i1","i2"],"pay_by_ms":99,"remaining":8,"replayed":false})");
 }
 
+TEST(PurchaseOutcomeReplyTest, AReplayedOrderIsReportedAsItIsNowWithItsOwnQuantity) {
+  service::PurchaseResult result;
+  result.order_id = "o1";
+  result.quantity = 1;
+  result.remaining = 5;
+  result.replayed = true;
+  const struct {
+    Outcome outcome;
+    Word word;
+    std::string_view head;
+  } states[] = {
+      {Outcome::kReserved, Word::kReserved, R"({"code":1,"status":"reserved",)"},
+      {Outcome::kPaid, Word::kPaid, R"({"code":3,"status":"paid",)"},
+      {Outcome::kCompensationDue, Word::kCompensationDue,
+       R"({"code":4,"status":"compensation_due",)"},
+      {Outcome::kCancelled, Word::kCancelled, R"({"code":-10,"status":"cancelled",)"},
+      {Outcome::kRefused, Word::kRefused, R"({"code":-11,"status":"refused",)"},
+  };
+  for (const auto& state : states) {
+    result.outcome = state.outcome;
+    const Reply reply = PurchaseOutcomeReply("phone", result);
+    EXPECT_EQ(reply.status, http::status::ok);
+    EXPECT_EQ(reply.word, state.word);
+    EXPECT_EQ(reply.body, std::string(state.head) +
+                              R"("activity_id":"phone","order_id":"o1","quantity":1,"items":[],)"
+                              R"("remaining":5,"replayed":true})");
+  }
+  result.outcome = Outcome::kCancelled;
+  result.refund_due = true;
+  EXPECT_NE(PurchaseOutcomeReply("phone", result).body.find(R"("refund_due":true)"),
+            std::string::npos);
+}
+
+TEST(DrawOutcomeReplyTest, ARefusedWinKeepsItsPrizeAndSaysRefused) {
+  service::DrawResult refused = Won();
+  refused.outcome = Outcome::kRefused;
+  refused.replayed = true;
+  const Reply reply = DrawOutcomeReply("spring", refused);
+  EXPECT_EQ(reply.status, http::status::ok);
+  EXPECT_EQ(reply.word, Word::kRefused);
+  EXPECT_EQ(reply.body,
+            R"({"code":-11,"status":"refused","activity_id":"spring","order_id":"o1",)"
+            R"("prize":{"id":"cup","name":"A tea cup"},"draws":1,"remaining":4,"replayed":true})");
+}
+
 TEST(PurchaseOutcomeReplyTest, LimitsSayWhatTheUserHoldsAndMayBuy) {
   service::PurchaseResult result;
   result.outcome = Outcome::kLimitExceeded;

@@ -22,6 +22,11 @@ constexpr std::array<std::string_view, static_cast<size_t>(Word::kCount)> kWords
     "no_prize",
     "limit_reached",
     "limit_exceeded",
+    "paid",
+    "compensation_due",
+    "cancelled",
+    "refused",
+    "idempotency_key_reused",
     "queued",
     "pending",
     "ok",
@@ -78,6 +83,16 @@ Word WordFor(core::Outcome outcome) {
       return Word::kOverloaded;
     case core::Outcome::kLimitExceeded:
       return Word::kLimitExceeded;
+    case core::Outcome::kPaid:
+      return Word::kPaid;
+    case core::Outcome::kCompensationDue:
+      return Word::kCompensationDue;
+    case core::Outcome::kCancelled:
+      return Word::kCancelled;
+    case core::Outcome::kRefused:
+      return Word::kRefused;
+    case core::Outcome::kKeyReused:
+      return Word::kKeyReused;
     case core::Outcome::kBehind:
       return Word::kUnavailable;  // turned into the frozen answer before it gets here
   }

@@ -32,8 +32,13 @@ enum class Word : uint8_t {
   kNoPrize,
   kLimitReached,
   kLimitExceeded,
-  kQueued,   // a draw joined the admission queue (202, with a ticket)
-  kPending,  // a ticket not decided yet
+  kPaid,             // a replayed order: paid
+  kCompensationDue,  // a replayed order: flagged for compensation
+  kCancelled,        // a replayed order: cancelled (expired unpaid, or released)
+  kRefused,          // a replayed order: refused by the record (dead-lettered)
+  kKeyReused,        // an Idempotency-Key used before with another request (422)
+  kQueued,           // a draw joined the admission queue (202, with a ticket)
+  kPending,          // a ticket not decided yet
   kOk,
   kCreated,
   kBadRequest,

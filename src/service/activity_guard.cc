@@ -117,12 +117,31 @@ void ActivityGuards::Thaw(std::string_view activity_id, core::WriteSeq redis_hol
   if (found == frozen_.end() || !guard.frozen_.load(std::memory_order_relaxed)) return;
   ActivityFreeze freeze = std::move(found->second);
   frozen_.erase(found);
-  freeze.thawed_ms = clock_.NowMs();
   freeze.repair_epoch = repair_epoch;
   freeze.orders_applied = orders_applied;
   freeze.oversold_units = oversold_units;
+  ThawLocked(guard, std::move(freeze));
+}
+
+void ActivityGuards::ThawNode(std::string_view node, int64_t repair_epoch) {
+  std::lock_guard lock(mutex_);
+  for (auto it = frozen_.begin(); it != frozen_.end();) {
+    if (it->second.reason != FreezeReason::kServer || it->second.node != node) {
+      ++it;
+      continue;
+    }
+    ActivityGuard& guard = OfLocked(it->first);
+    ActivityFreeze freeze = std::move(it->second);
+    it = frozen_.erase(it);
+    freeze.repair_epoch = repair_epoch;
+    ThawLocked(guard, std::move(freeze));
+  }
+}
+
+void ActivityGuards::ThawLocked(ActivityGuard& guard, ActivityFreeze freeze) {
+  freeze.thawed_ms = clock_.NowMs();
   spdlog::info("activity '{}': repaired (epoch {}), selling again after {} ms frozen ({})",
-               activity_id, repair_epoch, freeze.thawed_ms - freeze.since_ms,
+               freeze.activity_id, freeze.repair_epoch, freeze.thawed_ms - freeze.since_ms,
                ToString(freeze.reason));
   history_.push_back(std::move(freeze));
   if (history_.size() > kKeep) history_.pop_front();
@@ -143,6 +162,12 @@ std::vector<ActivityFreeze> ActivityGuards::Frozen() const {
   return out;
 }
 
+FreezeReason ActivityGuards::ReasonOf(std::string_view activity_id) const {
+  std::lock_guard lock(mutex_);
+  const auto found = frozen_.find(activity_id);
+  return found == frozen_.end() ? FreezeReason::kNone : found->second.reason;
+}
+
 std::vector<ActivityFreeze> ActivityGuards::History() const {
   std::lock_guard lock(mutex_);
   return {history_.begin(), history_.end()};
@@ -151,7 +176,9 @@ std::vector<ActivityFreeze> ActivityGuards::History() const {
 std::map<std::string, core::WriteSeq> ActivityGuards::FrozenFloors() const {
   std::lock_guard lock(mutex_);
   std::map<std::string, core::WriteSeq> out;
-  for (const auto& [id, freeze] : frozen_) out.emplace(id, freeze.floor);
+  for (const auto& [id, freeze] : frozen_) {
+    if (freeze.reason != FreezeReason::kServer) out.emplace(id, freeze.floor);
+  }
   return out;
 }
 

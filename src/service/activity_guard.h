@@ -89,13 +89,20 @@ class ActivityGuards {
   // Thaws it after its repair (or once Redis shows another's), the floor raised to `redis_holds`.
   void Thaw(std::string_view activity_id, core::WriteSeq redis_holds, int64_t repair_epoch,
             int64_t orders_applied, int64_t oversold_units);
+  // Thaws the activities frozen for `node`'s server event (kServer) once that event's repair is
+  // confirmed (RedisWatch::Confirm); their floors stay. The repair's figures are the event's
+  // (admin status, events[].repair), not split per activity.
+  void ThawNode(std::string_view node, int64_t repair_epoch);
   void CountRefused(std::string_view activity_id);
 
   // The activities frozen now, and the last kKeep freezes (thawed or not), oldest first.
   std::vector<ActivityFreeze> Frozen() const;
   std::vector<ActivityFreeze> History() const;
   bool any_frozen() const { return frozen_count_.load(std::memory_order_acquire) > 0; }
-  // The activities frozen now, by id: where the floor stood when each froze.
+  // Why the activity is frozen (kNone: it is not).
+  FreezeReason ReasonOf(std::string_view activity_id) const;
+  // The activities frozen now for their write sequence (kBehind), by id: where the floor stood
+  // when each froze. A kServer freeze ends with its server's repair (ThawNode), not on its own.
   std::map<std::string, core::WriteSeq> FrozenFloors() const;
 
   // flashsale_activity_freezes_total{activity,reason}: freezes since start (the gauge of a frozen
@@ -107,6 +114,8 @@ class ActivityGuards {
 
  private:
   ActivityGuard& OfLocked(std::string_view activity_id);
+  // Moves a freeze of frozen_ to history_ and thaws its guard. Under mutex_.
+  void ThawLocked(ActivityGuard& guard, ActivityFreeze freeze);
 
   const base::Clock& clock_;
   mutable std::mutex mutex_;

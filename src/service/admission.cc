@@ -90,6 +90,10 @@ std::optional<Refusal> RefuseByEarlierLimit(int64_t refused_until_ms, int64_t no
   return Refusal{Outcome::kRateLimited, LocalReason::kRateLimited, refused_until_ms - now_ms};
 }
 
+bool Replayable(const AdmissionRequest& request, const Refusal& refusal) {
+  return !request.idempotency_key.empty() && refusal.outcome != Outcome::kUnknownActivity;
+}
+
 std::string IdempotencyToken(const ServiceContext& context, const AdmissionRequest& request) {
   if (request.idempotency_key.empty()) return {};
   return context.KeyToken(std::string(request.user_id) + '\n' +

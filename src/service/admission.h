@@ -7,7 +7,9 @@
 //      bought, a lottery drawn);
 //   3. the local gate, no Redis: frozen after a Redis restart or failover (service/redis_watch.h),
 //      closed, outside the window, sold out (a flag this thread set when Redis said so), a
-//      rate-limit refusal still in force;
+//      rate-limit refusal still in force; a request refused there (or by step 4) that carries an
+//      Idempotency-Key is a retry's chance: it gets its key's first outcome when there is one
+//      (service/replay.h), the refusal only when the key is not known. Frozen answers everyone;
 //   4. rate limits (when the activity has any): one GCRA script over the user's and the client
 //      address's limiters;
 //   5. a fresh order id and the token of the Idempotency-Key, which every retry sends again.
@@ -159,15 +161,21 @@ boost::asio::awaitable<void> ConfirmTaken(ServiceContext& context, std::string_v
   }
 }
 
-// Admit, then: a refusal as an R, or `decide(admission)` (returning an awaitable base::Result<R>).
-template <typename R, typename Decide>
+// Whether a refusal of the gate (step 3 after the freeze, or step 4) goes to the request's replay:
+// it carries an Idempotency-Key, and the activity is known.
+bool Replayable(const AdmissionRequest& request, const Refusal& refusal);
+
+// Admit, then: `decide(admission)` (returning an awaitable base::Result<R>); a refusal as an R,
+// or, Replayable, `replay(refusal)` (the key's first outcome, or the refusal: service/replay.h).
+template <typename R, typename Decide, typename Replay>
 boost::asio::awaitable<base::Result<R>> AdmitThen(ServiceContext& context,
                                                   const AdmissionRequest& request, Use use,
-                                                  Decide decide) {
+                                                  Decide decide, Replay replay) {
   auto admitted = co_await Admit(context, request, use);
   if (!admitted.ok()) co_return std::move(admitted).error();
   if (const auto* refusal = std::get_if<Refusal>(&*admitted)) {
-    co_return RefusedResult<R>(*refusal);
+    if (!Replayable(request, *refusal)) co_return RefusedResult<R>(*refusal);
+    co_return co_await replay(*refusal);
   }
   co_return co_await decide(std::get<Admitted>(*admitted));
 }

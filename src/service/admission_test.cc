@@ -238,6 +238,28 @@ TEST_F(AdmissionTest, AFrozenGateRefusesEveryUse) {
   settings_.redis_watch = nullptr;
 }
 
+// A retry with an Idempotency-Key goes past the gate to its replay, but not past the freeze: the
+// purchase never reaches Redis (whose connection here is not even started).
+TEST_F(AdmissionTest, AFrozenGateAnswersARetryWithAKeyToo) {
+  RedisWatch watch(clock_);
+  settings_.redis_watch = &watch;
+  const AdmissionRequest retry{.activity_id = "closed", .user_id = "alice", .idempotency_key = "k"};
+  auto answered = RunToEnd(service::Purchase(*context_, retry));
+  ASSERT_FALSE(answered.ok());
+  EXPECT_EQ(answered.error().message, kFrozenMessage);
+  settings_.redis_watch = nullptr;
+}
+
+TEST_F(AdmissionTest, OnlyARefusalOfAKnownActivityWithAKeyIsReplayable) {
+  const AdmissionRequest keyed{.activity_id = "closed", .user_id = "alice", .idempotency_key = "k"};
+  const AdmissionRequest plain{.activity_id = "closed", .user_id = "alice"};
+  const Refusal closed = RefusalOf("closed");
+  EXPECT_TRUE(Replayable(keyed, closed));
+  EXPECT_FALSE(Replayable(plain, closed));
+  EXPECT_FALSE(Replayable(keyed, RefusalOf("ghost")));
+  EXPECT_TRUE(Replayable(keyed, Refusal{.outcome = Outcome::kRateLimited}));  // Redis's limiter
+}
+
 TEST_F(AdmissionTest, ARateLimitRefusalInForceIsAnsweredLocally) {
   core::SeckillActivity limited = Sale("limited");
   limited.user_rate = core::RateLimit{.per_second = 1, .burst = 1};

@@ -48,6 +48,7 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
       limiter_(runner),
       order_stream_(runner, settings.key_namespace),
       draw_queue_(runner, settings.key_namespace),
+      idempotency_(runner, settings.key_namespace),
       store_(store),
       db_executor_(std::move(db_executor)),
       registry_(registry),
@@ -121,14 +122,28 @@ ActivityGuard* ServiceContext::GuardOf(std::string_view activity_id) {
 FreezeReason ServiceContext::FrozenReason(std::string_view activity_id) {
   RedisWatch* watch = settings_.redis_watch;
   if (watch == nullptr) return FreezeReason::kNone;
-  if (GuardOf(activity_id)->frozen()) return FreezeReason::kBehind;
-  if (!watch->frozen()) return FreezeReason::kNone;
-  // Some server's event is open. One server: it holds every activity. A cluster: the node
-  // serving the activity's slot (unknown: as frozen).
-  const redis::ClusterRouter* router = runner_.connection().cluster();
-  if (router == nullptr) return FreezeReason::kServer;
-  const std::string node = router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
-  return node.empty() || watch->NodeFrozen(node) ? FreezeReason::kServer : FreezeReason::kNone;
+  const bool own = GuardOf(activity_id)->frozen();
+  if (!own && !watch->frozen()) return FreezeReason::kNone;
+  if (watch->frozen()) {
+    // Some server's event is open. One server: it holds every activity. A cluster: the node
+    // serving the activity's slot (unknown: as frozen). Frozen so, the activity's freeze is also
+    // kept as its own (server_changed, for admin status and /metrics) until that event's repair.
+    const redis::ClusterRouter* router = runner_.connection().cluster();
+    if (router == nullptr) {
+      watch->FreezeForNode(activity_id, "");
+      return FreezeReason::kServer;
+    }
+    const std::string node = router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
+    if (node.empty()) return FreezeReason::kServer;
+    if (watch->NodeFrozen(node)) {
+      watch->FreezeForNode(activity_id, node);
+      return FreezeReason::kServer;
+    }
+  }
+  if (!own) return FreezeReason::kNone;
+  // Its own freeze: from its write sequence, or kept from its server's event (thawed with that
+  // event's repair).
+  return watch->activities().ReasonOf(activity_id);
 }
 
 core::WriteSeq ServiceContext::Floor(std::string_view activity_id) {

@@ -21,6 +21,7 @@
 #include "core/outcome.h"
 #include "core/write_seq.h"
 #include "redis/draw_queue.h"
+#include "redis/idempotency.h"
 #include "redis/order_stream.h"
 #include "redis/rate_limiter.h"
 #include "redis/replica_wait.h"
@@ -83,6 +84,7 @@ class ServiceContext {
   redis::RateLimiter& limiter() { return limiter_; }
   redis::OrderStream& order_stream() { return order_stream_; }
   redis::DrawQueue& draw_queue() { return draw_queue_; }
+  redis::IdempotencyRecords& idempotency() { return idempotency_; }
   store::Store& store() { return store_; }
   const boost::asio::any_io_executor& db_executor() const { return db_executor_; }
   ActivityRegistry& registry() { return registry_; }
@@ -150,6 +152,7 @@ class ServiceContext {
   redis::RateLimiter limiter_;
   redis::OrderStream order_stream_;
   redis::DrawQueue draw_queue_;
+  redis::IdempotencyRecords idempotency_;
   store::Store& store_;
   boost::asio::any_io_executor db_executor_;
   ActivityRegistry& registry_;

@@ -5,6 +5,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "service/replay.h"
+
 namespace flashsale::service {
 
 namespace asio = boost::asio;
@@ -116,8 +118,69 @@ asio::awaitable<Result<DrawResult>> DrawNow(ServiceContext& context,
     co_return FrozenError();
   }
   DrawResult result = FromDrawn(context, admission, std::move(*drawn));
+  if (result.replayed) {
+    // A win as the record has it now (flagged for compensation), over Redis's word.
+    bool refund_due = false;
+    co_await ReadOrderState(context, result.order_id, result.outcome, refund_due);
+  }
   co_await ConfirmTaken(context, activity_id, result);
   co_return std::move(result);
+}
+
+// A request with a key that the gate turned away: its key's first outcome (a draw as it is now,
+// or its queued draw's ticket: service/replay.h), or the gate's refusal when the key is not known.
+asio::awaitable<Result<DrawResult>> ReplayOrRefuse(ServiceContext& context,
+                                                   const AdmissionRequest& request,
+                                                   const Refusal& refusal) {
+  auto found = co_await FindKeyReplay(context, request, Use::kDraw);
+  if (!found.ok()) co_return std::move(found).error();
+  using Kind = redis::KeyReplay::Kind;
+  if (found->kind == Kind::kNone) co_return RefusedResult<DrawResult>(refusal);
+  DrawResult result;
+  if (found->outcome == Outcome::kKeyReused) {
+    result.outcome = Outcome::kKeyReused;
+    co_return result;
+  }
+  result.replayed = true;
+  if (found->kind == Kind::kTicket) {
+    result.ticket = std::move(found->order_id);
+    co_return result;
+  }
+  const SnapshotPtr snapshot = context.snapshot();
+  result = Decided(snapshot->Find(request.activity_id), found->outcome, std::move(found->order_id),
+                   std::move(found->detail), found->count);
+  result.replayed = true;
+  result.remaining = found->remaining;
+  bool refund_due = false;
+  co_await ReadOrderState(context, result.order_id, result.outcome, refund_due);
+  co_return result;
+}
+
+// What a draw did, for its key's claim (service/replay.h): a ticket or a draw made (won or not).
+KeyFate FateOf(const Result<DrawResult>& result) {
+  if (!result.ok()) return KeyFate::kNothing;
+  if (result->unknown) return KeyFate::kUnknown;
+  if (result->replayed) return KeyFate::kReplayed;
+  const bool made = !result->ticket.empty() || result->outcome == Outcome::kReserved ||
+                    result->outcome == Outcome::kNoPrize;
+  return made ? KeyFate::kMade : KeyFate::kNothing;
+}
+
+// The draw (or the queue's ticket) of a request; with an Idempotency-Key, between the key's claim
+// and its settling.
+asio::awaitable<Result<DrawResult>> DrawOrEnqueue(ServiceContext& context,
+                                                  const AdmissionRequest& request,
+                                                  const Admitted& admission) {
+  return admission.record->activity.lottery->admission == core::Admission::kDirect
+             ? DrawNow(context, request, admission)
+             : Enqueue(context, request, admission);
+}
+asio::awaitable<Result<DrawResult>> DrawWithKey(ServiceContext& context,
+                                                const AdmissionRequest& request,
+                                                const Admitted& admission) {
+  co_return co_await DecideWithKey<DrawResult>(
+      context, request, Use::kDraw, [&] { return DrawOrEnqueue(context, request, admission); },
+      FateOf);
 }
 
 }  // namespace
@@ -151,6 +214,9 @@ asio::awaitable<Result<std::optional<DrawResult>>> GetTicket(ServiceContext& con
           Decided(snapshot->Find(activity_id), ticket->outcome, std::move(ticket->order_id),
                   std::move(ticket->prize_id), ticket->draws);
       if (result.outcome == Outcome::kSoldOut) context.MarkSoldOut(activity_id);
+      // A win as the record has it now, as a replay reports it.
+      bool refund_due = false;
+      co_await ReadOrderState(context, result.order_id, result.outcome, refund_due);
       co_return std::optional<DrawResult>(std::move(result));
     }
     if (std::chrono::steady_clock::now() + kTicketPoll > until) {
@@ -163,11 +229,12 @@ asio::awaitable<Result<std::optional<DrawResult>>> GetTicket(ServiceContext& con
 
 asio::awaitable<Result<DrawResult>> Draw(ServiceContext& context, AdmissionRequest request) {
   co_return co_await AdmitThen<DrawResult>(
-      context, request, Use::kDraw, [&](const Admitted& admission) {
-        return admission.record->activity.lottery->admission == core::Admission::kDirect
-                   ? DrawNow(context, request, admission)
-                   : Enqueue(context, request, admission);
-      });
+      context, request, Use::kDraw,
+      [&](const Admitted& admission) {
+        return admission.idempotency_token.empty() ? DrawOrEnqueue(context, request, admission)
+                                                   : DrawWithKey(context, request, admission);
+      },
+      [&](const Refusal& refusal) { return ReplayOrRefuse(context, request, refusal); });
 }
 
 }  // namespace flashsale::service

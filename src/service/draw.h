@@ -27,7 +27,8 @@ struct WonPrize {
   std::string name;  // the prize's name in the registry; its id when the registry has none
 };
 
-// The outcome of a draw, or of a queued draw's ticket.
+// The outcome of a draw, or of a queued draw's ticket. A replayed win (and a ticket's) is
+// reported as it is now (service/replay.h): won, refused, compensation due.
 struct DrawResult {
   core::Outcome outcome = core::Outcome::kUnknownActivity;  // kReserved: won; kNoPrize: lost
   LocalReason local = LocalReason::kNone;

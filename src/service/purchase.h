@@ -25,18 +25,20 @@ namespace flashsale::service {
 // A purchase's fields; AdmissionRequest's quantity is the units asked for.
 using PurchaseRequest = AdmissionRequest;
 
-// The outcome of a purchase.
+// The outcome of a purchase. A replay reports the order as it is now (service/replay.h): one of
+// core::IsOrderState's outcomes, with the order's own quantity and items.
 struct PurchaseResult {
   core::Outcome outcome = core::Outcome::kUnknownActivity;
   LocalReason local = LocalReason::kNone;
   std::string order_id;
-  std::vector<std::string> items;  // kReserved, itemised stock: the item ids taken
+  std::vector<std::string> items;  // an order, itemised stock: the item ids taken
   int64_t quantity = 0;
   int64_t remaining = -1;  // -1: not known (answered locally)
   int64_t bought = 0;      // units the user holds
   int64_t may_buy = 0;     // kLimitExceeded: units the per-user limit still allows
   int64_t pay_by_ms = 0;   // a reservation in a payment window: when it expires unpaid; 0: none
   bool replayed = false;
+  bool refund_due = false;     // kCancelled: a payment came after it and is to be refunded
   int64_t retry_after_ms = 0;  // kRateLimited
   // Set when an attempt's outcome was unknown (sent, no answer) and no later attempt decided
   // it: the reservation may exist under `order_id`; `unknown_reason` says what happened. Once

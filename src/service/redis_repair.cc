@@ -193,14 +193,33 @@ asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::Ser
   // that anyone saw: said at info level); after a restart or failover seen live, a repair.
   const bool startup = watch.startup_open();
   const auto started = std::chrono::steady_clock::now();
+  // Which activities: on one server, all of them; on a cluster, those whose slot a pending node
+  // serves now (the router's map on this thread; a slot whose node is not known: repaired too).
+  const redis::ClusterRouter* router = context.redis().cluster();
+  if (router != nullptr) {
+    // This thread's map may predate the event (another thread's router reported it): it would
+    // leave a promoted node's activities out. Each activity of the record read through it first:
+    // a slot that moved is followed (MOVED points it at its node at once), and one still pointed
+    // at a node that is gone fails; its map refreshed, the next round repairs.
+    const auto list = [](store::Store& store) { return store.ListActivities(); };
+    auto listed = co_await context.OnDb(list);
+    if (!listed.ok()) co_return std::move(listed).error();
+    for (const auto& activity : *listed) {
+      const std::string& id = activity.activity.id;
+      auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      if (!status.ok()) {
+        co_return base::MakeError(base::ErrorCode::kUnavailable,
+                                  "redis {}: '{}' not read before the repair ({}); repaired once "
+                                  "the slot map is current",
+                                  servers, id, status.error().message);
+      }
+    }
+  }
   if (startup) {
     spdlog::info("redis {}: start-up check of every activity against the record", servers);
   } else {
     spdlog::warn("redis {}: lost-write repair starts", servers);
   }
-  // Which activities: on one server, all of them; on a cluster, those whose slot a pending node
-  // serves now (the router's map on this thread; a slot whose node is not known: repaired too).
-  const redis::ClusterRouter* router = context.redis().cluster();
   const auto on_pending = [router, &pending](const std::string& activity_id) {
     if (router == nullptr) return true;
     const std::string node = router->NodeOfSlot(redis::KeySlot(fmt::format("{{{}}}", activity_id)));
@@ -379,7 +398,10 @@ asio::awaitable<void> ResolveFrozenActivities(ServiceContext& context, RedisWatc
                                               bool may_repair) {
   if (!watch.activities().any_frozen()) co_return;
   redis::ServiceState state(context.redis(), context.settings().key_namespace);
-  for (const auto& [id, floor] : watch.activities().FrozenFloors()) {
+  for (const auto& frozen : watch.activities().FrozenFloors()) {
+    // (Named copies: clang 14 cannot capture a structured binding in the lambda below.)
+    const std::string& id = frozen.first;
+    const redis::WriteSeq floor = frozen.second;
     // Repaired elsewhere since it froze? Only a repair writes a later epoch.
     auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) continue;  // Redis unreachable: next round

@@ -107,6 +107,19 @@ bool RedisWatch::NodeFrozen(std::string_view node_name) const {
   return found != nodes_.end() && found->second.pending;
 }
 
+void RedisWatch::FreezeForNode(std::string_view activity_id, std::string_view node_name) {
+  std::lock_guard lock(mutex_);  // so a Confirm of the node either comes after and thaws it, or
+                                 // came before and it is not frozen here
+  if (!any_confirmed_) return;   // the startup's freeze: nothing sold yet, nothing to show
+  // One server (no node named): the node its connections reported.
+  auto found = !node_name.empty()
+                   ? nodes_.find(node_name)
+                   : std::find_if(nodes_.begin(), nodes_.end(),
+                                  [](const auto& node) { return node.second.pending; });
+  if (found == nodes_.end() || !found->second.pending) return;
+  activities_.Freeze(activity_id, FreezeReason::kServer, {}, found->first);
+}
+
 void RedisWatch::AdoptEpoch(int64_t epoch) {
   int64_t current = epoch_.load(std::memory_order_relaxed);
   while (epoch > current && !epoch_.compare_exchange_weak(current, epoch, std::memory_order_release,
@@ -177,6 +190,7 @@ void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
     if (std::find(run_ids.begin(), run_ids.end(), node.seen) != run_ids.end()) {
       node.pending = false;
       confirmed = true;
+      activities_.ThawNode(name, epoch);
     } else {
       left = true;
     }
@@ -193,12 +207,20 @@ void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
     if (!event.startup) {
       lost_check_due_ = true;
       frozen_ms_total_ += now - event.back_ms;
-      totals_.orders_applied += summary.orders_applied;
-      totals_.units_applied += summary.units_applied;
-      totals_.rebuilt += summary.rebuilt;
-      totals_.oversold_units += summary.oversold_units;
-      totals_.flagged_orders += summary.flagged_orders;
-      totals_.acknowledged_lost += summary.acknowledged_lost;
+      // Each repair counted once (its epoch names it): an event confirmed by the markers of a
+      // repair counted already (another thread's router reporting the same promotion after that
+      // repair ran) shows its figures but does not add them again.
+      if (std::find(counted_epochs_.begin(), counted_epochs_.end(), summary.epoch) ==
+          counted_epochs_.end()) {
+        counted_epochs_.push_back(summary.epoch);
+        if (counted_epochs_.size() > kKeep) counted_epochs_.pop_front();
+        totals_.orders_applied += summary.orders_applied;
+        totals_.units_applied += summary.units_applied;
+        totals_.rebuilt += summary.rebuilt;
+        totals_.oversold_units += summary.oversold_units;
+        totals_.flagged_orders += summary.flagged_orders;
+        totals_.acknowledged_lost += summary.acknowledged_lost;
+      }
       spdlog::warn(
           "redis {}: repaired (epoch {}) after {} ms frozen: {} orders ({} units) applied again, "
           "{} activities rebuilt, {} units oversold, {} acknowledged orders lost",

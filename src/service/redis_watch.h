@@ -100,6 +100,11 @@ class RedisWatch {
   // The fence epoch of the last repair this process confirmed or learned of (0: none yet): what
   // order batches are written under.
   int64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // `activity_id` is served by `node`, whose server changed after startup and is not repaired
+  // yet: the activity's freeze is kept as its own (reason server_changed: admin status's
+  // activities, /metrics) until that repair is confirmed. Nothing when the node is not frozen.
+  // `node` empty: one server, the node its connections reported.
+  void FreezeForNode(std::string_view activity_id, std::string_view node);
   // A repair elsewhere advanced the record's fence to `epoch` (the record refused a batch read
   // under an older one): batches read from now on carry it.
   void AdoptEpoch(int64_t epoch);
@@ -184,6 +189,7 @@ class RedisWatch {
   int64_t refused_total_ = 0;
   int64_t events_total_ = 0;
   RepairSummary totals_;
+  std::deque<int64_t> counted_epochs_;  // the epochs of the last repairs added to totals_
   struct Ack {
     int64_t at_ms;
     uint32_t activity;   // index into ack_activities_

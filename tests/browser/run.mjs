@@ -514,8 +514,11 @@ describe("what a buyer sees", () => {
   });
 });
 
-// The outcome of a purchase Redis took and did not answer in time: a service of its own whose
-// redis-server is stopped (SIGSTOP, by PID) while the page presses, then continued.
+// A purchase while Redis does not answer: a service of its own whose redis-server is stopped
+// (SIGSTOP, by PID) while the page presses, then continued. The page's purchase carries an
+// Idempotency-Key, whose claim is its first Redis command (src/service/replay.h): that is what goes
+// unanswered, before any script is sent, so the service says it is unavailable and nothing was
+// done (not an unknown outcome), and the retry with the same key buys once.
 describe("buyer page when Redis stalls", () => {
   const stalled = new Service(["--demo", "--redis-timeout-ms", "1000"], "flashsale-stalled");
   before(async () => {
@@ -527,7 +530,7 @@ describe("buyer page when Redis stalls", () => {
     assert.deepEqual(exit, { code: 0, signal: null }, `flashsale did not stop cleanly:\n${stalled.log()}`);
   });
 
-  test("an unknown outcome says so, and pressing again finds the one order", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+  test("no answer says so, and pressing again finds the one order", { timeout: TEST_TIMEOUT_MS }, async (t) => {
     const page = await newPage(t);
     await page.goto(`${stalled.base}/?activity=demo`);
     await page.fill("#user-name", "patient");
@@ -538,19 +541,47 @@ describe("buyer page when Redis stalls", () => {
     let said;
     try {
       await page.click("#action");
-      said = await seen(page, "unknown_outcome");
+      said = await seen(page, "unavailable");
     } finally {
       process.kill(redis[0], "SIGCONT");
     }
-    assert.match(said, /^No answer in time: the purchase may have gone through\. Press again in \d+ s to find out — the retry carries the same key, so it cannot buy twice\.$/);
+    assert.match(said, /^The service is unavailable for a moment \(unavailable\)\. Try again in \d+ s — a retry carries the same key, so it cannot buy twice\.$/);
 
     await page.waitForSelector("#action:enabled");
     await page.click("#action");
-    const again = await seen(page, "reserved", "reserved-after-unknown-outcome");
+    const again = await seen(page, "reserved", "reserved-after-no-answer");
     const order = await page.textContent("#order-id");
     assert.match(again, new RegExp(`^Reserved! Order ${order}\n\\d+ left\\.$`));
     const orders = await stalled.http("GET", "/api/v1/orders", { headers: { "X-User-Id": "patient" } });
     assert.deepEqual(orders.json.orders.filter((o) => o.activity_id === "demo").map((o) => o.order_id), [order], orders.text);
+    assert.deepEqual(page.errors, []);
+  });
+
+  // A purchase without a key sends its script at once, so a stall leaves its outcome unknown. The
+  // page always sends a key; what it shows for that answer is checked on the service's own reply,
+  // taken while Redis was stopped and handed to the page's next purchase as it came.
+  test("an unknown outcome says so", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    const redis = redisServersFor(stalled.dataDir);
+    process.kill(redis[0], "SIGSTOP");
+    let reply;
+    try {
+      reply = await stalled.buy("demo", "keyless");
+    } finally {
+      process.kill(redis[0], "SIGCONT");
+    }
+    assert.equal(reply.status, 503, reply.text);
+    assert.equal(reply.json.status, "unknown_outcome", reply.text);
+
+    const page = await newPage(t);
+    await page.route("**/api/v1/activities/demo/purchase", (route) =>
+      route.fulfill({ status: reply.status, headers: Object.fromEntries(reply.headers), body: reply.text }),
+    );
+    await page.goto(`${stalled.base}/?activity=demo`);
+    await page.fill("#user-name", "keyless");
+    await page.waitForSelector("#action:enabled");
+    await page.click("#action");
+    const said = await seen(page, "unknown_outcome");
+    assert.match(said, /^No answer in time: the purchase may have gone through\. Press again in \d+ s to find out — the retry carries the same key, so it cannot buy twice\.$/);
     assert.deepEqual(page.errors, []);
   });
 });

@@ -301,18 +301,22 @@ TEST_F(SeckillTest, IdempotencyKeyReturnsTheFirstOutcomeAndOrderId) {
   EXPECT_EQ(retry->order_id, "first-order");
   EXPECT_EQ(Status("idem").reserved, 1);
 
-  // A refusal is kept too: after the sale sells out, the retry of a refused request stays
-  // refused for the same reason, even if stock came back meanwhile.
+  // A refusal is not kept (it took nothing; fresh keys must not fill Redis): the retry of a
+  // refused request is decided again, as what Redis decides now.
   ASSERT_EQ(Reserve("idem", "o-b", "bob")->outcome, Outcome::kReserved);
   auto refused = Reserve("idem", "o-c1", "carol", 1, 1500, "tokenC");
   EXPECT_EQ(refused->outcome, Outcome::kSoldOut);
+  EXPECT_EQ(server_->Integer({"EXISTS", Keys("idem").Idempotency("tokenC")}), 0);
+  EXPECT_EQ(Reserve("idem", "o-c2", "carol", 1, 1500, "tokenC")->outcome, Outcome::kSoldOut);
   ASSERT_TRUE(AddStock("idem", 5).ok());
-  auto refused_again = Reserve("idem", "o-c2", "carol", 1, 1500, "tokenC");
-  EXPECT_EQ(refused_again->outcome, Outcome::kSoldOut);
-  EXPECT_TRUE(refused_again->replayed);
-  EXPECT_EQ(refused_again->order_id, "o-c1");
+  auto decided_again = Reserve("idem", "o-c3", "carol", 1, 1500, "tokenC");
+  EXPECT_EQ(decided_again->outcome, Outcome::kReserved);
+  EXPECT_FALSE(decided_again->replayed);
+  EXPECT_EQ(decided_again->order_id, "o-c3");
+  // Now kept: the next retry replays that reservation.
+  EXPECT_EQ(Reserve("idem", "o-c4", "carol", 1, 1500, "tokenC")->order_id, "o-c3");
   // A new key is a new request.
-  EXPECT_EQ(Reserve("idem", "o-c3", "carol", 1, 1500, "tokenD")->outcome, Outcome::kReserved);
+  EXPECT_EQ(Reserve("idem", "o-d1", "dave", 1, 1500, "tokenD")->outcome, Outcome::kReserved);
   // The record expires with its TTL.
   const auto ttl = server_->Integer({"PTTL", Keys("idem").Idempotency("tokenA")});
   EXPECT_GT(ttl, 0);

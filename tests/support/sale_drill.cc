@@ -97,6 +97,10 @@ void SaleLoad::Run(int first, int step) {
   for (int64_t i = first; i < users_ && !stop_; i += step) {
     const std::string user = fmt::format("u{}", i);
     while (!stop_) {
+      if (held_) {
+        std::this_thread::sleep_for(milliseconds(5));
+        continue;
+      }
       if (port_ != port) {
         port = port_;
         client = std::make_unique<HttpClient>("127.0.0.1", port);
@@ -146,6 +150,24 @@ int64_t SqliteScalar(const std::string& db_path, const std::string& sql) {
   }
   sqlite3_close(db);
   return value;
+}
+
+std::vector<std::string> SqliteColumn(const std::string& db_path, const std::string& sql) {
+  std::vector<std::string> out;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* statement = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(statement) == SQLITE_ROW) {
+        const unsigned char* text = sqlite3_column_text(statement, 0);
+        out.emplace_back(text != nullptr ? reinterpret_cast<const char*>(text) : "");
+      }
+    }
+    sqlite3_finalize(statement);
+  }
+  sqlite3_close(db);
+  return out;
 }
 
 WholeCheckResult ExpectWholeCheck(const WholeCheckOptions& options) {

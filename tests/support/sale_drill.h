@@ -34,6 +34,9 @@ class SaleLoad {
   SaleLoad& operator=(const SaleLoad&) = delete;
 
   void set_port(uint16_t port) { port_ = port; }
+  // While held, no new request is sent (those under way finish): a drill lets the pipeline catch
+  // up at a chosen point of the sale.
+  void Hold(bool held) { held_ = held; }
   // Times the recovery after a kill: from here to the first reservation answered to a request
   // sent after a failure was seen (a request answered just before the kill does not count).
   void MarkKill();
@@ -55,6 +58,7 @@ class SaleLoad {
   const int64_t users_;
   const std::string path_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> held_{false};
   std::atomic<int64_t> finished_{0};
   std::atomic<int64_t> retries_{0};
   std::atomic<int64_t> unknown_{0};
@@ -88,5 +92,7 @@ WholeCheckResult ExpectWholeCheck(const WholeCheckOptions& options);
 
 // One integer from a SQLite file, or -1.
 int64_t SqliteScalar(const std::string& db_path, const std::string& sql);
+// The first column of every row, as text (empty when the file cannot be read).
+std::vector<std::string> SqliteColumn(const std::string& db_path, const std::string& sql);
 
 }  // namespace flashsale::testing

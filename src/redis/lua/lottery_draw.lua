@@ -13,9 +13,12 @@
 --      stock, by weight (W' = their weights). So the chance of winning something stays the same
 --      while any prize is left, and the lottery answers -1 only when every prize is gone.
 -- Replays, as in seckill_reserve: a retry with the same order id returns the first draw; with
--- an idempotency key (idem_ttl_ms > 0) the first outcome is kept and returned. A queued draw
--- uses its ticket as that key: the ticket holds "P|user" until this script decides it, then
--- "code|draws|order_id|user".
+-- an idempotency key (idem_ttl_ms > 0) a draw made (won or no prize) is kept and returned, and a
+-- refusal is not (it took nothing: a retry is decided again, and fresh keys cost Redis nothing);
+-- a win replayed is reported as its record is now (1 won, -11 refused: dead-lettered, -10
+-- released). A queued draw uses its ticket as that key: the ticket holds "P|user" until this
+-- script decides it, then "code|draws|order_id|user", whatever the outcome (the ticket is
+-- polled for it; the user's pending tickets are bounded by lottery_enqueue.lua).
 -- Fencing: a draw by the holder of a lock (a strict first-come-first-served queue consumer)
 -- passes its fencing token; if another holder has taken the lock since, the call is refused
 -- (a FENCED error, for the whole batch) before anything is written. fence = 0: no check.
@@ -44,7 +47,8 @@
 -- Returns the write sequence, then one group per request, in order: {code, replayed, remaining,
 -- draws, order_id, prize_id}; code 1 won, 2 no prize, 0 draw limit reached (draws = the user's
 -- draws so far), -1 every prize gone, -2 not started, -3 ended, -4 unknown activity, -5 closed,
--- -6 order id used by another user, -20 behind the floor (nothing written).
+-- -6 order id used by another user, -20 behind the floor (nothing written); a replayed win
+-- (replayed = 1): 1 won, -11 refused, -10 released.
 local W, A = 8, 3  -- A: the first request's first argument
 local floor_epoch, floor_seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not floor_epoch or not floor_seq or (#ARGV - 2) % W ~= 0 then
@@ -108,14 +112,15 @@ for i = A, #ARGV, W do
   -- code: the outcome decided (nil: the order id was recorded before, a replay); held: the
   -- user's draws once raised; draws: what the reply says; prize: the prize won; conflict: a
   -- pending ticket of another user; first_code: the idempotency key's outcome (replayed, with
-  -- first_draws and its order id in `look`).
+  -- first_draws and its order id in `look`); ticket: the key is a pending ticket of this user.
   local code, held, draws, prize, conflict = nil, nil, 0, '', false
-  local look, first_code, first_draws = id, nil, nil
+  local look, first_code, first_draws, ticket = id, nil, nil, false
   repeat
     if ik > 6 then
       local first = redis.call('GET', KEYS[ik])
       if first and string.sub(first, 1, 2) == 'P|' then
         if string.sub(first, 3) ~= user then conflict = true break end
+        ticket = true
       elseif first then
         local c, d, o = string.match(first, '^(-?%d+)|(%d+)|([^|]*)|')
         if not c then
@@ -205,14 +210,16 @@ for i = A, #ARGV, W do
         reply[nr + 1], reply[nr + 2], reply[nr + 3] = 2, 1, remaining
         reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, ''
       else
-        reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 1, remaining
-        reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, won
+        -- The win as it is now: R won, F refused, X released.
+        reply[nr + 1] = (kind == 'R' and 1) or (kind == 'F' and -11) or -10
+        reply[nr + 2], reply[nr + 3] = 1, remaining
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = first_draws or 0, look, won
       end
     elseif first_code then
       reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, remaining
       reply[nr + 4], reply[nr + 5], reply[nr + 6] = first_draws, look, ''
     else
-      if ik > 6 then
+      if ticket then
         redis.call('SET', KEYS[ik], code .. '|' .. draws .. '|' .. id .. '|' .. user, 'PX', ttl)
       end
       reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, remaining

@@ -1,5 +1,6 @@
 #!lua flags=no-writes
--- A queued draw's ticket, for its owner: pending, or the draw's outcome.
+-- A queued draw's ticket, for its owner: pending, or the draw's outcome; a win as its record is
+-- now (1 won, -11 refused: dead-lettered, -10 released).
 -- KEYS: ticket orders
 -- ARGV: user_id
 -- RETURNS: {state:int [code:int draws:int order_id:str prize_id:str]}
@@ -14,8 +15,13 @@ end
 local code, draws, order_id, user = string.match(value, '^(-?%d+)|(%d+)|([^|]*)|(.*)$')
 if not code or user ~= ARGV[1] then return {-4} end
 local prize = ''
-if tonumber(code) == 1 then
+code = tonumber(code)
+if code == 1 then
   local record = redis.call('HGET', KEYS[2], order_id)
-  if record then prize = string.match(record, '^%a|[^|]*|%d+|%d+|(.*)$') or '' end
+  if record then
+    local state, won = string.match(record, '^(%a)|[^|]*|%d+|%d+|(.*)$')
+    prize = won or ''
+    if state == 'F' then code = -11 elseif state == 'X' then code = -10 end
+  end
 end
-return {1, tonumber(code), tonumber(draws), order_id, prize}
+return {1, code, tonumber(draws), order_id, prize}

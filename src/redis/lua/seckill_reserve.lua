@@ -9,9 +9,17 @@
 --   the order id: a retry with the same id (after a reply that never came) returns the first
 --     call's reservation and takes nothing more, whatever the sale's state is now (closed, sold
 --     out, the user at the limit);
---   an idempotency key (idem_ttl_ms > 0): the outcome of the first call with that key (any
---     outcome the script decided) is kept for idem_ttl_ms and returned to every retry, with the
---     first call's order id.
+--   an idempotency key (idem_ttl_ms > 0): a reservation made with that key is kept under it for
+--     idem_ttl_ms ("1|0|order_id|quantity") and returned to every retry, with the first call's
+--     order id; a request with the key and another quantity is another request under a used
+--     key, refused (-12), nothing taken (the service checks the activity and the action). A
+--     refusal is not kept: it took nothing, and a retry is decided again (what Redis decided once
+--     it decides the same way while nothing changed), so a client sending fresh keys costs Redis
+--     no memory; keys are kept only for reservations, at most the per-user limit's worth per user
+--     at a time. (A refusal an earlier version kept is still replayed until it expires.)
+--   A replayed order is reported as it is now, from its record: 1 reserved, -10 cancelled
+--   (released: expired unpaid, or given back), -11 refused (dead-lettered), with its own units
+--   and items.
 -- The lean path, decided optimistically and undone on the rare paths (the script is atomic, so
 -- nobody sees the intermediate state): the buyer's count is raised first (over the limit: lowered
 -- again), then the stock taken (short: both given back), then the order record created only if
@@ -54,8 +62,10 @@
 -- Returns the write sequence, then one group per request, in order: {code, replayed, remaining,
 -- bought, order_id, items}; items: the item ids taken (itemised stock), space-separated. code 1
 -- reserved, 0 limit reached (bought = units the user holds), -1 sold out, -2 not started, -3
--- ended, -4 unknown activity, -5 closed, -6 order id used by another user, -20 behind the floor
--- (nothing written).
+-- ended, -4 unknown activity, -5 closed, -6 order id used by another user, -12 the idempotency
+-- key was used with another quantity, -20 behind the floor (nothing written); a replayed order
+-- (replayed = 1): 1 reserved, -10 cancelled, -11 refused, and `bought` its units (0: not known,
+-- a key's record without its order's).
 local W, A = 6, 3  -- A: the first request's first argument
 local floor_epoch, floor_seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not floor_epoch or not floor_seq or (#ARGV - 2) % W ~= 0 then
@@ -198,7 +208,7 @@ for r = 1, n do
     intents[ni + 4], intents[ni + 5] = item_list, ts
     ni = ni + 5
     if ik > 6 then
-      idem_value[KEYS[ik]] = '1|0|' .. id
+      idem_value[KEYS[ik]] = '1|0|' .. id .. '|' .. qty_s
       local k = #idem_keys + 1
       idem_keys[k], idem_ttls[k] = ik, ttl
     end
@@ -207,22 +217,30 @@ for r = 1, n do
   else
     -- Any other outcome: the order id's record first, so a retry of a recorded order replays
     -- (for an idempotency key's reservation: that order's record).
-    local look, first_code, first_bought = id, nil, nil
+    local look, first_code, first_bought, first_qty = id, nil, nil, ''
     if first then
-      first_code, first_bought, look = string.match(first, '^(-?%d+)|(%d+)|(.*)$')
+      first_code, first_bought, look, first_qty =
+        string.match(first, '^(-?%d+)|(%d+)|([^|]*)|?(%d*)$')
       first_code = tonumber(first_code)
     end
+    -- The key's reservation was of another quantity: another request under a used key.
+    local reused = first_qty ~= '' and first_qty ~= qty_s
     local record = false
-    if not first or first_code == 1 then
+    if (not first or first_code == 1) and not reused then
       if bulk and records then record = records[look] end
       if record == nil or not bulk or not records then
         record = redis.call('HGET', KEYS[5], look)
         if bulk and records then records[look] = record end
       end
     end
-    local who, items
-    if record then who, items = string.match(record, '^%a|([^|]*)|%d+|%d+|(.*)$') end
-    if record and who ~= user then
+    local state, who, units, items
+    if record then
+      state, who, units, items = string.match(record, '^(%a)|([^|]*)|(%d+)|%d+|(.*)$')
+    end
+    if reused then
+      reply[nr + 1], reply[nr + 2], reply[nr + 3] = -12, 0, 0
+      reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+    elseif record and who ~= user then
       reply[nr + 1], reply[nr + 2], reply[nr + 3] = -6, 0, 0
       reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
     else
@@ -231,15 +249,14 @@ for r = 1, n do
         else left = redis.call('LLEN', KEYS[3]) end
       end
       if record then
-        reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 1, left
-        reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, look, items
+        -- The order as it is now: R reserved, X released (cancelled), F refused.
+        reply[nr + 1] = (state == 'R' and 1) or (state == 'F' and -11) or -10
+        reply[nr + 2], reply[nr + 3] = 1, left
+        reply[nr + 4], reply[nr + 5], reply[nr + 6] = tonumber(units), look, items
       elseif first then
         reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, left
         reply[nr + 4], reply[nr + 5], reply[nr + 6] = tonumber(first_bought), look, ''
       else
-        if ik > 6 then
-          redis.call('SET', KEYS[ik], code .. '|' .. bought .. '|' .. id, 'PX', ttl)
-        end
         reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, left
         reply[nr + 4], reply[nr + 5], reply[nr + 6] = bought, id, ''
       end
