@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -14,9 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <span>
 #include <sstream>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -32,26 +35,184 @@ using base::Result;
 using base::Status;
 
 constexpr std::string_view kConfigEnv = "FLASHSALE_CONFIG";
-constexpr int64_t kNoMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 
-// A setting's field: text, an integer, a switch, a number (a fraction), or a list of text.
-using Field = std::variant<std::string ServeConfig::*, int64_t ServeConfig::*, bool ServeConfig::*,
-                           double ServeConfig::*, std::vector<std::string> ServeConfig::*>;
+// What a setting's value is before it is typed: the TOML type the file gives it, and what the
+// text of a flag or a variable is read as. A Raw holds the alternative of the same index.
+enum class Shape { kText, kInteger, kSwitch, kFraction, kList };
+using Raw = std::variant<std::string, int64_t, bool, double, std::vector<std::string>>;
 
-// Checks a string setting's value: empty when it is valid, else what is wrong with it, phrased to
-// follow "setting 'x' from SOURCE: ".
-using StringCheck = std::string (*)(const std::string& value);
+// A setting's typed field in ServeConfig: how a raw value is checked and stored there, and how
+// the field's value is shown (the defaults in --help and in the config file template).
+struct Field {
+  Shape shape = Shape::kText;
+  // Checks `raw` (of this shape) and stores its typed value in `config`: "" when stored, else what
+  // is wrong with it, phrased to follow "setting 'x' from SOURCE: ".
+  std::function<std::string(Raw raw, ServeConfig& config)> store;
+  // The field's value in `config` as a raw value of this shape.
+  std::function<Raw(const ServeConfig& config)> show;
+};
 
 struct Setting {
   std::string_view name;  // the flag without its dashes and the TOML key: "data-dir"
   Field field;
   std::string_view placeholder;  // the value's name in --help
   std::string_view help;         // one line, without the default and the variable
-  int64_t min = kNoMin;          // integers and numbers only
-  int64_t max = kNoMax;
-  StringCheck check = nullptr;  // strings and each item of a list; nullptr: anything goes
 };
+
+// Checks a text setting's value (or a list's item): empty when it is valid, else what is wrong
+// with it, phrased to follow "setting 'x' from SOURCE: ".
+using TextCheck = std::string (*)(const std::string& value);
+
+// Text as it is given, checked by `check` (nullptr: anything goes).
+Field Text(std::string ServeConfig::*field, TextCheck check = nullptr) {
+  return {.shape = Shape::kText,
+          .store =
+              [field, check](Raw raw, ServeConfig& config) {
+                std::string& value = std::get<std::string>(raw);
+                std::string problem = check == nullptr ? "" : check(value);
+                if (problem.empty()) config.*field = std::move(value);
+                return problem;
+              },
+          .show = [field](const ServeConfig& config) -> Raw { return config.*field; }};
+}
+
+// A list of text, each item checked by `check`: empty items (",," or a trailing comma) are
+// refused, not skipped.
+Field List(std::vector<std::string> ServeConfig::*field, TextCheck check) {
+  return {.shape = Shape::kList,
+          .store = [field, check](Raw raw, ServeConfig& config) -> std::string {
+            auto& items = std::get<std::vector<std::string>>(raw);
+            for (const std::string& item : items) {
+              if (item.empty()) return "has an empty item";
+              if (std::string problem = check(item); !problem.empty()) return problem;
+            }
+            config.*field = std::move(items);
+            return "";
+          },
+          .show = [field](const ServeConfig& config) -> Raw { return config.*field; }};
+}
+
+Field Switch(bool ServeConfig::*field) {
+  return {.shape = Shape::kSwitch,
+          .store =
+              [field](Raw raw, ServeConfig& config) {
+                config.*field = std::get<bool>(raw);
+                return std::string();
+              },
+          .show = [field](const ServeConfig& config) -> Raw { return config.*field; }};
+}
+
+// A whole number min..max (max kNoMax: no upper bound): a count, or a duration in its unit.
+template <typename T>
+requires std::is_same_v<T, int64_t> || std::is_same_v<T, std::chrono::milliseconds> ||
+    std::is_same_v<T, std::chrono::seconds>
+        Field Integer(T ServeConfig::*field, int64_t min, int64_t max = kNoMax) {
+  return {.shape = Shape::kInteger,
+          .store = [field, min, max](Raw raw, ServeConfig& config) -> std::string {
+            const int64_t value = std::get<int64_t>(raw);
+            if (value < min || value > max) {
+              const std::string range =
+                  max == kNoMax ? fmt::format("at least {}", min) : fmt::format("{}..{}", min, max);
+              return fmt::format("must be {}, not {}", range, value);
+            }
+            config.*field = T(value);
+            return "";
+          },
+          .show = [field](const ServeConfig& config) -> Raw {
+            if constexpr (std::is_same_v<T, int64_t>) {
+              return config.*field;
+            } else {
+              return static_cast<int64_t>((config.*field).count());
+            }
+          }};
+}
+
+// A fraction, 0..1.
+Field Fraction(double ServeConfig::*field) {
+  return {.shape = Shape::kFraction,
+          .store = [field](Raw raw, ServeConfig& config) -> std::string {
+            const double value = std::get<double>(raw);
+            if (!std::isfinite(value) || value < 0 || value > 1) {
+              return fmt::format("must be a number from 0 to 1, not {}", value);
+            }
+            config.*field = value;
+            return "";
+          },
+          .show = [field](const ServeConfig& config) -> Raw { return config.*field; }};
+}
+
+// One of a few values, each by its name.
+template <typename E>
+struct Named {
+  std::string_view name;
+  E value;
+};
+
+// "a, b or c".
+template <typename E>
+std::string Alternatives(std::span<const Named<E>> names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i].name;
+  }
+  return out;
+}
+
+template <typename E>
+Field Choice(E ServeConfig::*field, std::type_identity_t<std::span<const Named<E>>> names) {
+  return {.shape = Shape::kText,
+          .store = [field, names](Raw raw, ServeConfig& config) -> std::string {
+            const std::string& text = std::get<std::string>(raw);
+            for (const Named<E>& named : names) {
+              if (named.name == text) {
+                config.*field = named.value;
+                return "";
+              }
+            }
+            return fmt::format("must be {}, not \"{}\"", Alternatives(names), text);
+          },
+          .show = [field, names](const ServeConfig& config) -> Raw {
+            for (const Named<E>& named : names) {
+              if (named.value == config.*field) return std::string(named.name);
+            }
+            return std::string();
+          }};
+}
+
+constexpr std::array<Named<Durability>, 3> kDurabilities{{
+    {"async", Durability::kAsync},
+    {"wait", Durability::kWait},
+    {"fsync", Durability::kFsync},
+}};
+constexpr std::array<Named<server::IdentityMode>, 2> kIdentities{{
+    {"token", server::IdentityMode::kToken},
+    {"gateway", server::IdentityMode::kGateway},
+}};
+constexpr std::array<Named<spdlog::level::level_enum>, 5> kLogLevels{{
+    {"trace", spdlog::level::trace},
+    {"debug", spdlog::level::debug},
+    {"info", spdlog::level::info},
+    {"warn", spdlog::level::warn},
+    {"error", spdlog::level::err},
+}};
+constexpr std::array<Named<LogFormat>, 2> kLogFormats{{
+    {"text", LogFormat::kText},
+    {"json", LogFormat::kJson},
+}};
+
+// HOST:PORT, parsed once into the address serve listens on.
+Field Address(HostPort ServeConfig::*field) {
+  return {.shape = Shape::kText,
+          .store = [field](Raw raw, ServeConfig& config) -> std::string {
+            Result<HostPort> address = ParseHostPort(std::get<std::string>(raw));
+            if (!address.ok()) return address.error().message;
+            config.*field = std::move(address).value();
+            return "";
+          },
+          .show = [field](const ServeConfig& config) -> Raw { return (config.*field).ToString(); }};
+}
 
 std::string NotEmpty(const std::string& value) { return value.empty() ? "must not be empty" : ""; }
 
@@ -66,29 +227,6 @@ bool IsIpv6(const std::string& host) {
   return ::inet_pton(AF_INET6, host.c_str(), &address) == 1;
 }
 
-std::string CheckListen(const std::string& value) {
-  auto not_host_port = [&] {
-    return fmt::format("\"{}\" is not HOST:PORT (HOST an IPv4 address, localhost or [IPv6])",
-                       value);
-  };
-  const size_t colon = value.rfind(':');
-  if (colon == std::string::npos) return not_host_port();
-  const std::string host = value.substr(0, colon);
-  const std::string port = value.substr(colon + 1);
-  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
-  if (!(host == "localhost" || IsIpv4(host) ||
-        (bracketed && IsIpv6(host.substr(1, host.size() - 2))))) {
-    return not_host_port();
-  }
-  int number = 0;
-  const char* end = port.data() + port.size();
-  auto [ptr, ec] = std::from_chars(port.data(), end, number);
-  if (port.empty() || ec != std::errc() || ptr != end || number < 1 || number > 65535) {
-    return fmt::format("\"{}\": port \"{}\" is not 1..65535", value, port);
-  }
-  return "";
-}
-
 std::string CheckKeyNamespace(const std::string& value) {
   const bool allowed = std::all_of(value.begin(), value.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
@@ -97,21 +235,6 @@ std::string CheckKeyNamespace(const std::string& value) {
     return fmt::format("must be 1 to 64 characters of A-Z a-z 0-9 _ . -, not \"{}\"", value);
   }
   return "";
-}
-
-std::string CheckIdentity(const std::string& value) {
-  if (value == "token" || value == "gateway") return "";
-  return fmt::format("must be token or gateway, not \"{}\"", value);
-}
-
-std::string CheckDurability(const std::string& value) {
-  if (value == "async" || value == "wait" || value == "fsync") return "";
-  return fmt::format("must be async, wait or fsync, not \"{}\"", value);
-}
-
-std::string CheckLogFormat(const std::string& value) {
-  if (value == "text" || value == "json") return "";
-  return fmt::format("must be text or json, not \"{}\"", value);
 }
 
 // The secret, the admin token and the gateway secret: empty (generated, or not asked), or at
@@ -123,254 +246,204 @@ std::string CheckSecret(const std::string& value) {
 // One origin of --cors-origin (server/cors.h).
 std::string CheckCorsOrigin(const std::string& value) { return server::CheckOrigin(value); }
 
-std::string CheckLogLevel(const std::string& value) {
-  for (std::string_view level : {"trace", "debug", "info", "warn", "error"}) {
-    if (value == level) return "";
-  }
-  return fmt::format("must be trace, debug, info, warn or error, not \"{}\"", value);
-}
-
-// Every setting, in the order of ServeConfig. The defaults come from ServeConfig itself.
+// Every setting, in the order of --help and of the config file template. The defaults come from
+// ServeConfig itself.
 const std::vector<Setting>& Settings() {
   static const std::vector<Setting> settings = {
       {.name = "listen",
-       .field = &ServeConfig::listen,
+       .field = Address(&ServeConfig::listen),
        .placeholder = "HOST:PORT",
-       .help = "Address to serve HTTP on; HOST is an IPv4 address, localhost or [IPv6]",
-       .check = CheckListen},
+       .help = "Address to serve HTTP on; HOST is an IPv4 address, localhost or [IPv6]"},
       {.name = "threads",
-       .field = &ServeConfig::threads,
+       .field = Integer(&ServeConfig::threads, 0, 256),
        .placeholder = "N",
-       .help = "I/O threads, 0..256; 0 means one per core",
-       .min = 0,
-       .max = 256},
+       .help = "I/O threads, 0..256; 0 means one per core"},
       {.name = "data-dir",
-       .field = &ServeConfig::data_dir,
+       .field = Text(&ServeConfig::data_dir, NotEmpty),
        .placeholder = "DIR",
-       .help = "Directory of the embedded Redis, the SQLite database and generated secrets",
-       .check = NotEmpty},
+       .help = "Directory of the embedded Redis, the SQLite database and generated secrets"},
       {.name = "redis-url",
-       .field = &ServeConfig::redis_url,
+       .field = Text(&ServeConfig::redis_url),
        .placeholder = "URL",
        .help = "Redis to use, redis://[[user]:password@]host[:port][/db], rediss://... (TLS; "
                "?cacert=/ca.pem, else the system's CAs), unix:///path.sock or "
                "redis+cluster://host:port[,host:port...] (a Redis Cluster); empty starts a "
                "private redis-server in data-dir"},
       {.name = "redis-server",
-       .field = &ServeConfig::redis_server,
+       .field = Text(&ServeConfig::redis_server, NotEmpty),
        .placeholder = "PATH",
-       .help = "The redis-server binary that runs the private Redis",
-       .check = NotEmpty},
+       .help = "The redis-server binary that runs the private Redis"},
       {.name = "durability",
-       .field = &ServeConfig::durability,
+       .field = Choice(&ServeConfig::durability, kDurabilities),
        .placeholder = "async|wait|fsync",
        .help = "When a reservation counts as acknowledged: async (when Redis replies), wait "
                "(also confirmed by a replica, WAIT 1; a Redis of yours with a replica), fsync "
-               "(the private Redis fsyncs its AOF before replying)",
-       .check = CheckDurability},
+               "(the private Redis fsyncs its AOF before replying)"},
       {.name = "durability-wait-ms",
-       .field = &ServeConfig::durability_wait_ms,
+       .field = Integer(&ServeConfig::durability_wait, 1, 60000),
        .placeholder = "MS",
        .help = "With durability wait: how long a reply waits for the replica before the buyer is "
-               "told the outcome is unknown, 1..60000",
-       .min = 1,
-       .max = 60000},
+               "told the outcome is unknown, 1..60000"},
       {.name = "db-url",
-       .field = &ServeConfig::db_url,
+       .field = Text(&ServeConfig::db_url),
        .placeholder = "URL",
        .help = "Database of record, sqlite:/path.db or mysql://user[:password]@host[:port]/db "
                "(?socket=/path; TLS: ?ssl-mode=VERIFY_IDENTITY|VERIFY_CA|REQUIRED, "
                "&ssl-ca=/ca.pem, else the system's CAs); empty means "
                "sqlite:<data-dir>/flashsale.db"},
       {.name = "key-namespace",
-       .field = &ServeConfig::key_namespace,
+       .field = Text(&ServeConfig::key_namespace, CheckKeyNamespace),
        .placeholder = "NAME",
        .help = "Prefix of every Redis key, 1 to 64 of A-Z a-z 0-9 _ . -; keeps deployments "
-               "sharing a Redis apart",
-       .check = CheckKeyNamespace},
+               "sharing a Redis apart"},
       {.name = "identity",
-       .field = &ServeConfig::identity,
+       .field = Choice(&ServeConfig::identity, kIdentities),
        .placeholder = "token|gateway",
        .help = "How requests say who the user is: token (bearer tokens signed with the secret) "
-               "or gateway (set by a trusted gateway in front)",
-       .check = CheckIdentity},
+               "or gateway (set by a trusted gateway in front)"},
       {.name = "secret",
-       .field = &ServeConfig::secret,
+       .field = Text(&ServeConfig::secret, CheckSecret),
        .placeholder = "TEXT",
        .help = "HMAC key of tokens and of ids in Redis keys, 16 bytes or more; empty: generated "
-               "once into <data-dir>/secret. Prefer the file or the variable: flags show in ps",
-       .check = CheckSecret},
+               "once into <data-dir>/secret. Prefer the file or the variable: flags show in ps"},
       {.name = "admin-token",
-       .field = &ServeConfig::admin_token,
+       .field = Text(&ServeConfig::admin_token, CheckSecret),
        .placeholder = "TEXT",
        .help = "Bearer token of the admin API, 16 bytes or more; empty: generated once into "
-               "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps",
-       .check = CheckSecret},
+               "<data-dir>/admin-token. Prefer the file or the variable: flags show in ps"},
       {.name = "gateway-secret",
-       .field = &ServeConfig::gateway_secret,
+       .field = Text(&ServeConfig::gateway_secret, CheckSecret),
        .placeholder = "TEXT",
        .help = "Gateway identity: a secret the gateway sends in X-Gateway-Secret with every user "
                "request, 16 bytes or more (compared in constant time; missing or wrong is 401); "
-               "empty: not asked. Prefer the file or the variable: flags show in ps",
-       .check = CheckSecret},
+               "empty: not asked. Prefer the file or the variable: flags show in ps"},
       {.name = "demo",
-       .field = &ServeConfig::demo,
+       .field = Switch(&ServeConfig::demo),
        .help = "Demo mode: create the open activity 'demo' (see demo-stock) and take the user from "
                "X-User-Id (gateway identity)"},
       {.name = "demo-stock",
-       .field = &ServeConfig::demo_stock,
+       .field = Integer(&ServeConfig::demo_stock, 0),
        .placeholder = "N",
-       .help = "Units of the demo activity, >= 0",
-       .min = 0},
+       .help = "Units of the demo activity, >= 0"},
       {.name = "max-header-bytes",
-       .field = &ServeConfig::max_header_bytes,
+       .field = Integer(&ServeConfig::max_header_bytes, 1024, 1048576),
        .placeholder = "BYTES",
-       .help = "Largest request line and headers accepted, 1024..1048576",
-       .min = 1024,
-       .max = 1048576},
+       .help = "Largest request line and headers accepted, 1024..1048576"},
       {.name = "max-body-bytes",
-       .field = &ServeConfig::max_body_bytes,
+       .field = Integer(&ServeConfig::max_body_bytes, 1024, 16777216),
        .placeholder = "BYTES",
-       .help = "Largest request body accepted, 1024..16777216",
-       .min = 1024,
-       .max = 16777216},
+       .help = "Largest request body accepted, 1024..16777216"},
       {.name = "read-timeout-ms",
-       .field = &ServeConfig::read_timeout_ms,
+       .field = Integer(&ServeConfig::read_timeout, 1),
        .placeholder = "MS",
-       .help = "Time allowed to receive a whole request, >= 1",
-       .min = 1},
+       .help = "Time allowed to receive a whole request, >= 1"},
       {.name = "idle-timeout-ms",
-       .field = &ServeConfig::idle_timeout_ms,
+       .field = Integer(&ServeConfig::idle_timeout, 1),
        .placeholder = "MS",
-       .help = "Time a keep-alive connection may stay idle before it is closed, >= 1",
-       .min = 1},
+       .help = "Time a keep-alive connection may stay idle before it is closed, >= 1"},
       {.name = "max-connections",
-       .field = &ServeConfig::max_connections,
+       .field = Integer(&ServeConfig::max_connections, 0),
        .placeholder = "N",
        .help = "Connections served at once, over all threads; past it a new connection gets a "
                "minimal 503 and is closed, counted in flashsale_http_connections_refused_total "
-               "(0: no cap)",
-       .min = 0},
+               "(0: no cap)"},
       {.name = "shutdown-timeout-ms",
-       .field = &ServeConfig::shutdown_timeout_ms,
+       .field = Integer(&ServeConfig::shutdown_timeout, 1),
        .placeholder = "MS",
-       .help = "On shutdown, time given to requests in flight before they are cut off, >= 1",
-       .min = 1},
+       .help = "On shutdown, time given to requests in flight before they are cut off, >= 1"},
       {.name = "redis-timeout-ms",
-       .field = &ServeConfig::redis_timeout_ms,
+       .field = Integer(&ServeConfig::redis_timeout, 1),
        .placeholder = "MS",
-       .help = "Time to wait for a Redis reply before its outcome counts as unknown, >= 1",
-       .min = 1},
+       .help = "Time to wait for a Redis reply before its outcome counts as unknown, >= 1"},
       {.name = "idempotency-ttl-s",
-       .field = &ServeConfig::idempotency_ttl_s,
+       .field = Integer(&ServeConfig::idempotency_ttl, 1),
        .placeholder = "SECONDS",
-       .help = "How long a purchase's idempotency key is remembered with its answer, >= 1",
-       .min = 1},
+       .help = "How long a purchase's idempotency key is remembered with its answer, >= 1"},
       {.name = "registry-poll-ms",
-       .field = &ServeConfig::registry_poll_ms,
+       .field = Integer(&ServeConfig::registry_poll, 10),
        .placeholder = "MS",
-       .help = "How often to look for activity changes made through other instances, >= 10",
-       .min = 10},
+       .help = "How often to look for activity changes made through other instances, >= 10"},
       {.name = "consumers",
-       .field = &ServeConfig::consumers,
+       .field = Integer(&ServeConfig::consumers, 0, 64),
        .placeholder = "N",
        .help = "Order consumers run by this process, persisting order intents from the streams "
-               "to the database, 0..64 (0: leave it to `flashsale worker` processes)",
-       .min = 0,
-       .max = 64},
+               "to the database, 0..64 (0: leave it to `flashsale worker` processes)"},
       {.name = "consumer-batch",
-       .field = &ServeConfig::consumer_batch,
+       .field = Integer(&ServeConfig::consumer_batch, 1, 10000),
        .placeholder = "N",
-       .help = "Order intents written to the database per transaction, at most, 1..10000",
-       .min = 1,
-       .max = 10000},
+       .help = "Order intents written to the database per transaction, at most, 1..10000"},
       {.name = "consumer-nice",
-       .field = &ServeConfig::consumer_nice,
+       .field = Integer(&ServeConfig::consumer_nice, 0, 19),
        .placeholder = "N",
        .help = "Nice value of the order consumers' threads, 0..19: above 0 a burst's purchases "
                "get the CPU first and the record catches up after it (jobs and the lost-write "
-               "repair keep normal priority)",
-       .min = 0,
-       .max = 19},
+               "repair keep normal priority)"},
       {.name = "consumer-burst-rate",
-       .field = &ServeConfig::consumer_burst_rate,
+       .field = Integer(&ServeConfig::consumer_burst_rate, 0),
        .placeholder = "N",
        .help = "While an activity's order stream grows by N entries a second or more (a burst; "
                "a reserve call is one entry, however many purchases it batches), its consumers "
                "leave it unread for up to 10 s at a time, so the burst's purchases get Redis "
-               "first; 0: never",
-       .min = 0},
+               "first; 0: never"},
       {.name = "claim-idle-ms",
-       .field = &ServeConfig::claim_idle_ms,
+       .field = Integer(&ServeConfig::claim_idle, 100),
        .placeholder = "MS",
        .help = "An order intent delivered but not acknowledged for this long is taken over by "
-               "another consumer (its consumer is presumed dead), >= 100",
-       .min = 100},
+               "another consumer (its consumer is presumed dead), >= 100"},
       {.name = "max-deliveries",
-       .field = &ServeConfig::max_deliveries,
+       .field = Integer(&ServeConfig::max_deliveries, 1, 1000),
        .placeholder = "N",
        .help = "Failed deliveries after which an order intent moves to the dead-letter stream, "
-               "1..1000",
-       .min = 1,
-       .max = 1000},
+               "1..1000"},
       {.name = "prewarm-every-ms",
-       .field = &ServeConfig::prewarm_every_ms,
+       .field = Integer(&ServeConfig::prewarm_every, 0),
        .placeholder = "MS",
        .help = "How often the prewarm job runs (once across all instances): activities that "
-               "have not started are loaded from the database into Redis; 0: never",
-       .min = 0},
+               "have not started are loaded from the database into Redis; 0: never"},
       {.name = "reconcile-every-ms",
-       .field = &ServeConfig::reconcile_every_ms,
+       .field = Integer(&ServeConfig::reconcile_every, 0),
        .placeholder = "MS",
        .help = "How often the reconciliation job runs (once across all instances): the "
-               "invariant checked per activity, provable drift repaired; 0: never",
-       .min = 0},
+               "invariant checked per activity, provable drift repaired; 0: never"},
       {.name = "expire-every-ms",
-       .field = &ServeConfig::expire_every_ms,
+       .field = Integer(&ServeConfig::expire_every, 0),
        .placeholder = "MS",
        .help = "How often the expire job runs (once across all instances): reserved orders "
                "unpaid past their activity's payment window are cancelled, units returned; 0: "
-               "never",
-       .min = 0},
+               "never"},
       {.name = "rebuild-grace-ms",
-       .field = &ServeConfig::rebuild_grace_ms,
+       .field = Integer(&ServeConfig::rebuild_grace, 0),
        .placeholder = "MS",
        .help = "Reconciliation rebuilds an activity Redis lost this long after it first finds "
-               "it missing (the sale stays stopped meanwhile)",
-       .min = 0},
+               "it missing (the sale stays stopped meanwhile)"},
       {.name = "trust-forwarded-for",
-       .field = &ServeConfig::trust_forwarded_for,
+       .field = Switch(&ServeConfig::trust_forwarded_for),
        .help = "Take the client address from X-Forwarded-For; only behind a proxy that sets it"},
       {.name = "cors-origin",
-       .field = &ServeConfig::cors_origin,
+       .field = List(&ServeConfig::cors_origin, CheckCorsOrigin),
        .placeholder = "ORIGIN,...",
        .help = "Origins whose pages may call the public API from a browser (CORS: purchase, "
                "draw, tickets, activities, config, orders; the admin routes never), each "
                "scheme://host[:port] as the browser sends it, comma-separated, or * for any; "
-               "empty: none",
-       .check = CheckCorsOrigin},
+               "empty: none"},
       {.name = "allow-evicting-redis",
-       .field = &ServeConfig::allow_evicting_redis,
+       .field = Switch(&ServeConfig::allow_evicting_redis),
        .help = "Start even on a Redis whose maxmemory-policy may evict keys without a TTL "
                "(allkeys-*), which can oversell or lose orders; refused otherwise"},
       {.name = "log-level",
-       .field = &ServeConfig::log_level,
+       .field = Choice(&ServeConfig::log_level, kLogLevels),
        .placeholder = "LEVEL",
-       .help = "Least severe log messages written: trace, debug, info, warn or error",
-       .check = CheckLogLevel},
+       .help = "Least severe log messages written: trace, debug, info, warn or error"},
       {.name = "log-format",
-       .field = &ServeConfig::log_format,
+       .field = Choice(&ServeConfig::log_format, kLogFormats),
        .placeholder = "text|json",
        .help = "text, or json: one JSON object per line on stderr (time, level, message, and a "
-               "request's method, target, status, activity, order_id, outcome where there is one)",
-       .check = CheckLogFormat},
+               "request's method, target, status, activity, order_id, outcome where there is one)"},
       {.name = "access-log-sample",
-       .field = &ServeConfig::access_log_sample,
+       .field = Fraction(&ServeConfig::access_log_sample),
        .placeholder = "FRACTION",
        .help = "Fraction of HTTP requests written to the log, 0..1 (0.01: one in 100; 1: all; 0: "
-               "none)",
-       .min = 0,
-       .max = 1},
+               "none)"},
   };
   return settings;
 }
@@ -387,13 +460,9 @@ bool ServeOnly(const Setting& setting) {
   return false;
 }
 
-bool IsBool(const Setting& setting) {
-  return std::holds_alternative<bool ServeConfig::*>(setting.field);
-}
+bool IsBool(const Setting& setting) { return setting.field.shape == Shape::kSwitch; }
 
-bool IsList(const Setting& setting) {
-  return std::holds_alternative<std::vector<std::string> ServeConfig::*>(setting.field);
-}
+bool IsList(const Setting& setting) { return setting.field.shape == Shape::kList; }
 
 // "data-dir" -> "FLASHSALE_DATA_DIR".
 std::string EnvName(const Setting& setting) {
@@ -418,54 +487,52 @@ std::string NumberText(double value) {
   return text;
 }
 
-std::string DefaultText(const Setting& setting) {
+std::string TomlString(std::string_view value) {
+  std::string out = "\"";
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Where a default is shown: in --help (127.0.0.1:8080; "" for empty text, none for an empty
+// list), or in the config file template as TOML ("127.0.0.1:8080", []).
+enum class Shown { kHelp, kToml };
+
+std::string DefaultText(const Setting& setting, Shown shown = Shown::kHelp) {
   static const ServeConfig kDefaults;
-  if (const auto* field = std::get_if<std::string ServeConfig::*>(&setting.field)) {
-    const std::string& value = kDefaults.**field;
-    return value.empty() ? "\"\"" : value;
+  const Raw value = setting.field.show(kDefaults);
+  const bool toml = shown == Shown::kToml;
+  switch (setting.field.shape) {
+    case Shape::kText: {
+      const std::string& text = std::get<std::string>(value);
+      if (toml) return TomlString(text);
+      return text.empty() ? "\"\"" : text;
+    }
+    case Shape::kInteger:
+      return std::to_string(std::get<int64_t>(value));
+    case Shape::kSwitch:
+      return std::get<bool>(value) ? "true" : "false";
+    case Shape::kFraction:
+      return NumberText(std::get<double>(value));
+    case Shape::kList: {
+      const auto& items = std::get<std::vector<std::string>>(value);
+      if (toml) {
+        std::vector<std::string> quoted;
+        for (const std::string& item : items) quoted.push_back(TomlString(item));
+        return fmt::format("[{}]", fmt::join(quoted, ", "));
+      }
+      return items.empty() ? "none" : fmt::format("{}", fmt::join(items, ","));
+    }
   }
-  if (const auto* field = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
-    return std::to_string(kDefaults.**field);
-  }
-  if (const auto* field = std::get_if<double ServeConfig::*>(&setting.field)) {
-    return NumberText(kDefaults.**field);
-  }
-  if (const auto* field = std::get_if<std::vector<std::string> ServeConfig::*>(&setting.field)) {
-    const std::vector<std::string>& items = kDefaults.**field;
-    return items.empty() ? "none" : fmt::format("{}", fmt::join(items, ","));
-  }
-  return kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
+  return "";
 }
 
 base::Error SettingError(const Setting& setting, std::string_view source,
                          std::string_view problem) {
   return MakeError(ErrorCode::kInvalidArgument, "setting '{}' from {}: {}", setting.name, source,
                    problem);
-}
-
-Status StoreString(const Setting& setting, std::string value, std::string_view source,
-                   ServeConfig& config) {
-  if (setting.check != nullptr) {
-    std::string problem = setting.check(value);
-    if (!problem.empty()) return SettingError(setting, source, problem);
-  }
-  config.*std::get<std::string ServeConfig::*>(setting.field) = std::move(value);
-  return {};
-}
-
-// A list, each item checked: empty items (",," or a trailing comma) are refused, not skipped.
-Status StoreList(const Setting& setting, std::vector<std::string> items, std::string_view source,
-                 ServeConfig& config) {
-  for (const std::string& item : items) {
-    if (item.empty()) return SettingError(setting, source, "has an empty item");
-    if (setting.check != nullptr) {
-      if (std::string problem = setting.check(item); !problem.empty()) {
-        return SettingError(setting, source, problem);
-      }
-    }
-  }
-  config.*std::get<std::vector<std::string> ServeConfig::*>(setting.field) = std::move(items);
-  return {};
 }
 
 // "a, b,c" as {"a", "b", "c"} (spaces around items dropped); "" as no item at all.
@@ -484,73 +551,48 @@ std::vector<std::string> SplitList(std::string_view text) {
   return items;
 }
 
-// A number from 0 to 1 for a fraction: the range is the setting's min and max.
-Status StoreNumber(const Setting& setting, double value, std::string_view source,
-                   ServeConfig& config) {
-  if (!std::isfinite(value) || value < static_cast<double>(setting.min) ||
-      value > static_cast<double>(setting.max)) {
-    return SettingError(
-        setting, source,
-        fmt::format("must be a number from {} to {}, not {}", setting.min, setting.max, value));
-  }
-  config.*std::get<double ServeConfig::*>(setting.field) = value;
-  return {};
-}
-
-Status StoreInt(const Setting& setting, int64_t value, std::string_view source,
-                ServeConfig& config) {
-  if (value < setting.min || value > setting.max) {
-    std::string range = setting.max == kNoMax ? fmt::format("at least {}", setting.min)
-                                              : fmt::format("{}..{}", setting.min, setting.max);
-    return SettingError(setting, source, fmt::format("must be {}, not {}", range, value));
-  }
-  config.*std::get<int64_t ServeConfig::*>(setting.field) = value;
-  return {};
-}
-
-// Text from a flag or a variable. Integers are plain decimal (an optional '-', no spaces); bools
-// are 1/0, true/false or yes/no in any case.
-Status ApplyText(const Setting& setting, const std::string& text, std::string_view source,
-                 ServeConfig& config) {
-  if (std::holds_alternative<std::string ServeConfig::*>(setting.field)) {
-    return StoreString(setting, text, source, config);
-  }
-  if (std::holds_alternative<int64_t ServeConfig::*>(setting.field)) {
-    int64_t value = 0;
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec == std::errc::invalid_argument || ptr != end) {
-      return SettingError(setting, source, fmt::format("\"{}\" is not an integer", text));
+// The raw value of text from a flag or a variable (or a TOML string where a fraction or a list
+// is meant); the error's message is the problem. Integers are plain decimal (an optional '-', no
+// spaces); switches are 1/0, true/false or yes/no in any case.
+Result<Raw> ReadText(Shape shape, const std::string& text) {
+  const auto problem = [](std::string what) {
+    return base::Error{ErrorCode::kInvalidArgument, std::move(what)};
+  };
+  switch (shape) {
+    case Shape::kText:
+      return Raw(text);
+    case Shape::kList:
+      return Raw(SplitList(text));
+    case Shape::kInteger: {
+      int64_t value = 0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, value);
+      if (text.empty() || ec == std::errc::invalid_argument || ptr != end) {
+        return problem(fmt::format("\"{}\" is not an integer", text));
+      }
+      if (ec == std::errc::result_out_of_range) {
+        return problem(fmt::format("\"{}\" does not fit in 64 bits", text));
+      }
+      return Raw(value);
     }
-    if (ec == std::errc::result_out_of_range) {
-      return SettingError(setting, source, fmt::format("\"{}\" does not fit in 64 bits", text));
+    case Shape::kFraction: {
+      double value = 0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, value);
+      if (text.empty() || ec != std::errc() || ptr != end) {
+        return problem(fmt::format("must be a number from 0 to 1, not \"{}\"", text));
+      }
+      return Raw(value);
     }
-    return StoreInt(setting, value, source, config);
-  }
-  if (IsList(setting)) return StoreList(setting, SplitList(text), source, config);
-  if (std::holds_alternative<double ServeConfig::*>(setting.field)) {
-    double value = 0;
-    const char* end = text.data() + text.size();
-    auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec != std::errc() || ptr != end) {
-      return SettingError(setting, source,
-                          fmt::format("must be a number from {} to {}, not \"{}\"", setting.min,
-                                      setting.max, text));
-    }
-    return StoreNumber(setting, value, source, config);
+    case Shape::kSwitch:
+      break;
   }
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  bool value = false;
-  if (lower == "1" || lower == "true" || lower == "yes") {
-    value = true;
-  } else if (!(lower == "0" || lower == "false" || lower == "no")) {
-    return SettingError(setting, source,
-                        fmt::format("\"{}\" is not a boolean (1/0, true/false, yes/no)", text));
-  }
-  config.*std::get<bool ServeConfig::*>(setting.field) = value;
-  return {};
+  if (lower == "1" || lower == "true" || lower == "yes") return Raw(true);
+  if (lower == "0" || lower == "false" || lower == "no") return Raw(false);
+  return problem(fmt::format("\"{}\" is not a boolean (1/0, true/false, yes/no)", text));
 }
 
 std::string_view TypeName(toml::node_type type) {
@@ -577,64 +619,81 @@ std::string_view TypeName(toml::node_type type) {
   return "nothing";
 }
 
-// A value from the file: it must have the TOML type of the setting (a quoted "4" is not an int).
-// A number (a fraction) is a TOML float or integer, or text as the environment gives it.
-Status ApplyToml(const Setting& setting, const toml::node& node, std::string_view source,
-                 ServeConfig& config) {
-  if (std::holds_alternative<double ServeConfig::*>(setting.field)) {
+// The raw value of a value from the file: it must have the TOML type of the setting's shape (a
+// quoted "4" is not an integer). A fraction is a TOML float or integer, or text as the
+// environment gives it; a list an array of strings, or one comma-separated string.
+Result<Raw> ReadToml(Shape shape, const toml::node& node) {
+  const auto problem = [](std::string what) {
+    return base::Error{ErrorCode::kInvalidArgument, std::move(what)};
+  };
+  if (shape == Shape::kFraction) {
     switch (node.type()) {
       case toml::node_type::floating_point:
-        return StoreNumber(setting, node.as_floating_point()->get(), source, config);
+        return Raw(node.as_floating_point()->get());
       case toml::node_type::integer:
-        return StoreNumber(setting, static_cast<double>(node.as_integer()->get()), source, config);
+        return Raw(static_cast<double>(node.as_integer()->get()));
       case toml::node_type::string:
-        return ApplyText(setting, node.as_string()->get(), source, config);
+        return ReadText(shape, node.as_string()->get());
       default:
-        return SettingError(setting, source,
-                            fmt::format("must be a number, not {}", TypeName(node.type())));
+        return problem(fmt::format("must be a number, not {}", TypeName(node.type())));
     }
   }
-  if (IsList(setting)) {
-    if (node.is_string()) return ApplyText(setting, node.as_string()->get(), source, config);
+  if (shape == Shape::kList) {
+    if (node.is_string()) return ReadText(shape, node.as_string()->get());
     const toml::array* array = node.as_array();
+    if (array == nullptr) {
+      return problem(fmt::format("must be an array of strings or a comma-separated string, not {}",
+                                 TypeName(node.type())));
+    }
     std::vector<std::string> items;
-    for (size_t i = 0; array != nullptr && i < array->size(); ++i) {
+    for (size_t i = 0; i < array->size(); ++i) {
       const toml::node& item = *array->get(i);
       if (!item.is_string()) {
-        return SettingError(
-            setting, source,
+        return problem(
             fmt::format("must be an array of strings, not one holding {}", TypeName(item.type())));
       }
       items.push_back(item.as_string()->get());
     }
-    if (array == nullptr) {
-      return SettingError(setting, source,
-                          fmt::format("must be an array of strings or a comma-separated string, "
-                                      "not {}",
-                                      TypeName(node.type())));
-    }
-    return StoreList(setting, std::move(items), source, config);
+    return Raw(std::move(items));
   }
   toml::node_type expected = toml::node_type::boolean;
-  if (std::holds_alternative<std::string ServeConfig::*>(setting.field)) {
+  if (shape == Shape::kText) {
     expected = toml::node_type::string;
-  } else if (std::holds_alternative<int64_t ServeConfig::*>(setting.field)) {
+  } else if (shape == Shape::kInteger) {
     expected = toml::node_type::integer;
   }
   if (node.type() != expected) {
-    return SettingError(
-        setting, source,
-        fmt::format("must be {}, not {}", TypeName(expected), TypeName(node.type())));
+    return problem(fmt::format("must be {}, not {}", TypeName(expected), TypeName(node.type())));
   }
   switch (expected) {
     case toml::node_type::string:
-      return StoreString(setting, node.as_string()->get(), source, config);
+      return Raw(node.as_string()->get());
     case toml::node_type::integer:
-      return StoreInt(setting, node.as_integer()->get(), source, config);
+      return Raw(node.as_integer()->get());
     default:
-      config.*std::get<bool ServeConfig::*>(setting.field) = node.as_boolean()->get();
-      return {};
+      return Raw(node.as_boolean()->get());
   }
+}
+
+// A raw value read for `setting` from `source`, checked and stored in its typed field.
+Status Store(const Setting& setting, Result<Raw> raw, std::string_view source,
+             ServeConfig& config) {
+  if (!raw.ok()) return SettingError(setting, source, raw.error().message);
+  std::string problem = setting.field.store(std::move(raw).value(), config);
+  if (!problem.empty()) return SettingError(setting, source, problem);
+  return {};
+}
+
+// Text from a flag or a variable.
+Status ApplyText(const Setting& setting, const std::string& text, std::string_view source,
+                 ServeConfig& config) {
+  return Store(setting, ReadText(setting.field.shape, text), source, config);
+}
+
+// A value from the file.
+Status ApplyToml(const Setting& setting, const toml::node& node, std::string_view source,
+                 ServeConfig& config) {
+  return Store(setting, ReadToml(setting.field.shape, node), source, config);
 }
 
 size_t EditDistance(std::string_view a, std::string_view b) {
@@ -732,6 +791,36 @@ Status ApplyFile(const std::string& path, std::string_view named_by, ServeConfig
 
 }  // namespace
 
+std::string HostPort::ToString() const {
+  return host.find(':') == std::string::npos ? fmt::format("{}:{}", host, port)
+                                             : fmt::format("[{}]:{}", host, port);
+}
+
+Result<HostPort> ParseHostPort(std::string_view text) {
+  const auto not_host_port = [&] {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "\"{}\" is not HOST:PORT (HOST an IPv4 address, localhost or [IPv6])", text);
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return not_host_port();
+  std::string host(text.substr(0, colon));
+  const std::string_view port = text.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    if (!IsIpv6(host)) return not_host_port();
+  } else if (!(host == "localhost" || IsIpv4(host))) {
+    return not_host_port();
+  }
+  int number = 0;
+  const char* end = port.data() + port.size();
+  auto [ptr, ec] = std::from_chars(port.data(), end, number);
+  if (port.empty() || ec != std::errc() || ptr != end || number < 1 || number > 65535) {
+    return MakeError(ErrorCode::kInvalidArgument, "\"{}\": port \"{}\" is not 1..65535", text,
+                     port);
+  }
+  return HostPort{.host = std::move(host), .port = static_cast<uint16_t>(number)};
+}
+
 std::optional<std::string> EnvFromProcess(const std::string& name) {
   const char* value = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe): at startup
   if (value == nullptr) return std::nullopt;
@@ -826,15 +915,6 @@ base::Result<ServeConfig> ServeSettings::Resolve(const EnvLookup& getenv) const 
 
 namespace {
 
-std::string TomlString(std::string_view value) {
-  std::string out = "\"";
-  for (const char c : value) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 // `text` as comment lines of at most ~98 columns.
 void AppendWrapped(std::string_view text, std::string& out) {
   std::string line = "#";
@@ -857,7 +937,6 @@ void AppendWrapped(std::string_view text, std::string& out) {
 }  // namespace
 
 std::string ConfigFileTemplate() {
-  static const ServeConfig kDefaults;
   std::string out =
       "# flashsale settings (flashsale serve and flashsale worker --config FILE).\n"
       "# Every setting is shown commented out at its default. Each one can also be set by its\n"
@@ -866,22 +945,7 @@ std::string ConfigFileTemplate() {
   for (const Setting& setting : Settings()) {
     out += "\n";
     AppendWrapped(fmt::format("{} (env {})", setting.help, EnvName(setting)), out);
-    std::string value;
-    if (const auto* field = std::get_if<std::string ServeConfig::*>(&setting.field)) {
-      value = TomlString(kDefaults.**field);
-    } else if (const auto* number = std::get_if<int64_t ServeConfig::*>(&setting.field)) {
-      value = std::to_string(kDefaults.**number);
-    } else if (const auto* fraction = std::get_if<double ServeConfig::*>(&setting.field)) {
-      value = NumberText(kDefaults.**fraction);
-    } else if (const auto* list =
-                   std::get_if<std::vector<std::string> ServeConfig::*>(&setting.field)) {
-      std::vector<std::string> quoted;
-      for (const std::string& item : kDefaults.**list) quoted.push_back(TomlString(item));
-      value = fmt::format("[{}]", fmt::join(quoted, ", "));
-    } else {
-      value = kDefaults.*std::get<bool ServeConfig::*>(setting.field) ? "true" : "false";
-    }
-    out += fmt::format("# {} = {}\n", setting.name, value);
+    out += fmt::format("# {} = {}\n", setting.name, DefaultText(setting, Shown::kToml));
   }
   return out;
 }

@@ -15,6 +15,8 @@
 // a named file that cannot be read is an error. Paths inside the file are taken as given, i.e.
 // relative to the working directory, not to the file.
 //
+// The settings table (config.cc) parses each value once into its typed field of ServeConfig (an
+// address, an enum, a duration, a fraction, a list), so the commands only wire typed values.
 // Every value given is checked, including one that a higher source overrides: a broken file or
 // variable is reported now rather than on the day the flag that hides it is removed. Errors are
 // kInvalidArgument and name the setting and where its value came from:
@@ -22,6 +24,9 @@
 //   setting 'threads' from /etc/flashsale.toml:3: must be 0..256, not 300
 //   unknown setting 'treads' in /etc/flashsale.toml:3; did you mean 'threads'?
 
+#include <spdlog/common.h>
+
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "server/identity.h"
 
 namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's name
 class App;
@@ -38,48 +44,73 @@ class Option;
 
 namespace flashsale::app {
 
-// Field comments give what the setting means; the ranges are what Resolve accepts.
+// Where serve listens: HOST:PORT as the setting is written, parsed once.
+struct HostPort {
+  std::string host;  // an IPv4 address, "localhost", or an IPv6 address without its brackets
+  uint16_t port = 0;
+
+  // "127.0.0.1:8080", "[::1]:8080": as the setting writes it (an IPv6 host in brackets).
+  std::string ToString() const;
+
+  friend bool operator==(const HostPort&, const HostPort&) = default;
+};
+
+// "127.0.0.1:8080", "localhost:80", "[::1]:8080": HOST an IPv4 address, localhost or [IPv6], PORT
+// 1..65535. kInvalidArgument saying what is wrong, phrased to follow "setting 'listen' from X: ".
+base::Result<HostPort> ParseHostPort(std::string_view text);
+
+// When a reservation counts as acknowledged (docs/durability.md).
+enum class Durability {
+  kAsync,  // when Redis replies
+  kWait,   // also confirmed by a replica (WAIT 1)
+  kFsync,  // the private Redis fsyncs its AOF before replying
+};
+
+enum class LogFormat { kText, kJson };
+
+// Each setting's typed value; field comments give what the setting means, the ranges are what
+// Resolve accepts. A duration's setting is named by its unit ("read-timeout-ms").
 struct ServeConfig {
-  std::string listen = "127.0.0.1:8080";      // HOST:PORT; HOST IPv4, localhost or [IPv6]
-  int64_t threads = 0;                        // 0: one per core; 0..256
-  std::string data_dir = "./flashsale-data";  // embedded Redis, SQLite, generated secrets
-  std::string redis_url;                      // empty: a private redis-server in data_dir
-  std::string redis_server = "redis-server";  // the binary for the embedded server
-  std::string durability = "async";           // async | wait | fsync (docs/durability.md)
-  int64_t durability_wait_ms = 200;           // wait: WAIT's timeout, 1..60000
-  std::string db_url;                         // empty: sqlite:<data_dir>/flashsale.db
-  std::string key_namespace = "fs";           // 1..64 of [A-Za-z0-9_.-]
-  std::string identity = "token";             // token | gateway
-  std::string secret;                         // empty: generated once into <data_dir>/secret
-  std::string admin_token;                    // empty: generated once into <data_dir>/admin-token
-  std::string gateway_secret;                 // gateway identity: X-Gateway-Secret; empty: off
+  HostPort listen{"127.0.0.1", 8080};              // HOST:PORT; HOST IPv4, localhost or [IPv6]
+  int64_t threads = 0;                             // 0: one per core; 0..256
+  std::string data_dir = "./flashsale-data";       // embedded Redis, SQLite, generated secrets
+  std::string redis_url;                           // empty: a private redis-server in data_dir
+  std::string redis_server = "redis-server";       // the binary for the embedded server
+  Durability durability = Durability::kAsync;      // async | wait | fsync
+  std::chrono::milliseconds durability_wait{200};  // wait: WAIT's timeout, 1..60000 ms
+  std::string db_url;                              // empty: sqlite:<data_dir>/flashsale.db
+  std::string key_namespace = "fs";                // 1..64 of [A-Za-z0-9_.-]
+  server::IdentityMode identity = server::IdentityMode::kToken;  // token | gateway
+  std::string secret;          // empty: generated once into <data_dir>/secret
+  std::string admin_token;     // empty: generated once into <data_dir>/admin-token
+  std::string gateway_secret;  // gateway identity: X-Gateway-Secret; empty: off
   bool demo = false;
-  int64_t demo_stock = 100;         // >= 0
-  int64_t max_header_bytes = 8192;  // 1024..1048576
-  int64_t max_body_bytes = 65536;   // 1024..16777216
-  int64_t read_timeout_ms = 5000;   // >= 1, as are the other timeouts
-  int64_t idle_timeout_ms = 60000;
+  int64_t demo_stock = 100;                      // >= 0
+  int64_t max_header_bytes = 8192;               // 1024..1048576
+  int64_t max_body_bytes = 65536;                // 1024..16777216
+  std::chrono::milliseconds read_timeout{5000};  // >= 1 ms, as are the other timeouts
+  std::chrono::milliseconds idle_timeout{60000};
   int64_t max_connections = 10000;  // 0: no cap
-  int64_t shutdown_timeout_ms = 10000;
-  int64_t redis_timeout_ms = 1000;
-  int64_t idempotency_ttl_s = 86400;   // >= 1
-  int64_t registry_poll_ms = 500;      // >= 10
-  int64_t consumers = 1;               // order consumers in this process, 0..64
-  int64_t consumer_batch = 100;        // 1..10000
-  int64_t consumer_nice = 19;          // the order consumers' threads' nice value, 0..19
-  int64_t consumer_burst_rate = 500;   // entries/s from which a stream's reads wait; 0: off
-  int64_t claim_idle_ms = 30000;       // >= 100
-  int64_t max_deliveries = 5;          // 1..1000
-  int64_t prewarm_every_ms = 10000;    // 0: never
-  int64_t reconcile_every_ms = 60000;  // 0: never
-  int64_t rebuild_grace_ms = 20000;    // >= 0
-  int64_t expire_every_ms = 5000;      // 0: never
+  std::chrono::milliseconds shutdown_timeout{10000};
+  std::chrono::milliseconds redis_timeout{1000};
+  std::chrono::seconds idempotency_ttl{86400};   // >= 1 s
+  std::chrono::milliseconds registry_poll{500};  // >= 10 ms
+  int64_t consumers = 1;                         // order consumers in this process, 0..64
+  int64_t consumer_batch = 100;                  // 1..10000
+  int64_t consumer_nice = 19;                    // the order consumers' threads' nice value, 0..19
+  int64_t consumer_burst_rate = 500;  // entries/s from which a stream's reads wait; 0: off
+  std::chrono::milliseconds claim_idle{30000};       // >= 100 ms
+  int64_t max_deliveries = 5;                        // 1..1000
+  std::chrono::milliseconds prewarm_every{10000};    // 0: never
+  std::chrono::milliseconds reconcile_every{60000};  // 0: never
+  std::chrono::milliseconds rebuild_grace{20000};    // >= 0
+  std::chrono::milliseconds expire_every{5000};      // 0: never
   bool trust_forwarded_for = false;
   std::vector<std::string> cors_origin;  // origins whose pages may call the public API (CORS)
   bool allow_evicting_redis = false;     // start on a Redis whose maxmemory-policy may evict
-  std::string log_level = "info";        // trace | debug | info | warn | error
-  std::string log_format = "text";       // text | json (JSON lines on stderr)
-  double access_log_sample = 0;          // a fraction 0..1 of requests logged (1 in round(1/x))
+  spdlog::level::level_enum log_level = spdlog::level::info;  // trace|debug|info|warn|error
+  LogFormat log_format = LogFormat::kText;                    // text | json (JSON lines on stderr)
+  double access_log_sample = 0;  // a fraction 0..1 of requests logged (1 in round(1/x))
 
   friend bool operator==(const ServeConfig&, const ServeConfig&) = default;
 };

@@ -20,6 +20,7 @@
 namespace flashsale::app {
 namespace {
 
+using namespace std::chrono_literals;
 using Env = std::map<std::string, std::string>;
 
 EnvLookup EnvOf(Env vars) {
@@ -76,16 +77,16 @@ class ConfigTest : public ::testing::Test {
 TEST_F(ConfigTest, DefaultsWhenNothingIsGiven) {
   ServeConfig config = Parse({});
   EXPECT_TRUE(config == ServeConfig{});
-  EXPECT_EQ(config.listen, "127.0.0.1:8080");
+  EXPECT_EQ(config.listen, (HostPort{"127.0.0.1", 8080}));
   EXPECT_EQ(config.threads, 0);
   EXPECT_EQ(config.data_dir, "./flashsale-data");
   EXPECT_EQ(config.redis_url, "");
   EXPECT_EQ(config.key_namespace, "fs");
-  EXPECT_EQ(config.identity, "token");
+  EXPECT_EQ(config.identity, server::IdentityMode::kToken);
   EXPECT_FALSE(config.demo);
   EXPECT_EQ(config.max_body_bytes, 65536);
-  EXPECT_EQ(config.registry_poll_ms, 500);
-  EXPECT_EQ(config.log_level, "info");
+  EXPECT_EQ(config.registry_poll, std::chrono::milliseconds(500));
+  EXPECT_EQ(config.log_level, spdlog::level::info);
 }
 
 TEST_F(ConfigTest, FileOverridesDefaultsEnvOverridesFileFlagOverridesEnv) {
@@ -132,19 +133,23 @@ TEST_F(ConfigTest, EverySettingHasAFlagAVariableAndAKey) {
   };
   const std::vector<Case> cases = {
       {"listen", "0.0.0.0:9090", "\"0.0.0.0:9090\"",
-       [](ServeConfig& c) { c.listen = "0.0.0.0:9090"; }},
+       [](ServeConfig& c) {
+         c.listen = {"0.0.0.0", 9090};
+       }},
       {"threads", "12", "12", [](ServeConfig& c) { c.threads = 12; }},
       {"data-dir", "/var/fs", "\"/var/fs\"", [](ServeConfig& c) { c.data_dir = "/var/fs"; }},
       {"redis-url", "redis://r:6380", "\"redis://r:6380\"",
        [](ServeConfig& c) { c.redis_url = "redis://r:6380"; }},
       {"redis-server", "/opt/rs", "\"/opt/rs\"",
        [](ServeConfig& c) { c.redis_server = "/opt/rs"; }},
-      {"durability", "fsync", "\"fsync\"", [](ServeConfig& c) { c.durability = "fsync"; }},
-      {"durability-wait-ms", "20", "20", [](ServeConfig& c) { c.durability_wait_ms = 20; }},
+      {"durability", "fsync", "\"fsync\"",
+       [](ServeConfig& c) { c.durability = Durability::kFsync; }},
+      {"durability-wait-ms", "20", "20", [](ServeConfig& c) { c.durability_wait = 20ms; }},
       {"db-url", "sqlite:/x.db", "\"sqlite:/x.db\"",
        [](ServeConfig& c) { c.db_url = "sqlite:/x.db"; }},
       {"key-namespace", "prod", "\"prod\"", [](ServeConfig& c) { c.key_namespace = "prod"; }},
-      {"identity", "gateway", "\"gateway\"", [](ServeConfig& c) { c.identity = "gateway"; }},
+      {"identity", "gateway", "\"gateway\"",
+       [](ServeConfig& c) { c.identity = server::IdentityMode::kGateway; }},
       {"secret", "s3cret-of-16-bytes", "\"s3cret-of-16-bytes\"",
        [](ServeConfig& c) { c.secret = "s3cret-of-16-bytes"; }},
       {"admin-token", "admin-token-16-bytes", "\"admin-token-16-bytes\"",
@@ -155,21 +160,28 @@ TEST_F(ConfigTest, EverySettingHasAFlagAVariableAndAKey) {
       {"demo-stock", "0", "0", [](ServeConfig& c) { c.demo_stock = 0; }},
       {"max-header-bytes", "4096", "4096", [](ServeConfig& c) { c.max_header_bytes = 4096; }},
       {"max-body-bytes", "2048", "2048", [](ServeConfig& c) { c.max_body_bytes = 2048; }},
-      {"read-timeout-ms", "11", "11", [](ServeConfig& c) { c.read_timeout_ms = 11; }},
-      {"idle-timeout-ms", "12", "12", [](ServeConfig& c) { c.idle_timeout_ms = 12; }},
+      {"read-timeout-ms", "11", "11", [](ServeConfig& c) { c.read_timeout = 11ms; }},
+      {"idle-timeout-ms", "12", "12", [](ServeConfig& c) { c.idle_timeout = 12ms; }},
       {"max-connections", "7", "7", [](ServeConfig& c) { c.max_connections = 7; }},
-      {"shutdown-timeout-ms", "13", "13", [](ServeConfig& c) { c.shutdown_timeout_ms = 13; }},
-      {"redis-timeout-ms", "14", "14", [](ServeConfig& c) { c.redis_timeout_ms = 14; }},
-      {"idempotency-ttl-s", "15", "15", [](ServeConfig& c) { c.idempotency_ttl_s = 15; }},
-      {"registry-poll-ms", "16", "16", [](ServeConfig& c) { c.registry_poll_ms = 16; }},
+      {"shutdown-timeout-ms", "13", "13", [](ServeConfig& c) { c.shutdown_timeout = 13ms; }},
+      {"redis-timeout-ms", "14", "14", [](ServeConfig& c) { c.redis_timeout = 14ms; }},
+      {"idempotency-ttl-s", "15", "15", [](ServeConfig& c) { c.idempotency_ttl = 15s; }},
+      {"registry-poll-ms", "16", "16", [](ServeConfig& c) { c.registry_poll = 16ms; }},
       {"consumers", "3", "3", [](ServeConfig& c) { c.consumers = 3; }},
       {"consumer-batch", "17", "17", [](ServeConfig& c) { c.consumer_batch = 17; }},
       {"consumer-nice", "3", "3", [](ServeConfig& c) { c.consumer_nice = 3; }},
       {"consumer-burst-rate", "0", "0", [](ServeConfig& c) { c.consumer_burst_rate = 0; }},
-      {"claim-idle-ms", "1800", "1800", [](ServeConfig& c) { c.claim_idle_ms = 1800; }},
+      {"claim-idle-ms", "1800", "1800", [](ServeConfig& c) { c.claim_idle = 1800ms; }},
       {"max-deliveries", "19", "19", [](ServeConfig& c) { c.max_deliveries = 19; }},
+      {"prewarm-every-ms", "0", "0", [](ServeConfig& c) { c.prewarm_every = 0ms; }},
+      {"reconcile-every-ms", "21", "21", [](ServeConfig& c) { c.reconcile_every = 21ms; }},
+      {"expire-every-ms", "22", "22", [](ServeConfig& c) { c.expire_every = 22ms; }},
+      {"rebuild-grace-ms", "23", "23", [](ServeConfig& c) { c.rebuild_grace = 23ms; }},
       {"trust-forwarded-for", "yes", "true", [](ServeConfig& c) { c.trust_forwarded_for = true; }},
-      {"log-level", "debug", "\"debug\"", [](ServeConfig& c) { c.log_level = "debug"; }},
+      {"allow-evicting-redis", "1", "true", [](ServeConfig& c) { c.allow_evicting_redis = true; }},
+      {"log-level", "debug", "\"debug\"",
+       [](ServeConfig& c) { c.log_level = spdlog::level::debug; }},
+      {"log-format", "json", "\"json\"", [](ServeConfig& c) { c.log_format = LogFormat::kJson; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -334,21 +346,47 @@ TEST_F(ConfigTest, ListenMustBeHostColonPort) {
   }
 }
 
+// Issue 33 point 3: the address is parsed once, by the settings; serve takes its host and port.
+TEST(HostPortTest, ParsedOnceIntoAHostAndAPort) {
+  struct Case {
+    std::string text;
+    HostPort parsed;
+  };
+  for (const Case& c : std::vector<Case>{{"127.0.0.1:8080", {"127.0.0.1", 8080}},
+                                         {"localhost:1", {"localhost", 1}},
+                                         {"0.0.0.0:65535", {"0.0.0.0", 65535}},
+                                         {"[::1]:8080", {"::1", 8080}},
+                                         {"[2001:db8::7]:443", {"2001:db8::7", 443}}}) {
+    SCOPED_TRACE(c.text);
+    auto parsed = ParseHostPort(c.text);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    EXPECT_EQ(*parsed, c.parsed);
+    EXPECT_EQ(parsed->ToString(), c.text);
+  }
+  auto bad = ParseHostPort("[::1]:0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, base::ErrorCode::kInvalidArgument);
+  EXPECT_EQ(bad.error().message, "\"[::1]:0\": port \"0\" is not 1..65535");
+  EXPECT_FALSE(ParseHostPort("[127.0.0.1]:80").ok()) << "brackets hold an IPv6 address only";
+  EXPECT_EQ(Parse({"--listen", "[::]:80"}).listen, (HostPort{"::", 80}));
+}
+
 TEST_F(ConfigTest, AcceptsTheEdgesOfTheRules) {
   EXPECT_EQ(Parse({"--threads", "256"}).threads, 256);
   EXPECT_EQ(Parse({"--max-header-bytes", "1024"}).max_header_bytes, 1024);
   EXPECT_EQ(Parse({"--max-header-bytes", "1048576"}).max_header_bytes, 1048576);
   EXPECT_EQ(Parse({"--max-body-bytes", "16777216"}).max_body_bytes, 16777216);
-  EXPECT_EQ(Parse({"--registry-poll-ms", "10"}).registry_poll_ms, 10);
-  EXPECT_EQ(Parse({"--read-timeout-ms", "1"}).read_timeout_ms, 1);
+  EXPECT_EQ(Parse({"--registry-poll-ms", "10"}).registry_poll, 10ms);
+  EXPECT_EQ(Parse({"--read-timeout-ms", "1"}).read_timeout, 1ms);
   EXPECT_EQ(Parse({"--key-namespace", std::string(64, 'z')}).key_namespace, std::string(64, 'z'));
   EXPECT_EQ(Parse({"--key-namespace", "A.b-c_9"}).key_namespace, "A.b-c_9");
   for (std::string level : {"trace", "debug", "info", "warn", "error"}) {
-    EXPECT_EQ(Parse({"--log-level", level}).log_level, level);
+    EXPECT_EQ(spdlog::level::to_string_view(Parse({"--log-level", level}).log_level),
+              level == "warn" ? "warning" : level);
   }
   for (std::string listen : {"localhost:1", "0.0.0.0:65535", "[::1]:8080", "[::]:80",
                              "[2001:db8::7]:443", "10.0.0.255:8080"}) {
-    EXPECT_EQ(Parse({"--listen", listen}).listen, listen);
+    EXPECT_EQ(Parse({"--listen", listen}).listen.ToString(), listen);
   }
   // An empty string is a value: it sets redis-url back to "start a private server".
   std::string file = Write("r.toml", "redis-url = \"redis://r\"\n");
@@ -458,7 +496,7 @@ TEST_F(ConfigTest, WorksOnASubcommand) {
   auto config = settings.Resolve(EnvOf({{"FLASHSALE_LOG_LEVEL", "warn"}}));
   ASSERT_TRUE(config.ok()) << config.error().message;
   EXPECT_EQ(config->threads, 3);
-  EXPECT_EQ(config->log_level, "warn");
+  EXPECT_EQ(config->log_level, spdlog::level::warn);
 }
 
 TEST_F(ConfigTest, SubcommandHelpListsTheSettings) {

@@ -11,7 +11,6 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -45,26 +44,10 @@ using base::Result;
 
 namespace {
 
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-};
-
-// "127.0.0.1:8080", "localhost:80", "[::1]:8080" (the settings have checked the shape).
-HostPort ParseListen(const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  HostPort out;
-  out.host = listen.substr(0, colon);
-  if (out.host.size() >= 2 && out.host.front() == '[')
-    out.host = out.host.substr(1, out.host.size() - 2);
-  std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), out.port);
-  return out;
-}
-
 // The level, and JSON lines on stderr for --log-format json.
 void ConfigureLogs(const ServeConfig& config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
-  if (config.log_format == "json") base::UseJsonLogs();
+  spdlog::set_level(config.log_level);
+  if (config.log_format == LogFormat::kJson) base::UseJsonLogs();
 }
 
 // --access-log-sample (checked to be 0..1) as "one request in N"; 0: none.
@@ -86,7 +69,7 @@ Result<redis::ConnectionOptions> RedisOptionsFor(const ServeConfig& config,
   if (!endpoint) return std::move(endpoint).error();
   redis::ConnectionOptions options;
   options.endpoint = *endpoint;
-  options.command_timeout = std::chrono::milliseconds(config.redis_timeout_ms);
+  options.command_timeout = config.redis_timeout;
   return options;
 }
 
@@ -169,9 +152,9 @@ service::PipelineDeps PipelineDepsFor(const ServeConfig& config,
   deps.settings = &settings;
   deps.clock = &base::SystemClock::Instance();
   deps.metrics = &metrics;
-  deps.jobs.prewarm_every = std::chrono::milliseconds(config.prewarm_every_ms);
-  deps.jobs.reconcile_every = std::chrono::milliseconds(config.reconcile_every_ms);
-  deps.jobs.expire_every = std::chrono::milliseconds(config.expire_every_ms);
+  deps.jobs.prewarm_every = config.prewarm_every;
+  deps.jobs.reconcile_every = config.reconcile_every;
+  deps.jobs.expire_every = config.expire_every;
   return deps;
 }
 
@@ -179,11 +162,12 @@ service::PipelineDeps PipelineDepsFor(const ServeConfig& config,
 service::ServiceSettings SettingsFor(const ServeConfig& config) {
   service::ServiceSettings settings;
   settings.key_namespace = config.key_namespace;
-  settings.idempotency_ttl_ms = config.idempotency_ttl_s * 1000;
-  settings.rebuild_grace = std::chrono::milliseconds(config.rebuild_grace_ms);
-  if (config.durability == "wait") {
+  settings.idempotency_ttl_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config.idempotency_ttl).count();
+  settings.rebuild_grace = config.rebuild_grace;
+  if (config.durability == Durability::kWait) {
     settings.wait_replicas = 1;
-    settings.wait_timeout = std::chrono::milliseconds(config.durability_wait_ms);
+    settings.wait_timeout = config.durability_wait;
   }
   return settings;
 }
@@ -194,7 +178,7 @@ service::ConsumerOptions ConsumerOptionsFor(const ServeConfig& config) {
   options.batch = config.consumer_batch;
   options.nice = static_cast<int>(config.consumer_nice);
   options.burst_rate = config.consumer_burst_rate;
-  options.claim_idle = std::chrono::milliseconds(config.claim_idle_ms);
+  options.claim_idle = config.claim_idle;
   options.max_deliveries = config.max_deliveries;
   return options;
 }
@@ -202,13 +186,13 @@ service::ConsumerOptions ConsumerOptionsFor(const ServeConfig& config) {
 // fsync is a setting of the private Redis; wait needs a replica, which only a Redis of yours
 // can have (the private one listens on a unix socket only).
 base::Status CheckDurability(const ServeConfig& config) {
-  if (config.durability == "fsync" && !config.redis_url.empty()) {
+  if (config.durability == Durability::kFsync && !config.redis_url.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "setting 'durability': fsync applies to the private Redis only; with "
                      "redis-url, set 'appendfsync always' on your Redis (and keep durability "
                      "async), or use durability wait with a replica");
   }
-  if (config.durability == "wait" && config.redis_url.empty()) {
+  if (config.durability == Durability::kWait && config.redis_url.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "setting 'durability': wait needs a Redis with a replica (redis-url); the "
                      "private Redis has none: use durability fsync for it");
@@ -287,7 +271,7 @@ Result<ServeRedis> StartRedis(const ServeConfig& config) {
     auto started = redis::EmbeddedServer::Start(
         {.data_dir = config.data_dir,
          .binary = config.redis_server,
-         .appendfsync = config.durability == "fsync" ? "always" : "everysec",
+         .appendfsync = config.durability == Durability::kFsync ? "always" : "everysec",
          .supervise = true});
     if (!started) return std::move(started).error();
     redis.embedded = std::move(*started);
@@ -302,19 +286,19 @@ Result<ServeRedis> StartRedis(const ServeConfig& config) {
   return redis;
 }
 
-server::ServerOptions ServerOptionsFor(const ServeConfig& config, const HostPort& listen) {
+server::ServerOptions ServerOptionsFor(const ServeConfig& config) {
   server::ServerOptions options;
-  options.host = listen.host;
-  options.port = listen.port;
+  options.host = config.listen.host;
+  options.port = config.listen.port;
   options.threads = config.threads > 0 ? static_cast<int>(config.threads)
                                        : static_cast<int>(std::thread::hardware_concurrency());
   options.max_header_bytes = static_cast<size_t>(config.max_header_bytes);
   options.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
-  options.read_timeout = std::chrono::milliseconds(config.read_timeout_ms);
-  options.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+  options.read_timeout = config.read_timeout;
+  options.idle_timeout = config.idle_timeout;
   options.max_connections = static_cast<size_t>(config.max_connections);
-  options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
-  options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
+  options.shutdown_timeout = config.shutdown_timeout;
+  options.registry_poll = config.registry_poll;
   // Without order consumers there is no job schedule to run the lost-write repair (the start-up
   // check among them): the registry poller runs it.
   options.repairs = config.consumers <= 0;
@@ -326,7 +310,7 @@ server::ServerOptions ServerOptionsFor(const ServeConfig& config, const HostPort
 
 // Gateway identity (X-User-Id) when configured, and always for --demo; else tokens.
 bool GatewayIdentity(const ServeConfig& config) {
-  return config.identity == "gateway" || config.demo;
+  return config.identity == server::IdentityMode::kGateway || config.demo;
 }
 
 server::IdentityConfig IdentityFor(const ServeConfig& config, const Secrets& secrets) {
@@ -397,10 +381,9 @@ void WaitForStartupRepair(const ServeConfig& config, const service::ServiceSetti
   }
 }
 
+// The URL of the listeners on `listen`'s host and the port they were given.
 std::string BaseUrl(const HostPort& listen, uint16_t port) {
-  return fmt::format(
-      "http://{}:{}",
-      listen.host.find(':') != std::string::npos ? "[" + listen.host + "]" : listen.host, port);
+  return "http://" + HostPort{.host = listen.host, .port = port}.ToString();
 }
 
 // The URL a client on this machine reaches the listeners at: a wildcard address is reached on
@@ -431,10 +414,10 @@ std::string DemoActivityText(const service::ActivityState& state, std::string_vi
   return fmt::format("{} is {} with {}", name, open ? "open" : "closed", stock);
 }
 
-void PrintBanner(const ServeConfig& config, const HostPort& listen, uint16_t port, int threads,
+void PrintBanner(const ServeConfig& config, uint16_t port, int threads,
                  const redis::ConnectionOptions& redis_options, const store::Store& store,
                  const std::optional<DemoStates>& demo) {
-  const std::string base_url = BaseUrl(listen, port);
+  const std::string base_url = BaseUrl(config.listen, port);
   std::cout << fmt::format("flashsale serving on {}  ({} threads; redis {}; db {}; {} identity)\n",
                            base_url, threads, redis_options.endpoint.Describe(), store.Describe(),
                            GatewayIdentity(config) ? "gateway (X-User-Id)" : "token (Bearer)");
@@ -490,15 +473,15 @@ Result<redis::ConnectionOptions> WorkerRedis(const ServeConfig& config) {
 
 // A worker's /healthz, /readyz and /metrics: one I/O thread, a port of its own (two workers, or a
 // worker and a serve, never share one by accident).
-server::ServerOptions OpsServerOptionsFor(const ServeConfig& config, const HostPort& listen) {
+server::ServerOptions OpsServerOptionsFor(const ServeConfig& config) {
   server::ServerOptions options;
-  options.host = listen.host;
-  options.port = listen.port;
+  options.host = config.listen.host;
+  options.port = config.listen.port;
   options.threads = 1;
   options.routes = server::OpsRoutes();
   options.reuse_port = false;
-  options.registry_poll = std::chrono::milliseconds(config.registry_poll_ms);
-  options.shutdown_timeout = std::chrono::milliseconds(config.shutdown_timeout_ms);
+  options.registry_poll = config.registry_poll;
+  options.shutdown_timeout = config.shutdown_timeout;
   return options;
 }
 
@@ -529,8 +512,7 @@ int RunServe(const ServeConfig& config) {
     demo = std::move(*created);
   }
 
-  const HostPort listen = ParseListen(config.listen);
-  const server::ServerOptions options = ServerOptionsFor(config, listen);
+  const server::ServerOptions options = ServerOptionsFor(config);
   asio::thread_pool db_pool(1);
   asio::post(db_pool, [] { base::NameThisThread("fs-db"); });
   service::ActivityRegistry registry;
@@ -558,9 +540,9 @@ int RunServe(const ServeConfig& config) {
     db_pool.join();
     return fail(started.error());
   }
-  PrintBanner(config, listen, server.port(), options.threads, redis_options, **store, demo);
+  PrintBanner(config, server.port(), options.threads, redis_options, **store, demo);
   // Where the command line finds this serve (app/server_url.h), from now until it stops.
-  const std::string local_url = LocalUrl(listen, server.port());
+  const std::string local_url = LocalUrl(config.listen, server.port());
   if (auto written = WriteServerUrl(config.data_dir, local_url); !written) {
     spdlog::warn("{}: the command line will not find this serve by its --data-dir",
                  written.error().message);
@@ -600,8 +582,7 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   service::OrderPipeline pipeline(PipelineDepsFor(config, *redis_options, **store, db_pool,
                                                   registry, settings, pipeline_metrics),
                                   ConsumerOptionsFor(config), static_cast<int>(config.consumers),
-                                  /*poll_registry=*/true,
-                                  std::chrono::milliseconds(config.registry_poll_ms));
+                                  /*poll_registry=*/true, config.registry_poll);
   if (auto started = pipeline.Start(); !started) {
     db_pool.join();
     return fail(started.error());
@@ -614,15 +595,14 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   std::optional<server::HttpServer> http;
   std::string serving;
   if (serve_http) {
-    const HostPort listen = ParseListen(config.listen);
-    http.emplace(OpsServerOptionsFor(config, listen),
+    http.emplace(OpsServerOptionsFor(config),
                  ServerDepsFor(*redis_options, **store, db_pool, http_registry, settings, metrics));
     if (auto started = http->Start(); !started) {
       pipeline.Stop();
       db_pool.join();
       return fail(started.error());
     }
-    serving = "; /metrics, /healthz, /readyz on " + BaseUrl(listen, http->port());
+    serving = "; /metrics, /healthz, /readyz on " + BaseUrl(config.listen, http->port());
   }
   std::cout << fmt::format("flashsale worker: {} order consumer(s); redis {}; db {}{}\n",
                            config.consumers, redis_options->endpoint.Describe(),

@@ -30,6 +30,28 @@ std::string_view ToString(ErrorCode code) {
   return "unknown error code";
 }
 
+std::string_view ToString(ErrorDetail detail) {
+  switch (detail) {
+    case ErrorDetail::kNone:
+      return "none";
+    case ErrorDetail::kNoGroup:
+      return "no group";
+    case ErrorDetail::kNoScript:
+      return "no script";
+    case ErrorDetail::kNoSuchKey:
+      return "no such key";
+    case ErrorDetail::kFenced:
+      return "fenced";
+    case ErrorDetail::kFrozen:
+      return "frozen";
+    case ErrorDetail::kDeadline:
+      return "deadline";
+    case ErrorDetail::kEntriesLost:
+      return "entries lost";
+  }
+  return "unknown error detail";
+}
+
 std::string Error::ToString() const { return fmt::format("{}: {}", base::ToString(code), message); }
 
 }  // namespace flashsale::base

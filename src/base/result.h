@@ -24,15 +24,39 @@ enum class ErrorCode {
   kRemote,              // the dependency answered with an error (e.g. a Redis error reply)
   kProtocol,            // the dependency answered something we cannot understand
   kResourceExhausted,   // a queue or limit is full; try again later
-  kCancelled,           // shut down before it could run
+  kCancelled,           // shut down before it could run (a stopped connection, a retry loop
+                        // whose owner stops)
   kInternal,            // a bug: an invariant of our own code did not hold
 };
 
 std::string_view ToString(ErrorCode code);
 
+// Which failure of its code an error is, where a caller acts on the difference: set where the
+// error is made, tested where it is handled; a message is for people and is never searched for
+// one. One meaning per value; most errors have none (kNone).
+enum class ErrorDetail {
+  kNone,
+  kNoGroup,      // Redis (kRemote, NOGROUP): the stream or its consumer group does not exist,
+                 // e.g. deleted with the data Redis lost
+  kNoScript,     // Redis (kRemote, NOSCRIPT): the script is not loaded there
+  kNoSuchKey,    // Redis (kRemote, "ERR no such key"): the key the command reads does not exist
+                 // (XINFO on a missing stream)
+  kFenced,       // a fence refused it, nothing written: a newer holder took over since it was read
+                 // (a queue lock's newer holder: Redis's FENCED, kRemote; a repair's newer epoch:
+                 // the record, kFailedPrecondition)
+  kFrozen,       // kUnavailable: the activity is paused until its lost-write repair ran
+  kDeadline,     // the command's own deadline passed: before it was sent (kUnavailable) or before
+                 // its reply came (kUnknownOutcome)
+  kEntriesLost,  // kFailedPrecondition: stream entries held for a retry are no longer this
+                 // consumer's (claimed by another, or their stream was lost)
+};
+
+std::string_view ToString(ErrorDetail detail);
+
 struct Error {
   ErrorCode code;
   std::string message;
+  ErrorDetail detail = ErrorDetail::kNone;
 
   // "unavailable: connect to 127.0.0.1:6379 failed: Connection refused"
   std::string ToString() const;
@@ -41,6 +65,12 @@ struct Error {
 template <typename... Args>
 Error MakeError(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
   return Error{code, fmt::format(format, std::forward<Args>(args)...)};
+}
+
+template <typename... Args>
+Error MakeError(ErrorCode code, ErrorDetail detail, fmt::format_string<Args...> format,
+                Args&&... args) {
+  return Error{code, fmt::format(format, std::forward<Args>(args)...), detail};
 }
 
 template <typename T>

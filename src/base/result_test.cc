@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
+#include <string_view>
+#include <vector>
 
 namespace flashsale::base {
 namespace {
@@ -45,6 +48,37 @@ TEST(ResultTest, EveryCodeHasAName) {
                     ErrorCode::kInternal}) {
     EXPECT_NE(ToString(code), "unknown error code");
   }
+}
+
+// Issue 33 point 4: what kind of failure travels as a value beside the code, not in the text.
+TEST(ResultTest, AnErrorCarriesItsDetailAndMostHaveNone) {
+  const Error plain = MakeError(ErrorCode::kUnavailable, "{} is down", "redis");
+  EXPECT_EQ(plain.detail, ErrorDetail::kNone);
+  EXPECT_EQ((Error{ErrorCode::kRemote, "ERR"}).detail, ErrorDetail::kNone);
+
+  Result<int> frozen = MakeError(ErrorCode::kUnavailable, ErrorDetail::kFrozen, "paused {}", 1);
+  ASSERT_FALSE(frozen.ok());
+  EXPECT_EQ(frozen.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(frozen.error().detail, ErrorDetail::kFrozen);
+  EXPECT_EQ(frozen.error().message, "paused 1");
+  // The detail is not part of the text people read.
+  EXPECT_EQ(frozen.error().ToString(), "unavailable: paused 1");
+  // It moves with the error.
+  Status moved = std::move(frozen).error();
+  EXPECT_EQ(moved.error().detail, ErrorDetail::kFrozen);
+}
+
+TEST(ResultTest, EveryDetailHasItsOwnName) {
+  const std::vector<ErrorDetail> details = {ErrorDetail::kNone,     ErrorDetail::kNoGroup,
+                                            ErrorDetail::kNoScript, ErrorDetail::kNoSuchKey,
+                                            ErrorDetail::kFenced,   ErrorDetail::kFrozen,
+                                            ErrorDetail::kDeadline, ErrorDetail::kEntriesLost};
+  std::set<std::string_view> names;
+  for (ErrorDetail detail : details) {
+    EXPECT_NE(ToString(detail), "unknown error detail");
+    names.insert(ToString(detail));
+  }
+  EXPECT_EQ(names.size(), details.size());
 }
 
 }  // namespace

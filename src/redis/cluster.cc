@@ -510,10 +510,8 @@ void ClusterRouter::Finish(CallPtr call, Result<Reply> result) {
     stats_.latency.Record(Clock::now() - call->sent_at);
   } else {
     if (result.error().code == ErrorCode::kRemote) stats_.replies.Add();
-    // The node connection's deadline, as it words it (its own stats are per node).
-    if (result.error().message.find("before the deadline") != std::string::npos) {
-      stats_.timeouts.Add();
-    }
+    // A node connection's deadline (its own stats are per node).
+    if (result.error().detail == base::ErrorDetail::kDeadline) stats_.timeouts.Add();
     CountError(stats_, result.error().code);
   }
   asio::dispatch(asio::append(std::move(call->handler), std::move(result)));

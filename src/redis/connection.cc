@@ -57,10 +57,19 @@ Result<Reply> ToResult(Reply reply, const ConnectionOptions& options) {
     return MakeError(ErrorCode::kUnavailable, "redis at {} did not run the command: {}",
                      options.endpoint.Describe(), reply.str());
   }
-  return Error{ErrorCode::kRemote, std::string(reply.str())};
+  return Error{ErrorCode::kRemote, std::string(reply.str()), ErrorDetailOf(reply.str())};
 }
 
 }  // namespace
+
+base::ErrorDetail ErrorDetailOf(std::string_view error_reply) {
+  const std::string_view word = error_reply.substr(0, error_reply.find(' '));
+  if (word == "NOGROUP") return base::ErrorDetail::kNoGroup;
+  if (word == "NOSCRIPT") return base::ErrorDetail::kNoScript;
+  if (word == "FENCED") return base::ErrorDetail::kFenced;
+  if (error_reply == "ERR no such key") return base::ErrorDetail::kNoSuchKey;
+  return base::ErrorDetail::kNone;
+}
 
 struct Connection::Tls {
   boost::asio::ssl::context context{boost::asio::ssl::context::tls_client};
@@ -515,7 +524,7 @@ void Connection::OnTimer() {
     }
     stats_.timeouts.Add();
     done.emplace_back(std::move(it->pending.handler),
-                      MakeError(ErrorCode::kUnavailable,
+                      MakeError(ErrorCode::kUnavailable, base::ErrorDetail::kDeadline,
                                 "no link to redis at {} before the deadline ({}); not sent",
                                 options_.endpoint.Describe(), last_error_));
     it = waiting_.erase(it);
@@ -525,7 +534,7 @@ void Connection::OnTimer() {
     stats_.timeouts.Add();
     pending.abandoned = true;
     done.emplace_back(std::move(pending.handler),
-                      MakeError(ErrorCode::kUnknownOutcome,
+                      MakeError(ErrorCode::kUnknownOutcome, base::ErrorDetail::kDeadline,
                                 "no reply from redis at {} before the deadline; the command was "
                                 "sent and may have run",
                                 options_.endpoint.Describe()));

@@ -18,6 +18,10 @@
 //                    BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN): those did not run either and are
 //                    kUnavailable.
 //   kResourceExhausted / kCancelled  too many commands queued / the connection was stopped.
+// Where a caller acts on which failure it was, the error's detail says it (base::ErrorDetail):
+// kDeadline on the two deadline errors, and an error reply's first word read once, here
+// (ErrorDetailOf: NOGROUP, NOSCRIPT, FENCED, no such key), never searched for in the message
+// later.
 // The connection itself never retries a command. When the link breaks it reconnects in the
 // background with exponential backoff; while it waits, calls fail at once (kUnavailable) instead
 // of piling up, so a flash sale with Redis down answers quickly and loses nothing.
@@ -117,6 +121,11 @@ struct ConnectionStats {
   base::Counter remote_errors;     // error replies
   base::LatencyHistogram latency;  // Send to reply, for commands that got one
 };
+
+// The detail of an error reply, from its first word: NOGROUP -> kNoGroup, NOSCRIPT -> kNoScript,
+// FENCED (our scripts' refusal of a stale fencing token) -> kFenced, "ERR no such key" (XINFO on a
+// missing key) -> kNoSuchKey; any other -> kNone.
+base::ErrorDetail ErrorDetailOf(std::string_view error_reply);
 
 // The value of `name` in an INFO reply ("run_id:abc\r\n" -> "abc"); empty if absent.
 std::string InfoField(std::string_view info, std::string_view name);

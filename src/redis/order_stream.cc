@@ -332,7 +332,7 @@ asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_i
   if (present->integer() == 0) co_return info;
   auto group_list = co_await Await(runner_.connection(), groups);
   if (!group_list.ok()) {
-    if (group_list.error().message.find("no such key") != std::string::npos) co_return info;
+    if (group_list.error().detail == base::ErrorDetail::kNoSuchKey) co_return info;  // just gone
     co_return std::move(group_list).error();
   }
   for (size_t g = 0; g < group_list->size(); ++g) {

@@ -90,8 +90,7 @@ Result<Script> ParseScript(std::string name, std::string source) {
 }
 
 bool IsNoScript(const Result<Reply>& result) {
-  return !result.ok() && result.error().code == ErrorCode::kRemote &&
-         result.error().message.starts_with("NOSCRIPT");
+  return !result.ok() && result.error().detail == base::ErrorDetail::kNoScript;
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ struct DrawRequest {
   std::string_view idempotency_token;
   int64_t idempotency_ttl_ms = 0;
   // A strict queue's consumer: its fencing token from the queue lock; the draw is refused
-  // (a kRemote error whose message starts with "FENCED") if a newer holder exists. 0: no check.
+  // (a kRemote error, detail kFenced: Redis's FENCED) if a newer holder exists. 0: no check.
   int64_t fence = 0;
 };
 inline constexpr uint64_t kDrawRandomBound = uint64_t{1} << 52;

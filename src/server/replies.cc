@@ -329,7 +329,7 @@ Reply ErrorToReply(const base::Error& error) {
       // The freeze after a Redis restart says what it is (its message names nothing internal);
       // any other unavailability is told in general words, its detail logged.
       const std::string_view words =
-          error.message == service::kFrozenMessage
+          error.detail == base::ErrorDetail::kFrozen
               ? service::kFrozenMessage
               : std::string_view("a service behind this one is unavailable; nothing was done");
       Reply reply = WordsReply(http::status::service_unavailable, Word::kUnavailable, words, error);

@@ -8,6 +8,8 @@
 
 #include <boost/beast/http/error.hpp>
 
+#include "service/redis_watch.h"
+
 namespace flashsale::server {
 namespace {
 
@@ -239,6 +241,22 @@ TEST(ErrorToReplyTest, EachCodeHasItsStatusAndWord) {
       EXPECT_NE(AdminDetail(reply).body.find("10.0.0.7"), std::string::npos) << reply.detail;
     }
   }
+}
+
+// Issue 33 point 4: the freeze is told by its detail, not by comparing the message.
+TEST(ErrorToReplyTest, AFrozenSaleSaysSoAndOtherUnavailabilityInGeneralWords) {
+  const Reply frozen = ErrorToReply(service::FrozenError());
+  EXPECT_EQ(frozen.status, http::status::service_unavailable);
+  EXPECT_EQ(frozen.retry_after_s, 1);
+  EXPECT_NE(frozen.body.find(service::kFrozenMessage), std::string::npos) << frozen.body;
+
+  // The same words without the detail are not a freeze: an error's text is never searched.
+  const Reply other = ErrorToReply(
+      base::Error{base::ErrorCode::kUnavailable, std::string(service::kFrozenMessage)});
+  EXPECT_EQ(other.status, http::status::service_unavailable);
+  EXPECT_EQ(other.body.find(service::kFrozenMessage), std::string::npos) << other.body;
+  EXPECT_NE(other.body.find("a service behind this one is unavailable"), std::string::npos)
+      << other.body;
 }
 
 TEST(ParseErrorReplyTest, LimitsAndMalformedRequestsCloseTheConnection) {

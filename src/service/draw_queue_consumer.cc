@@ -61,7 +61,7 @@ asio::awaitable<int64_t> DrawQueueConsumer::Pass(const bool* stop) {
     }
     auto entries = co_await context_.draw_queue().ReadNew(id, options_.name, options_.batch);
     if (!entries.ok()) {
-      if (entries.error().message.starts_with("NOGROUP")) groups_ready_[id] = false;
+      if (entries.error().detail == base::ErrorDetail::kNoGroup) groups_ready_[id] = false;
       continue;
     }
     if (claim_due) {
@@ -109,7 +109,7 @@ asio::awaitable<int64_t> DrawQueueConsumer::PassFifo(const store::ActivityRecord
   }
   auto entries = co_await context_.draw_queue().ReadNew(id, options_.name, options_.batch);
   if (!entries.ok()) {
-    if (entries.error().message.starts_with("NOGROUP")) groups_ready_[id] = false;
+    if (entries.error().detail == base::ErrorDetail::kNoGroup) groups_ready_[id] = false;
     co_return 0;
   }
   co_return co_await Decide(record, *entries, fence, stop);
@@ -148,7 +148,7 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(const store::ActivityRecord& 
     auto drawn =
         co_await context_.seckill().AsyncDraw(id, draw, context_.Floor(id), asio::use_awaitable);
     if (!drawn.ok()) {
-      if (drawn.error().message.starts_with("FENCED")) {
+      if (drawn.error().detail == base::ErrorDetail::kFenced) {
         metrics_.fenced.Add();
         spdlog::warn("queue consumer {}: a newer holder has the fifo lock of '{}'", options_.name,
                      id);

@@ -20,11 +20,20 @@ namespace flashsale::service {
 
 namespace asio = boost::asio;
 using base::ErrorCode;
+using base::ErrorDetail;
 using base::MakeError;
 using base::Result;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Insert gave the batch up: the consumer stops (kCancelled), the record's fence refused it, or its
+// entries are no longer this consumer's. Nothing more is done with it here (not acknowledged, not
+// failed).
+bool GivenUp(const base::Error& error) {
+  return error.code == ErrorCode::kCancelled || error.detail == ErrorDetail::kFenced ||
+         error.detail == ErrorDetail::kEntriesLost;
+}
 
 bool ParseInt(std::string_view text, int64_t& out) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
@@ -246,7 +255,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
     auto entries = co_await stream_.ReadNew(id, options_.name, count);
     if (!entries.ok()) {
       // A stream deleted from under us (Redis lost its data): make the group again next pass.
-      if (entries.error().message.starts_with("NOGROUP")) groups_ready_[id] = false;
+      if (entries.error().detail == ErrorDetail::kNoGroup) groups_ready_[id] = false;
       count = options_.batch;
       continue;
     }
@@ -331,7 +340,7 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   // (Not a conditional expression: GCC 12 destroys a co_await's result twice in one.)
   Result<std::vector<store::InsertOutcome>> batch = std::vector<store::InsertOutcome>{};
   if (!orders.empty()) batch = co_await Insert(activity_id, all, entry_ids, fence, stop);
-  if (!batch.ok() && batch.error().code == ErrorCode::kCancelled) co_return;  // stopping
+  if (!batch.ok() && GivenUp(batch.error())) co_return;
   if (batch.ok()) {
     for (size_t i = 0; i < orders.size(); ++i) outcomes[i] = (*batch)[i];
     // Read from Redis, so Redis held these sequences: this process's floor follows (the record's
@@ -347,7 +356,7 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
       const Orders one = std::make_shared<const std::vector<store::OrderRecord>>(
           std::vector<store::OrderRecord>{orders[i]});
       auto single = co_await Insert(activity_id, one, std::span(&ids[i], 1), fence, stop);
-      if (!single.ok() && single.error().code == ErrorCode::kCancelled) co_return;
+      if (!single.ok() && GivenUp(single.error())) co_return;
       if (single.ok()) {
         outcomes[i] = (*single)[0];
       } else {
@@ -407,7 +416,7 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
       return store.InsertOrders(*orders, now_ms, fence);
     };
     Result<std::vector<store::InsertOutcome>> outcomes = co_await context_.OnDb(write);
-    if (!outcomes.ok() && outcomes.error().code == ErrorCode::kCancelled) {
+    if (!outcomes.ok() && outcomes.error().detail == ErrorDetail::kFenced) {
       // Fenced: read before a Redis restart or failover that the repair has counted without
       // it. Left pending, never acknowledged: if this Redis still holds the entries, they are
       // claimed and written under the new epoch; if not, they are gone with what Redis lost.
@@ -443,13 +452,15 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
           "{} of {} held order intents of '{}' are no longer pending for this consumer; "
           "the batch is dropped",
           static_cast<int64_t>(ids.size()) - *touched, ids.size(), activity_id);
-      co_return MakeError(ErrorCode::kCancelled, "held entries lost");
+      co_return MakeError(ErrorCode::kFailedPrecondition, ErrorDetail::kEntriesLost,
+                          "held entries lost");
     }
     if (!touched.ok()) {
-      if (touched.error().message.starts_with("NOGROUP")) {
+      if (touched.error().detail == ErrorDetail::kNoGroup) {
         spdlog::warn("the order stream of '{}' was lost; {} held intents are dropped", activity_id,
                      ids.size());
-        co_return MakeError(ErrorCode::kCancelled, "stream lost");
+        co_return MakeError(ErrorCode::kFailedPrecondition, ErrorDetail::kEntriesLost,
+                            "stream lost");
       }
       spdlog::warn("touch held entries of '{}': {}", activity_id, touched.error().message);
     }

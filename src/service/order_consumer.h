@@ -118,8 +118,10 @@ class OrderConsumer {
   boost::asio::awaitable<void> Process(const store::ActivityRecord& activity,
                                        std::vector<redis::StreamEntry> entries, bool redelivered,
                                        std::optional<int64_t> fence, const bool* stop);
-  // The batch's outcomes; retries while the database is unavailable. Nothing when told to stop
-  // or on an error that is not unavailability (then the entries are tried one by one). `orders`
+  // The batch's outcomes; retries while the database is unavailable. Given up with kCancelled
+  // (told to stop), or with detail kFenced (the record's fence refused it) or kEntriesLost (its
+  // entries are no longer this consumer's); any other error is not unavailability (then the
+  // entries are tried one by one). `orders`
   // is shared with the database thread's job (which may outlive a timed-out wait), not copied;
   // `ids`: the entries they came from, each once (kept from being claimed while it retries).
   using Orders = std::shared_ptr<const std::vector<store::OrderRecord>>;

@@ -213,7 +213,8 @@ inline constexpr std::string_view kFrozenMessage =
     "or after Redis restarted, failed over or lost writes); retry shortly";
 // The error a frozen gate answers (kUnavailable: nothing was done; a 503 with Retry-After).
 inline base::Error FrozenError() {
-  return base::MakeError(base::ErrorCode::kUnavailable, "{}", kFrozenMessage);
+  return base::MakeError(base::ErrorCode::kUnavailable, base::ErrorDetail::kFrozen, "{}",
+                         kFrozenMessage);
 }
 
 }  // namespace flashsale::service

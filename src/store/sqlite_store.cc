@@ -481,7 +481,7 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
     if (!row) return std::move(row).error();
     const int64_t epoch = *row ? read.Int(0) : 0;
     if (epoch != *fence) {
-      return MakeError(ErrorCode::kCancelled,
+      return MakeError(ErrorCode::kFailedPrecondition, base::ErrorDetail::kFenced,
                        "fenced: the batch was read under epoch {}, the record is at {}", *fence,
                        epoch);
     }

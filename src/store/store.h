@@ -152,9 +152,10 @@ class Store {
   // of the batch was written.
   //
   // With `fence`: the batch is written only if the record's fence (AdvanceFence) is still at
-  // that epoch, checked inside the same transaction; else kCancelled and nothing is written. An
-  // order consumer passes the epoch it read its batch under, so a batch read from a Redis before
-  // it restarted or failed over is never written after the lost-write repair counted without it.
+  // that epoch, checked inside the same transaction; else kFailedPrecondition (detail kFenced)
+  // and nothing is written. An order consumer passes the epoch it read its batch under, so a
+  // batch read from a Redis before it restarted or failed over is never written after the
+  // lost-write repair counted without it.
   //
   // In the same transaction, each activity's write mark (WrittenSeqs) is raised to the highest
   // `written` among the batch's orders of that activity, whatever their outcome (each was read

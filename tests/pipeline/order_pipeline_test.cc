@@ -20,10 +20,12 @@
 #include <thread>
 
 #include "base/clock.h"
+#include "redis/draw_queue.h"
 #include "redis/seckill.h"
 #include "redis/url.h"
 #include "service/admin.h"
 #include "service/draw.h"
+#include "service/draw_queue_consumer.h"
 #include "service/jobs.h"
 #include "service/order_consumer.h"
 #include "service/pipeline.h"
@@ -240,6 +242,74 @@ TEST_F(PipelineTest, ABatchReadBeforeARepairIsFencedNeverWrittenAndLeftPending) 
   Drain(consumer);
   EXPECT_EQ(OrderIdsInDb("fence"), std::set<std::string>(orders.begin(), orders.end()));
   settings_.redis_watch = nullptr;
+}
+
+// Issue 33 point 4: a stream Redis lost from under a consumer answers NOGROUP, which reaches the
+// consumer as the error's detail: its next pass makes the group again and reads what came since.
+TEST_F(PipelineTest, AStreamLostFromUnderTheConsumerGetsItsGroupAgain) {
+  CreateActivity("regroup", 10);
+  Reserve("regroup", 2);
+  OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
+  EXPECT_EQ(Drain(consumer), 2);
+  ASSERT_EQ(redis_->Integer({"DEL", Keys("regroup").stream()}), 1);
+  Reserve("regroup", 3, 1, /*first=*/2);  // XADD makes the stream again, without the group
+  auto read = io_.Run(context_->order_stream().ReadNew("regroup", "c1", 10));
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().detail, base::ErrorDetail::kNoGroup) << read.error().ToString();
+  EXPECT_EQ(io_.Run(consumer.Pass(&stop_)), 0) << "the pass that finds the group gone";
+  EXPECT_EQ(Drain(consumer), 3);
+  EXPECT_EQ(OrderIdsInDb("regroup").size(), 5u);
+}
+
+// Issue 33 point 4: a strict queue's consumer that lost its lock has its late draw refused by the
+// script (FENCED, the error's detail): counted, its lock forgotten, the ticket left pending for the
+// new holder, which draws it.
+TEST_F(PipelineTest, AStrictQueueConsumerThatLostItsLockHasItsLateDrawFenced) {
+  core::SeckillActivity lottery;
+  lottery.id = "fifo";
+  lottery.start_ms = 0;
+  lottery.end_ms = 4'000'000'000'000;
+  lottery.per_user_limit = 1;
+  lottery.lottery = core::Lottery{.prizes = {{"a", "A", 1, 10}},
+                                  .no_prize_weight = 0,
+                                  .admission = core::Admission::kFifo,
+                                  .queue_capacity = 100};
+  lottery.stock = lottery.lottery->TotalStock();
+  auto created = io_.Run(CreateActivityAsync(lottery));
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  redis::DrawQueue queue(*runner_, settings_.key_namespace);
+  const auto enqueue = [&](const std::string& user) {
+    const std::string ticket = "t-" + user;
+    const redis::EnqueueRequest request{.ticket_id = ticket,
+                                        .user_id = user,
+                                        .now_ms = clock_.NowMs(),
+                                        .capacity = 100,
+                                        .ticket_ttl_ms = 3'600'000,
+                                        .user_token = user};
+    auto queued = io_.Run(queue.Enqueue("fifo", request));
+    ASSERT_TRUE(queued.ok()) << queued.error().ToString();
+    ASSERT_EQ(queued->outcome, redis::EnqueueOutcome::kQueued);
+  };
+  // Leases that are not extended during the test: the lock moves only when it is deleted.
+  const QueueConsumerOptions options{
+      .name = "a", .lock_ttl = 3'600'000ms, .lock_extend = 3'600'000ms};
+  QueueMetrics metrics_a;
+  QueueMetrics metrics_b;
+  DrawQueueConsumer a(*context_, options, metrics_a);
+  QueueConsumerOptions b_options = options;
+  b_options.name = "b";
+  DrawQueueConsumer b(*context_, b_options, metrics_b);
+
+  enqueue("u1");
+  EXPECT_EQ(io_.Run(a.Pass(&stop_)), 1) << "a takes the lock (fence 1) and draws";
+  // a's lease lapses (deleted here); b takes the lock with fence 2, with nothing to draw yet.
+  ASSERT_EQ(redis_->Integer({"DEL", Keys("fifo").queue_lock()}), 1);
+  EXPECT_EQ(io_.Run(b.Pass(&stop_)), 0);
+  enqueue("u2");
+  EXPECT_EQ(io_.Run(a.Pass(&stop_)), 0) << "a still believes it holds the lock";
+  EXPECT_EQ(metrics_a.fenced.value(), 1u);
+  EXPECT_EQ(io_.Run(b.Pass(&stop_)), 1) << "the new holder draws the ticket a left pending";
+  EXPECT_EQ(metrics_b.fenced.value(), 0u);
 }
 
 // The watch: frozen at startup until confirmed; another server freezes it; the endpoint going back

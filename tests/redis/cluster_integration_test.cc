@@ -194,6 +194,7 @@ TEST_F(ClusterTest, ALostReplyIsAnUnknownOutcomeNeverResent) {
   ASSERT_EQ(::kill(pid, SIGCONT), 0);
   ASSERT_FALSE(incr.ok());
   EXPECT_EQ(incr.error().code, base::ErrorCode::kUnknownOutcome) << incr.error().ToString();
+  EXPECT_EQ(incr.error().detail, base::ErrorDetail::kDeadline) << "what the router counts";
   EXPECT_EQ(io_.Call([&] { return connection->stats().timeouts.value(); }), 1u);
   EXPECT_EQ(io_.Call([&] { return connection->stats().unknown_outcome.value(); }), 1u);
   // Once the node runs again it executes the INCR it had received, once.

@@ -63,6 +63,34 @@ TEST(ConnectionTest, CommandsOverTcpAndUnixSocket) {
   }
 }
 
+// Issue 33 point 4: the error replies a caller acts on carry their detail, read once where the
+// reply becomes an error; the message stays Redis's own text.
+TEST(ConnectionTest, ErrorRepliesCarryTheDetailOfTheirFirstWord) {
+  RedisServer server;
+  IoThread io;
+  auto connection = Connect(io, server.unix_url());
+  ASSERT_TRUE(Exec(io, *connection, {"XADD", "s", "*", "f", "v"}).ok());
+  const auto expect = [](const base::Result<Reply>& result, base::ErrorDetail detail,
+                         std::string_view first_word) {
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.error().code, ErrorCode::kRemote);
+    EXPECT_EQ(result.error().detail, detail) << result.error().message;
+    EXPECT_TRUE(result.error().message.starts_with(first_word)) << result.error().message;
+  };
+  expect(Exec(io, *connection, {"XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"}),
+         base::ErrorDetail::kNoGroup, "NOGROUP");
+  const std::string unknown_sha(40, 'a');
+  expect(Exec(io, *connection, {"EVALSHA", unknown_sha, "0"}), base::ErrorDetail::kNoScript,
+         "NOSCRIPT");
+  expect(Exec(io, *connection,
+              {"EVAL", "return redis.error_reply('FENCED a newer holder exists')", "0"}),
+         base::ErrorDetail::kFenced, "FENCED");
+  expect(Exec(io, *connection, {"XINFO", "GROUPS", "missing"}), base::ErrorDetail::kNoSuchKey,
+         "ERR");
+  expect(Exec(io, *connection, {"INCR", "s"}), base::ErrorDetail::kNone, "WRONGTYPE");
+  testing::Stop(io, connection);
+}
+
 TEST(ConnectionTest, PipelinesAndMatchesRepliesInOrder) {
   RedisServer server;
   IoThread io;
@@ -145,6 +173,7 @@ TEST(ConnectionTest, SlowServerTimesOutAsUnknownThenRecovers) {
   auto slow = Exec(io, *connection, {"INCR", "n"}, 200ms);
   ASSERT_FALSE(slow.ok());
   EXPECT_EQ(slow.error().code, ErrorCode::kUnknownOutcome);
+  EXPECT_EQ(slow.error().detail, base::ErrorDetail::kDeadline);
   EXPECT_TRUE(Contains(slow.error().message, "may have run")) << slow.error().message;
   server.Resume();
 

@@ -77,6 +77,7 @@ TEST_F(LockTest, AHolderPausedPastItsLeaseLosesItAndItsLateWritesAreFenced) {
   auto late = draw("late", stale->fence);
   ASSERT_FALSE(late.ok());
   EXPECT_TRUE(late.error().message.starts_with("FENCED")) << late.error().ToString();
+  EXPECT_EQ(late.error().detail, base::ErrorDetail::kFenced) << late.error().ToString();
   EXPECT_EQ(Status("fifo").remaining, 10);
   EXPECT_EQ(server_->Integer({"HLEN", keys.buyers()}), 0);
   auto current = draw("current", fresh->fence);

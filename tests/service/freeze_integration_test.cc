@@ -123,6 +123,7 @@ TEST_F(FreezeTest, ABatchHeldInTheCoalescerAcrossAnEventIsNeverSent) {
   auto held = *second.get();
   ASSERT_FALSE(held.ok()) << "sent after the event: " << StatusWord(held->outcome);
   EXPECT_EQ(held.error().code, base::ErrorCode::kUnavailable);
+  EXPECT_EQ(held.error().detail, base::ErrorDetail::kFrozen);
   EXPECT_EQ(held.error().message, kFrozenMessage);
   EXPECT_EQ(redis_->Integer({"HEXISTS", keys.buyers(), "u2"}), 0) << "u2's unit was sold";
   // The first call was in flight before the event: it ran (its outcome stands, whatever it is).
@@ -208,6 +209,7 @@ TEST_F(FreezeTest, ASequenceBehindFreezesThatActivityOnlyUntilItsRepair) {
   auto refused = Buy("lost", "u3");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message, kFrozenMessage);
+  EXPECT_EQ(refused.error().detail, base::ErrorDetail::kFrozen);
   EXPECT_EQ(redis_->String({"GET", keys.stock()}), "9") << "sold while behind";
   EXPECT_TRUE(context_->Frozen("lost"));
   EXPECT_FALSE(context_->Frozen("other"));

@@ -441,7 +441,8 @@ TEST_P(StoreContractTest, AFencedBatchIsRefusedAfterTheFenceAdvanced) {
   const std::vector<OrderRecord> held = {Order("f2", "bob"), Order("f3", "carol")};
   auto stale = store_->InsertOrders(held, 200, *before);
   ASSERT_FALSE(stale.ok());
-  EXPECT_EQ(stale.error().code, ErrorCode::kCancelled) << stale.error().ToString();
+  EXPECT_EQ(stale.error().code, ErrorCode::kFailedPrecondition) << stale.error().ToString();
+  EXPECT_EQ(stale.error().detail, base::ErrorDetail::kFenced) << "what the order consumer reads";
   EXPECT_EQ(store_->GetOrder("f2").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(store_->GetOrder("f3").error().code, ErrorCode::kNotFound);
 
@@ -536,7 +537,8 @@ TEST_P(StoreContractTest, AFencedBatchLeavesTheWriteMark) {
       std::vector<OrderRecord>{Written(Order("f2", "bob"), 1, 9), Written(Order("f3", "x"), 2, 1)},
       2, *before);
   ASSERT_FALSE(stale.ok());
-  EXPECT_EQ(stale.error().code, ErrorCode::kCancelled) << stale.error().ToString();
+  EXPECT_EQ(stale.error().code, ErrorCode::kFailedPrecondition) << stale.error().ToString();
+  EXPECT_EQ(stale.error().detail, base::ErrorDetail::kFenced);
   EXPECT_EQ(MarksOf(*store_), (Marks{{"act", {1, 5}}}));
 }
 

@@ -371,7 +371,7 @@ Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
     if (auto run = read.Execute(std::span<const Param>()); !run) return run.error();
     const int64_t epoch = read.rows().empty() ? 0 : read.rows()[0].Int(0);
     if (epoch != *fence) {
-      return MakeError(ErrorCode::kCancelled,
+      return MakeError(ErrorCode::kFailedPrecondition, base::ErrorDetail::kFenced,
                        "fenced: the batch was read under epoch {}, the record is at {}", *fence,
                        epoch);
     }

@@ -20,7 +20,7 @@ base::Status ValidateOrders(std::span<const OrderRecord> orders);
 // Writes the batch in its own transactions (the batched way, else row by row); the caller runs it
 // again if the connection's transaction was chosen as a deadlock victim. With `fence`, each
 // transaction first reads the record's fence under a shared lock (AdvanceFence waits for it) and
-// writes nothing unless it is still at that epoch (kCancelled).
+// writes nothing unless it is still at that epoch (kFailedPrecondition, detail kFenced).
 base::Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
                                                       std::span<const OrderRecord> orders,
                                                       int64_t now_ms,
