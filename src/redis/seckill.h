@@ -283,11 +283,9 @@ class SeckillScripts {
   // With a floor, as ReserveBatch.
   void DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
                  WriteSeq floor, std::vector<base::Result<DrawResult>>& out, Handler<void> handler);
-  // The EVALSHA arguments Reserve would send ("EVALSHA", sha, numkeys, keys..., args...), for
-  // tools that send the call themselves (redis-benchmark in bench/); the same checks first.
-  base::Result<std::vector<std::string>> ReserveArgv(std::string_view activity_id,
-                                                     const ReserveRequest& request) const;
-  // The same for a batch (every request must pass the checks).
+  // The EVALSHA arguments ReserveBatch would send ("EVALSHA", sha, numkeys, keys..., args...),
+  // for tools that send the call themselves (bench/redis_client_bench.cc); the same checks first
+  // (every request must pass them).
   base::Result<std::vector<std::string>> ReserveBatchArgv(
       std::string_view activity_id, std::span<const ReserveRequest> requests) const;
   void Release(std::string_view activity_id, std::string_view order_id,
