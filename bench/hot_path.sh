@@ -212,7 +212,7 @@ rb_run() {  # key per-call call...
 }
 
 # The default's redis-server rewrites its AOF at a quiet moment after a burst (its supervisor's
-# rule, redis/aof_rewrite.h): while it does, the fork's child takes CPU from whatever runs. So
+# rule, supervise/aof_rewrite.h): while it does, the fork's child takes CPU from whatever runs. So
 # before another system's run, the default's supervisor gets three of its looks (one a second)
 # and a rewrite it started is waited for (at most two minutes): the rewrite is the default's
 # cost, and it counts where it lands, in the default's own runs (its children's CPU).

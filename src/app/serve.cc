@@ -27,13 +27,13 @@
 #include "base/log_format.h"
 #include "base/process_stats.h"
 #include "core/token.h"
-#include "redis/embedded_server.h"
 #include "redis/scripts.h"
 #include "server/http_server.h"
 #include "service/admin.h"
 #include "service/pipeline.h"
 #include "service/redis_watch.h"
 #include "store/store.h"
+#include "supervise/embedded_server.h"
 
 namespace flashsale::app {
 
@@ -257,9 +257,9 @@ Result<Secrets> PrepareDataDir(const ServeConfig& config) {
 }
 
 // Redis: the URL given, or a private redis-server in the data directory, supervised (restarted
-// from its AOF when it dies; see redis/embedded_server.h).
+// from its AOF when it dies; see supervise/embedded_server.h).
 struct ServeRedis {
-  std::unique_ptr<redis::EmbeddedServer> embedded;  // null with redis-url
+  std::unique_ptr<supervise::EmbeddedServer> embedded;  // null with redis-url
   redis::ConnectionOptions options;
 };
 
@@ -268,7 +268,7 @@ Result<ServeRedis> StartRedis(const ServeConfig& config) {
   ServeRedis redis;
   std::string redis_url = config.redis_url;
   if (redis_url.empty()) {
-    auto started = redis::EmbeddedServer::Start(
+    auto started = supervise::EmbeddedServer::Start(
         {.data_dir = config.data_dir,
          .binary = config.redis_server,
          .appendfsync = config.durability == Durability::kFsync ? "always" : "everysec",
@@ -342,7 +342,7 @@ server::ServerDeps ServerDepsFor(const redis::ConnectionOptions& redis_options, 
 // /metrics beyond the server's own: the order pipeline, the Redis watch, the private
 // redis-server's restarts.
 void AddServeMetrics(server::Metrics& metrics, service::PipelineMetrics& pipeline_metrics,
-                     service::RedisWatch& redis_watch, const redis::EmbeddedServer* embedded) {
+                     service::RedisWatch& redis_watch, const supervise::EmbeddedServer* embedded) {
   metrics.AddSource(
       [&pipeline_metrics](std::string& out) { pipeline_metrics.AppendPrometheus(out); });
   metrics.AddSource([&redis_watch](std::string& out) { redis_watch.AppendPrometheus(out); });

@@ -137,22 +137,6 @@ bool StartsWithWord(std::string_view text, std::string_view word) {
   return text.starts_with(word) && (text.size() == word.size() || text[word.size()] == ' ');
 }
 
-void CountError(ConnectionStats& stats, ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kUnavailable:
-      stats.unavailable.Add();
-      break;
-    case ErrorCode::kUnknownOutcome:
-      stats.unknown_outcome.Add();
-      break;
-    case ErrorCode::kRemote:
-      stats.remote_errors.Add();
-      break;
-    default:
-      break;
-  }
-}
-
 }  // namespace
 
 uint16_t KeySlot(std::string_view key) {
@@ -512,13 +496,13 @@ void ClusterRouter::Finish(CallPtr call, Result<Reply> result) {
     if (result.error().code == ErrorCode::kRemote) stats_.replies.Add();
     // A node connection's deadline (its own stats are per node).
     if (result.error().detail == base::ErrorDetail::kDeadline) stats_.timeouts.Add();
-    CountError(stats_, result.error().code);
+    stats_.CountError(result.error().code);
   }
   asio::dispatch(asio::append(std::move(call->handler), std::move(result)));
 }
 
 void ClusterRouter::Fail(CallPtr call, Error error) {
-  CountError(stats_, error.code);
+  stats_.CountError(error.code);
   asio::post(executor_, asio::append(std::move(call->handler), Result<Reply>(std::move(error))));
 }
 

@@ -492,7 +492,7 @@ void Connection::OnRead(uint64_t generation, const error_code& error, size_t byt
     if (pending.abandoned) continue;
     stats_.latency.Record(Clock::now() - pending.sent_at);
     Result<Reply> result = ToResult(std::move(reply), options_);
-    if (!result.ok()) CountError(result.error().code);
+    if (!result.ok()) stats_.CountError(result.error().code);
     Complete(std::move(pending.handler), std::move(result));
     // The handler may have stopped or reset this connection.
     if (generation != generation_) return;
@@ -637,27 +637,27 @@ std::chrono::milliseconds Connection::NextBackoff() {
 
 void Connection::Deliver(std::vector<Completion>& completions) {
   for (auto& [handler, result] : completions) {
-    if (!result.ok()) CountError(result.error().code);
+    if (!result.ok()) stats_.CountError(result.error().code);
     Complete(std::move(handler), std::move(result));
   }
   completions.clear();
 }
 
 void Connection::Post(ReplyHandler handler, Error error) {
-  CountError(error.code);
+  stats_.CountError(error.code);
   asio::post(executor_, asio::append(std::move(handler), Result<Reply>(std::move(error))));
 }
 
-void Connection::CountError(ErrorCode code) {
+void ConnectionStats::CountError(ErrorCode code) {
   switch (code) {
     case ErrorCode::kUnavailable:
-      stats_.unavailable.Add();
+      unavailable.Add();
       break;
     case ErrorCode::kUnknownOutcome:
-      stats_.unknown_outcome.Add();
+      unknown_outcome.Add();
       break;
     case ErrorCode::kRemote:
-      stats_.remote_errors.Add();
+      remote_errors.Add();
       break;
     default:
       break;

@@ -120,6 +120,11 @@ struct ConnectionStats {
   base::Counter unknown_outcome;   // calls answered kUnknownOutcome
   base::Counter remote_errors;     // error replies
   base::LatencyHistogram latency;  // Send to reply, for commands that got one
+
+  // A call answered with an error of this code: unavailable, unknown_outcome or remote_errors
+  // (others are not counted here). The single-node connection and the cluster router both count
+  // with it.
+  void CountError(base::ErrorCode code);
 };
 
 // The detail of an error reply, from its first word: NOGROUP -> kNoGroup, NOSCRIPT -> kNoScript,
@@ -241,7 +246,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::milliseconds NextBackoff();
   void Deliver(std::vector<Completion>& completions);
   void Post(ReplyHandler handler, base::Error error);
-  void CountError(base::ErrorCode code);
 
   boost::asio::any_io_executor executor_;
   ConnectionOptions options_;

@@ -437,11 +437,6 @@ void SeckillScripts::StringSlots::AddInt(int64_t value) {
   Next().assign(digits, end);
 }
 
-Result<std::vector<std::string>> SeckillScripts::ReserveArgv(std::string_view activity_id,
-                                                             const ReserveRequest& request) const {
-  return ReserveBatchArgv(activity_id, std::span<const ReserveRequest>(&request, 1));
-}
-
 Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
     std::string_view activity_id, std::span<const ReserveRequest> requests) const {
   for (const ReserveRequest& request : requests) {

@@ -246,7 +246,7 @@ class SeckillScripts {
   // (seckill_reserve.lua).
   void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
                     Handler<std::vector<base::Result<Reservation>>> handler);
-  // The same into `out`, for a caller that keeps one vector per queue (service/coalescer.h):
+  // The same into `out`, for a caller that keeps one vector per queue (base/coalescer.h):
   // `out` is cleared and refilled, its capacity reused, and must stay alive until `handler` is
   // called. An ok status means `out` holds one result per request, in order (a request refused
   // before Redis: its error in its slot); an error is the whole call's. The handler is invoked
@@ -283,11 +283,9 @@ class SeckillScripts {
   // With a floor, as ReserveBatch.
   void DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
                  WriteSeq floor, std::vector<base::Result<DrawResult>>& out, Handler<void> handler);
-  // The EVALSHA arguments Reserve would send ("EVALSHA", sha, numkeys, keys..., args...), for
-  // tools that send the call themselves (redis-benchmark in bench/); the same checks first.
-  base::Result<std::vector<std::string>> ReserveArgv(std::string_view activity_id,
-                                                     const ReserveRequest& request) const;
-  // The same for a batch (every request must pass the checks).
+  // The EVALSHA arguments ReserveBatch would send ("EVALSHA", sha, numkeys, keys..., args...),
+  // for tools that send the call themselves (bench/redis_client_bench.cc); the same checks first
+  // (every request must pass them).
   base::Result<std::vector<std::string>> ReserveBatchArgv(
       std::string_view activity_id, std::span<const ReserveRequest> requests) const;
   void Release(std::string_view activity_id, std::string_view order_id,

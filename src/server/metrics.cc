@@ -120,9 +120,9 @@ std::string Metrics::RenderPrometheus() const {
                                   redis_latency);
 
   // Script calls and the requests they carried, by kind: requests / calls is the mean batch the
-  // coalescers formed (service/coalescer.h).
-  service::CoalescerStats reserve_calls, draw_calls;
-  const auto add = [](service::CoalescerStats& sum, const service::CoalescerStats& one) {
+  // coalescers formed (base/coalescer.h).
+  base::CoalescerStats reserve_calls, draw_calls;
+  const auto add = [](base::CoalescerStats& sum, const base::CoalescerStats& one) {
     sum.calls += one.calls;
     sum.requests += one.requests;
     sum.largest_batch = std::max(sum.largest_batch, one.largest_batch);

@@ -25,7 +25,9 @@ TEST(ActivityGuardTest, PackingKeepsOrderAndSaturatesBelowWhatDoesNotFit) {
   const WriteSeq values[] = {{0, 0}, {0, 1}, {0, (int64_t{1} << 40) - 1}, {1, 0}, {3, 5}};
   for (size_t i = 0; i < std::size(values); ++i) {
     EXPECT_EQ(ActivityGuard::Unpack(ActivityGuard::Pack(values[i])), values[i]);
-    if (i > 0) EXPECT_LT(ActivityGuard::Pack(values[i - 1]), ActivityGuard::Pack(values[i]));
+    if (i > 0) {
+      EXPECT_LT(ActivityGuard::Pack(values[i - 1]), ActivityGuard::Pack(values[i]));
+    }
   }
   // A seq past 40 bits is kept as the largest of its epoch; an epoch past its bits as the
   // largest value: both lower than the real one (a lower floor checks less, never refuses more).

@@ -63,7 +63,7 @@ struct ServiceSettings {
   int64_t wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{200};
   // Reservations (and draws) of one activity that wait while a call of it is in flight are sent
-  // as one batch of at most this many (service/coalescer.h); 1: every request alone.
+  // as one batch of at most this many (base/coalescer.h); 1: every request alone.
   int64_t max_batch = 64;
 };
 
@@ -77,7 +77,7 @@ class ServiceContext {
   redis::Connection& redis() { return runner_.connection(); }
   redis::ScriptRunner& runner() { return runner_; }
   redis::SeckillScripts& seckill() { return seckill_; }
-  // The reserve and draw script calls, coalesced per activity (service/coalescer.h): what the
+  // The reserve and draw script calls, coalesced per activity (base/coalescer.h): what the
   // purchase and the direct draw send through.
   ReserveCoalescer& reserves() { return reserves_; }
   DrawCoalescer& draws() { return draws_; }

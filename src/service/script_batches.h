@@ -1,5 +1,5 @@
 #pragma once
-// The coalescers of the reserve and draw scripts (service/coalescer.h), and the one function per
+// The coalescers of the reserve and draw scripts (base/coalescer.h), and the one function per
 // script that sends a batch of requests of one activity.
 //
 // A batch is decided in arrival order, each request exactly as a call of its own would decide it:
@@ -12,14 +12,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/coalescer.h"
 #include "base/result.h"
 #include "redis/seckill.h"
-#include "service/coalescer.h"
 
 namespace flashsale::service {
 
-using ReserveCoalescer = Coalescer<redis::ReserveRequest, redis::Reservation>;
-using DrawCoalescer = Coalescer<redis::DrawRequest, redis::DrawResult>;
+using ReserveCoalescer = base::Coalescer<redis::ReserveRequest, redis::Reservation>;
+using DrawCoalescer = base::Coalescer<redis::DrawRequest, redis::DrawResult>;
 
 // Sends `requests` (reservations of `activity_id`) as one batch: one reply per request in its
 // slot (a request's own failure in its slot), or an error for the whole batch.

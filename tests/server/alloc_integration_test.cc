@@ -364,7 +364,7 @@ RedisServer* AllocTest::redis_ = nullptr;
 //     ConfirmDurable (both evicted by DrawNow's);
 //   - the Redis connection's in-flight queue is a ring (base/ring_queue.h), not a deque that
 //     allocated a node as it slid: was about 0.09 per request.
-// The coalescer (src/service/coalescer.h: per-lane queue and batch slots, replies filled in
+// The coalescer (src/base/coalescer.h: per-lane queue and batch slots, replies filled in
 // place, one posted completion per call) and the batch binding (src/redis/seckill.cc: arguments
 // in reused strings, results in the coalescer's slot, its handlers from Asio's recycling cache)
 // allocate nothing in steady state either.

@@ -1,4 +1,4 @@
-// Purchases and draws coalesced per activity (service/coalescer.h), through the use cases on a
+// Purchases and draws coalesced per activity (base/coalescer.h), through the use cases on a
 // real redis-server and a real SQLite file: 64 callers on one ServiceContext at once, so batches
 // form; the same user more than once inside one batch, mixed quantities, itemised stock, an
 // Idempotency-Key sent twice in one batch. Exactness: every outcome is the one the same requests
@@ -36,6 +36,7 @@ namespace flashsale::service {
 namespace {
 
 namespace asio = boost::asio;
+using base::CoalescerStats;
 using core::Outcome;
 using testing::IoThread;
 using testing::RedisServer;

@@ -1,9 +1,9 @@
-#include "redis/aof_rewrite.h"
+#include "supervise/aof_rewrite.h"
 
 #include <algorithm>
 #include <charconv>
 
-namespace flashsale::redis {
+namespace flashsale::supervise {
 
 namespace {
 
@@ -79,4 +79,4 @@ std::string_view ToString(AofRewrite decision) {
   return "?";
 }
 
-}  // namespace flashsale::redis
+}  // namespace flashsale::supervise

@@ -1,8 +1,8 @@
-#include "redis/aof_rewrite.h"
+#include "supervise/aof_rewrite.h"
 
 #include <gtest/gtest.h>
 
-namespace flashsale::redis {
+namespace flashsale::supervise {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
@@ -84,4 +84,4 @@ TEST(AofRewriteTest, NothingWhileARewriteRunsOrWithoutAnAof) {
 }
 
 }  // namespace
-}  // namespace flashsale::redis
+}  // namespace flashsale::supervise

@@ -1,7 +1,7 @@
 #pragma once
 // When the private redis-server's append-only file is rewritten (BGREWRITEAOF), decided by
 // flashsale instead of by Redis's own automatic rewrite (auto-aof-rewrite-percentage 0 on the
-// server: redis/embedded_server.h).
+// server: supervise/embedded_server.h).
 //
 // A rewrite forks redis-server and writes the whole dataset out again: seconds of CPU on a large
 // dataset, plus the copy-on-write faults it makes the parent take, all at the moment Redis's own
@@ -17,7 +17,7 @@
 #include <optional>
 #include <string_view>
 
-namespace flashsale::redis {
+namespace flashsale::supervise {
 
 struct AofRewritePolicy {
   uint64_t min_size = 64ull << 20;  // as Redis's auto-aof-rewrite-min-size default
@@ -50,4 +50,4 @@ AofRewrite DecideAofRewrite(const AofRewritePolicy& policy, const AofState& stat
 
 std::string_view ToString(AofRewrite decision);
 
-}  // namespace flashsale::redis
+}  // namespace flashsale::supervise

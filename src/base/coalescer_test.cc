@@ -1,7 +1,7 @@
 // The coalescer alone, with no server: an io_context run on the test's thread and a sender the
 // test holds, so every call the coalescer makes is seen and completed by the test.
 
-#include "service/coalescer.h"
+#include "base/coalescer.h"
 
 #include <gtest/gtest.h>
 
@@ -17,12 +17,10 @@
 #include <string>
 #include <vector>
 
-namespace flashsale::service {
+namespace flashsale::base {
 namespace {
 
 namespace asio = boost::asio;
-using base::ErrorCode;
-using base::Result;
 
 struct Ask {
   std::string user;
@@ -449,4 +447,4 @@ TEST_F(CoalescerTest, DestroyedWithWaitersQueuedAndACallInFlight) {
 }
 
 }  // namespace
-}  // namespace flashsale::service
+}  // namespace flashsale::base

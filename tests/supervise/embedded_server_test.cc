@@ -2,7 +2,7 @@
 // async client on its socket, keeps data across a restart (AOF), refuses a second server on the
 // same directory, says clearly what is wrong when it cannot start, and leaves nothing running.
 
-#include "redis/embedded_server.h"
+#include "supervise/embedded_server.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -30,10 +30,12 @@
 #include "base/subprocess.h"
 #include "support/redis_helpers.h"
 
-namespace flashsale::redis {
+namespace flashsale::supervise {
 namespace {
 
 using base::ErrorCode;
+using redis::Connection;
+using redis::Reply;
 using testing::Connect;
 using testing::Exec;
 using testing::IoThread;
@@ -92,7 +94,7 @@ TEST(EmbeddedServerTest, StartsOnAFreshDirectoryAndServesTheAsyncClient) {
   EXPECT_TRUE(fs::is_socket(data_dir + "/redis.sock"));
   EXPECT_EQ(server->socket_path(), data_dir + "/redis.sock");
   EXPECT_EQ(server->url(), "unix://" + tmp.Path("flashsale%20data/nested/redis.sock"));
-  auto endpoint = ParseUrl(server->url());
+  auto endpoint = redis::ParseUrl(server->url());
   ASSERT_TRUE(endpoint.ok()) << endpoint.error().ToString();
   EXPECT_EQ(endpoint->path, server->socket_path());
 
@@ -746,4 +748,4 @@ TEST(EmbeddedServerTest, ALoadingThatMakesNoProgressIsGivenUpOn) {
 }
 
 }  // namespace
-}  // namespace flashsale::redis
+}  // namespace flashsale::supervise

@@ -70,7 +70,7 @@
 
 #include "base/result.h"
 
-namespace flashsale::service {
+namespace flashsale::base {
 
 // What a Coalescer has sent so far (for metrics and tests).
 struct CoalescerStats {
@@ -326,4 +326,4 @@ class Coalescer {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace flashsale::service
+}  // namespace flashsale::base

@@ -1,4 +1,4 @@
-#include "redis/embedded_server.h"
+#include "supervise/embedded_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,11 +27,12 @@
 #include "base/process_stats.h"
 #include "redis/connection.h"
 
-namespace flashsale::redis {
+namespace flashsale::supervise {
 namespace {
 
 using base::ErrorCode;
 using base::MakeError;
+using redis::InfoField;
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;  // 107 on Linux
@@ -664,4 +665,4 @@ void EmbeddedServer::Stop() {
   }
 }
 
-}  // namespace flashsale::redis
+}  // namespace flashsale::supervise

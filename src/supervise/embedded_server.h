@@ -31,14 +31,14 @@
 //
 // The AOF's rewrites (with options.supervise): Redis's automatic rewrite is off
 // (auto-aof-rewrite-percentage 0) and the supervisor asks for one (BGREWRITEAOF) by the rule of
-// redis/aof_rewrite.h, looking at INFO persistence every aof_check_every: when Redis would
+// supervise/aof_rewrite.h, looking at INFO persistence every aof_check_every: when Redis would
 // rewrite, but only at a moment the AOF is not growing fast (not in the middle of a burst),
 // unless the rewrite is overdue. Without supervision Redis rewrites by its own defaults.
 //
 // Starting (the first start and every restart of the supervisor): redis-server answers -LOADING
 // until it has replayed its AOF, which takes as long as the AOF is large (the rewrite rule lets it
-// grow to about five times its size after a rewrite: redis/aof_rewrite.h). The start waits for as
-// long as it loads, logging its progress from INFO persistence every few seconds ("loading its
+// grow to about five times its size after a rewrite: supervise/aof_rewrite.h). The start waits for
+// as long as it loads, logging its progress from INFO persistence every few seconds ("loading its
 // AOF: 42% (120.0 of 287.0 MB), about 3 s left"). start_timeout bounds only the silences: a
 // server that has answered neither PONG nor LOADING for that long, or whose loading has not
 // advanced a byte for that long, is given up on (SIGTERM, then an error; the supervisor tries
@@ -60,9 +60,9 @@
 
 #include "base/result.h"
 #include "base/subprocess.h"
-#include "redis/aof_rewrite.h"
+#include "supervise/aof_rewrite.h"
 
-namespace flashsale::redis {
+namespace flashsale::supervise {
 
 struct EmbeddedServerOptions {
   std::string data_dir;  // created if missing; relative paths are made absolute
@@ -143,4 +143,4 @@ class EmbeddedServer {
   std::thread supervisor_;
 };
 
-}  // namespace flashsale::redis
+}  // namespace flashsale::supervise
