@@ -61,7 +61,13 @@ asio::awaitable<base::Result<ClaimedKey>> ClaimKey(ServiceContext& context,
   auto claim = co_await context.idempotency().Claim(token, Fingerprint(request, use),
                                                     context.settings().idempotency_ttl_ms);
   if (!claim.ok()) {
-    // Whatever the claim did, no script ran: nothing was sold or drawn.
+    // Not sent (the claim's node is down, or refuses until its repair ran): the claim lives in a
+    // slot of its own, so this says nothing of the activity's node. The request goes on without
+    // it: the activity's script still keeps the key's first outcome and refuses another quantity,
+    // so nothing is sold twice; only the key's reuse with another activity or action goes
+    // unnoticed while that node is out. A sale on a healthy node keeps selling.
+    if (claim.error().code == base::ErrorCode::kUnavailable) co_return ClaimedKey{};
+    // Sent, no answer: whatever the claim did, no script ran: nothing was sold or drawn.
     co_return base::MakeError(base::ErrorCode::kUnavailable, "claiming the Idempotency-Key: {}",
                               claim.error().message);
   }

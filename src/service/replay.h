@@ -52,7 +52,9 @@ struct ClaimedKey {
   bool reused = false;       // the key holds another request: answer kKeyReused
   bool claimed_now = false;  // the key was free
 };
-// Errors: kUnavailable (Redis did not answer; nothing was done).
+// A claim that could not be sent (kUnavailable: its node down or refusing) is no claim: the
+// request goes on unclaimed (its activity's script still keeps the key's first outcome).
+// Errors: kUnavailable (the claim was sent and Redis did not answer; nothing was done).
 boost::asio::awaitable<base::Result<ClaimedKey>> ClaimKey(ServiceContext& context,
                                                           const AdmissionRequest& request, Use use);
 
