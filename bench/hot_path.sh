@@ -295,18 +295,33 @@ reserved_units() {  # port activity
     json_field "$(admin_status "$1" "$2")" redis reserved
   fi
 }
-# Until the default's order pipeline has persisted every unit reserved on the activity (nothing
-# pending, no lag), at most two minutes; 1 if it did not.
+# Until the default's order pipeline has persisted every unit reserved on the activity, at most
+# two minutes; 1 if it did not. Polled from Redis (the order stream's group has delivered the
+# stream's last entry and has nothing pending), which costs the service nothing; then the admin
+# API, whose count of the persisted units is a database query on the consumer's thread, is asked
+# until they match the units reserved.
+stream_drained() {  # activity: 0 once the group "persist" is at the stream's end, nothing pending
+  local key="fs:seckill:{$1}:stream" last delivered pending
+  last=$(redis-cli -s "$dir/default/redis.sock" xinfo stream "$key" |
+    awk 'prev == "last-generated-id" { print; exit } { prev = $0 }')
+  read -r delivered pending < <(redis-cli -s "$dir/default/redis.sock" xinfo groups "$key" |
+    awk 'prev == "last-delivered-id" { d = $0 } prev == "pending" { p = $0 } { prev = $0 }
+         END { print d, p }')
+  [ -n "$last" ] && [ "$last" = "$delivered" ] && [ "$pending" = 0 ]
+}
 wait_drained() {  # port activity
   local status
   for _ in $(seq 1 1200); do
+    stream_drained "$2" && break
+    sleep 0.1
+  done
+  for _ in $(seq 1 240); do
     status=$(admin_status "$1" "$2") || true
-    if [ "$(json_field "$status" pipeline lag)" = 0 ] && [ "$(json_field "$status" pipeline pending)" = 0 ] &&
-      [ -n "$(json_field "$status" persisted units)" ] &&
+    if [ -n "$(json_field "$status" persisted units)" ] &&
       [ "$(json_field "$status" persisted units)" = "$(json_field "$status" redis reserved)" ]; then
       return 0
     fi
-    sleep 0.1
+    sleep 0.5
   done
   return 1
 }
