@@ -35,9 +35,9 @@
 # the same contract (bench/node_peer: node:http cluster of 2 workers, ioredis auto-pipelining, one
 # 3-key Lua script, on a redis-server of its own with no persistence) at 128 connections, the
 # default and nginx at 1,024; after a wrk run on the default, the order pipeline's backlog drains
-# (polled from the admin API) before anything else runs. Each wrk run checks from Redis that
-# every answered request reserved (the peer: all but one in a thousand, its buyers set refusing a
-# user drawn twice). Then redis-benchmark `-t set -P 16` on the bare redis-server, the Redis
+# (polled from Redis, then confirmed once by the admin API) before anything else runs. Each wrk
+# run checks from Redis that every answered request reserved (the peer: all but one in a
+# thousand, its buyers set refusing a user drawn twice). Then redis-benchmark `-t set -P 16` on the bare redis-server, the Redis
 # limit of issue 34 (CPU per SET from /proc, as for the reservations), and once after the rounds
 # the Redis memory per order: `used_memory` of the default's redis-server before and after
 # 100,000 orders on a fresh activity, once the pipeline has drained.
