@@ -37,12 +37,13 @@
 # default and nginx at 1,024; after a wrk run on the default, the order pipeline's backlog drains
 # (polled from Redis, then confirmed once by the admin API) before anything else runs. Each wrk
 # run checks from Redis that every answered request reserved (the peer: all but one in a
-# thousand, its buyers set refusing a user drawn twice). Then redis-benchmark `-t set -P 16` on the bare redis-server, the Redis
-# limit of issue 34 (CPU per SET from /proc, as for the reservations), and once after the rounds
-# the Redis memory per order: `used_memory` of the default's redis-server before and after
-# 100,000 orders on a fresh activity, once the pipeline has drained.
+# thousand, its buyers set refusing a user drawn twice). Then redis-benchmark `-t set -P 16` on
+# the bare redis-server, the Redis limit of issue 34 (CPU per SET from /proc, as for the
+# reservations), and once after the rounds the Redis memory per order: `used_memory` of the
+# default's redis-server before and after 100,000 orders on a fresh activity, once the pipeline
+# has drained.
 #
-#   bench/hot_path.sh [rounds] [seconds per run] [pairs]   (defaults: 4, 5, 2; about 3.5 minutes
+#   bench/hot_path.sh [rounds] [seconds per run] [pairs]   (defaults: 4, 5, 2; about 3 minutes
 #                                                           a round)
 #   WRK_THREADS=N (default 1, as issue 34 measured): wrk's threads
 set -euo pipefail
@@ -61,7 +62,10 @@ memory_orders=100000  # orders for the Redis memory per order
 huge=1000000000000    # the hot activities' stock
 
 for tool in wrk node npm; do
-  command -v "$tool" >/dev/null || { echo "hot_path.sh: $tool is missing (scripts/install-deps.sh)" >&2; exit 1; }
+  if ! command -v "$tool" >/dev/null; then
+    echo "hot_path.sh: $tool is missing (scripts/install-deps.sh installs it)" >&2
+    exit 1
+  fi
 done
 # The Node peer's packages, pinned by its package-lock.json (node_modules is not committed).
 if ! node -e '
