@@ -33,7 +33,8 @@
 
 #include "base/ids.h"
 #include "base/random.h"
-#include "redis/seckill.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/seckill.h"
 #include "support/redis_server.h"
 
 namespace flashsale::bench {
@@ -78,7 +79,7 @@ struct Client {
   asio::io_context io;
   std::shared_ptr<redis::Connection> connection;
   std::unique_ptr<redis::ScriptRunner> runner;
-  std::unique_ptr<redis::SeckillScripts> scripts;
+  std::unique_ptr<keyspace::SeckillScripts> scripts;
 
   explicit Client(const std::string& url) {
     redis::ConnectionOptions options;
@@ -86,8 +87,8 @@ struct Client {
     options.command_timeout = std::chrono::seconds(10);
     connection = redis::Connection::Create(io.get_executor(), options);
     connection->Start();
-    runner = std::make_unique<redis::ScriptRunner>(connection, redis::ScriptSet::Embedded());
-    scripts = std::make_unique<redis::SeckillScripts>(*runner, std::string(kNamespace));
+    runner = std::make_unique<redis::ScriptRunner>(connection, keyspace::Scripts());
+    scripts = std::make_unique<keyspace::SeckillScripts>(*runner, std::string(kNamespace));
   }
 
   // Runs the io_context until `done` says so.
@@ -105,10 +106,11 @@ struct Client {
     RunUntil([&] { return loaded.has_value(); });
     if (!loaded->ok()) return *loaded;
     std::optional<base::Status> status;
-    scripts->Setup(activity, redis::SetupMode::kLoadIfMissing,
-                   redis::Handler<redis::SetupResult>([&](base::Result<redis::SetupResult> result) {
-                     status = result.ok() ? base::Status() : base::Status(result.error());
-                   }));
+    scripts->Setup(
+        activity, keyspace::SetupMode::kLoadIfMissing,
+        keyspace::Handler<keyspace::SetupResult>([&](base::Result<keyspace::SetupResult> result) {
+          status = result.ok() ? base::Status() : base::Status(result.error());
+        }));
     RunUntil([&] { return status.has_value(); });
     return *status;
   }
@@ -135,11 +137,11 @@ void BM_PipelinedReserve(benchmark::State& state) {
       // Reserve copies the request into the command before it returns.
       const std::string order = ids.Next();
       const std::string user = "u" + std::to_string(random.Uniform(100'000'000));
-      redis::ReserveRequest request{
+      keyspace::ReserveRequest request{
           .order_id = order, .user_id = user, .quantity = 1, .now_ms = kNowMs};
       client.scripts->Reserve(
           kActivity, request,
-          redis::Handler<redis::Reservation>([&](base::Result<redis::Reservation> result) {
+          keyspace::Handler<keyspace::Reservation>([&](base::Result<keyspace::Reservation> result) {
             ++completed;
             if (!result.ok()) {
               ++errors;
@@ -175,13 +177,13 @@ int PrintSetup(const core::SeckillActivity& activity, int batch = 1) {
     return 1;
   }
   // The binding's own call: the same KEYS and ARGV as a purchase, whatever the script declares.
-  redis::ReserveRequest request;
+  keyspace::ReserveRequest request;
   request.order_id = "o__rand_int__";
   request.user_id = "u__rand_int__";
   request.quantity = 1;
   request.now_ms = kNowMs;
   // redis-benchmark replaces every __rand_int__ on its own: each request of a batch is fresh.
-  const std::vector<redis::ReserveRequest> requests(static_cast<size_t>(batch), request);
+  const std::vector<keyspace::ReserveRequest> requests(static_cast<size_t>(batch), request);
   auto argv = client.scripts->ReserveBatchArgv(activity.id, requests);
   if (!argv.ok()) {
     std::cerr << argv.error().ToString() << "\n";

@@ -238,9 +238,9 @@ fi
 rounds=${1:-6}
 reservations=${2:-200000}
 before=${WRITE_SEQ_BEFORE:-afacbc9}
-old_script=$(git show "$before:src/redis/lua/seckill_reserve.lua")
-new_script=$(cat "${WRITE_SEQ_NEW:-src/redis/lua/seckill_reserve.lua}")
-setup_script=$(cat src/redis/lua/seckill_setup.lua)
+old_script=$(git show "$before:src/keyspace/lua/seckill_reserve.lua")
+new_script=$(cat "${WRITE_SEQ_NEW:-src/keyspace/lua/seckill_reserve.lua}")
+setup_script=$(cat src/keyspace/lua/seckill_setup.lua)
 stock=1000000000000
 now_ms=1800000000000
 batches=(1 32)
@@ -338,7 +338,7 @@ done
 
 echo
 bench_machine_line
-echo "versions: new $(git rev-parse --short HEAD):src/redis/lua/seckill_reserve.lua," \
+echo "versions: new $(git rev-parse --short HEAD):src/keyspace/lua/seckill_reserve.lua," \
   "old $before's; redis $(redis-server --version | awk '{print $3}' | cut -d= -f2)"
 echo "runs: $rounds rounds, each configuration old new new old (even rounds new old old new) on" \
   "one redis-server a round; redis-benchmark 50x16, $reservations reservations a run"

@@ -14,7 +14,8 @@
 
 #include "base/clock.h"
 #include "base/ids.h"
-#include "redis/seckill.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/seckill.h"
 
 namespace asio = boost::asio;
 using namespace flashsale;
@@ -35,8 +36,8 @@ int main(int argc, char** argv) {
   options.endpoint = *endpoint;
   auto connection = redis::Connection::Create(io.get_executor(), options);
   connection->Start();
-  redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
-  redis::SeckillScripts seckill(runner, "example");  // the key namespace
+  redis::ScriptRunner runner(connection, keyspace::Scripts());
+  keyspace::SeckillScripts seckill(runner, "example");  // the key namespace
 
   int exit_code = 1;
   asio::co_spawn(

@@ -27,6 +27,7 @@
 #include "base/log_format.h"
 #include "base/process_stats.h"
 #include "core/token.h"
+#include "keyspace/embedded_scripts.h"
 #include "redis/scripts.h"
 #include "server/http_server.h"
 #include "service/admin.h"
@@ -90,7 +91,7 @@ Result<DemoStates> CreateDemo(const ServeConfig& config,
   asio::thread_pool db(1);
   auto connection = redis::Connection::Create(io.get_executor(), redis_options);
   connection->Start();
-  redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
+  redis::ScriptRunner runner(connection, keyspace::Scripts());
   service::ActivityRegistry registry;
   base::SecureRandom random;
   service::ServiceContext context(settings, runner, store, db.get_executor(), registry,

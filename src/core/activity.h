@@ -46,7 +46,7 @@ std::string_view ToString(Admission admission);  // "direct" | "queue" | "fifo"
 std::optional<Admission> AdmissionFrom(std::string_view text);
 
 // What makes an activity a lottery (抽奖) instead of a sale. A draw picks among the prizes and
-// "no prize" by weight; see src/redis/lua/lottery_draw.lua for the fall-through rule.
+// "no prize" by weight; see src/keyspace/lua/lottery_draw.lua for the fall-through rule.
 struct Lottery {
   std::vector<Prize> prizes;
   int64_t no_prize_weight = 0;

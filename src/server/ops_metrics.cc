@@ -8,7 +8,7 @@
 
 #include "base/process_stats.h"
 #include "base/version.h"
-#include "redis/seckill.h"
+#include "keyspace/seckill.h"
 
 namespace flashsale::server {
 

@@ -21,8 +21,8 @@ constexpr size_t kMaxIdempotencyKeyBytes = 128;
 asio::awaitable<base::Result<std::optional<Refusal>>> CheckRateLimits(
     ServiceContext& context, const core::SeckillActivity& activity, const AdmissionRequest& request,
     int64_t now_ms) {
-  const redis::SeckillKeys keys(context.settings().key_namespace, activity.id);
-  std::vector<redis::Limiter> limiters;
+  const keyspace::SeckillKeys keys(context.settings().key_namespace, activity.id);
+  std::vector<keyspace::Limiter> limiters;
   if (activity.user_rate.enabled()) {
     limiters.push_back(
         {keys.RateLimit("user", context.KeyToken(request.user_id)), activity.user_rate});

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/ids.h"
+#include "keyspace/embedded_scripts.h"
 #include "service/purchase.h"
 #include "service/redis_watch.h"
 #include "store/sqlite_store.h"
@@ -73,7 +74,7 @@ class AdmissionTest : public ::testing::Test {
     settings_.key_namespace = "admission-test";
     settings_.secret = "secret";
     connection_ = redis::Connection::Create(io_.get_executor(), redis::ConnectionOptions{});
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
     std::vector<store::ActivityRecord> records;
     for (auto activity : {Sale("sale"), Lottery("lottery")}) {
       records.push_back(store::ActivityRecord{.activity = std::move(activity), .total_units = 10});
@@ -264,7 +265,7 @@ TEST_F(AdmissionTest, ARateLimitRefusalInForceIsAnsweredLocally) {
   core::SeckillActivity limited = Sale("limited");
   limited.user_rate = core::RateLimit{.per_second = 1, .burst = 1};
   registry_.Publish({store::ActivityRecord{.activity = limited, .total_units = 10}});
-  const redis::SeckillKeys keys(settings_.key_namespace, "limited");
+  const keyspace::SeckillKeys keys(settings_.key_namespace, "limited");
   context_->RememberRefusal(keys.RateLimit("user", context_->KeyToken("alice")), kNow + 1500);
   const Refusal refusal = RefusalOf("limited");
   EXPECT_EQ(refusal.outcome, Outcome::kRateLimited);

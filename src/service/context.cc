@@ -23,7 +23,7 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
       seckill_(runner, settings.key_namespace),
       reserves_(
           runner.connection().executor(),
-          [this](std::string_view activity_id, std::span<const redis::ReserveRequest> requests,
+          [this](std::string_view activity_id, std::span<const keyspace::ReserveRequest> requests,
                  ReserveCoalescer::Done done) {
             // Admitted before a freeze, sent after it: not sent (the activity's Redis may have
             // lost writes); the floor read now, the freshest.
@@ -36,7 +36,7 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
           static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
       draws_(
           runner.connection().executor(),
-          [this](std::string_view activity_id, std::span<const redis::DrawRequest> requests,
+          [this](std::string_view activity_id, std::span<const keyspace::DrawRequest> requests,
                  DrawCoalescer::Done done) {
             if (Frozen(activity_id)) {
               CountFrozenRefusals(activity_id, static_cast<int64_t>(requests.size()));
@@ -78,7 +78,7 @@ boost::asio::awaitable<base::Status> WaitForReplicas(redis::ReplicaWait& replica
   const std::string order(order_id);
   // Every key of the activity has its {id} hash tag: on a cluster, the WAIT goes to the node that
   // took the write.
-  const redis::SeckillKeys keys(key_namespace, activity_id);
+  const keyspace::SeckillKeys keys(key_namespace, activity_id);
   auto acked = co_await replica_wait.AsyncConfirm(keys.stock(), boost::asio::use_awaitable);
   if (acked.ok() && *acked >= replica_wait.replicas()) co_return base::Status{};
   const std::string why =

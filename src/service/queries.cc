@@ -5,7 +5,7 @@
 #include <set>
 
 #include "base/json_writer.h"
-#include "redis/service_state.h"
+#include "keyspace/service_state.h"
 
 namespace flashsale::service {
 
@@ -80,7 +80,7 @@ asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
       context.cache_keys().Key("seckill:activity", {{"activity_id", id}}, known->version);
 
   ActivityInfo info;
-  redis::ServiceState cache(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState cache(context.redis(), context.settings().key_namespace);
   auto cached = co_await cache.CacheGet(key);
   if (cached.ok() && cached->has_value()) {
     info.definition_json = std::move(**cached);
@@ -117,11 +117,11 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
   std::set<std::string, std::less<>> in_db;
   // Per activity, what the record has: Redis is asked only for the rest (the stream it reads is
   // the pipeline's backlog, seckill_user_orders.lua).
-  std::map<std::string, redis::PersistedOrders, std::less<>> of_activity;
+  std::map<std::string, keyspace::PersistedOrders, std::less<>> of_activity;
   if (persisted.ok()) {
     for (auto& row : *persisted) {
       in_db.insert(row.order_id);
-      redis::PersistedOrders& known = of_activity[row.activity_id];
+      keyspace::PersistedOrders& known = of_activity[row.activity_id];
       known.order_ids.push_back(row.order_id);
       if (row.state != store::OrderState::kCancelled) known.live_units += row.quantity;
       UserOrder order{
@@ -132,7 +132,7 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
       orders.push_back(std::move(order));
     }
   }
-  const redis::PersistedOrders none;
+  const keyspace::PersistedOrders none;
   for (const auto& record : snapshot->all()) {
     const auto known = of_activity.find(record.activity.id);
     auto recorded = co_await context.seckill().AsyncUserOrders(

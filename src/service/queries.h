@@ -8,7 +8,7 @@
 
 #include "base/json_writer.h"
 #include "base/result.h"
-#include "redis/seckill.h"
+#include "keyspace/seckill.h"
 #include "service/context.h"
 
 namespace flashsale::service {
@@ -43,7 +43,7 @@ boost::asio::awaitable<base::Result<store::PayOutcome>> ConfirmPayment(ServiceCo
 
 struct UserOrder {
   std::string activity_id;
-  redis::RecordedOrder order;
+  keyspace::RecordedOrder order;
   bool persisted = false;  // the database has it (state below is the database's then)
   // reserved | paid | cancelled | released | refused (released, refused: Redis only; refused: the
   // record refused it and its units went back to stock)

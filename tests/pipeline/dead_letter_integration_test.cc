@@ -21,7 +21,7 @@
 
 #include "base/clock.h"
 #include "base/random.h"
-#include "redis/seckill.h"
+#include "keyspace/seckill.h"
 #include "service/admin.h"
 #include "service/order_consumer.h"
 #include "service/queries.h"
@@ -115,7 +115,7 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
 
   core::Outcome Buy(const std::string& activity, const std::string& order, const std::string& user,
                     int64_t quantity = 1) {
-    redis::ReserveRequest request{
+    keyspace::ReserveRequest request{
         .order_id = order, .user_id = user, .quantity = quantity, .now_ms = 1000};
     auto r = Run(context_->seckill().AsyncReserve(activity, request, asio::use_awaitable));
     EXPECT_TRUE(r.ok()) << r.error().ToString();
@@ -165,7 +165,7 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
   std::string Buyers(const std::string& activity, const std::string& user) {
     return redis_->String({"HGET", Keys(activity).buyers(), user});
   }
-  redis::SeckillKeys Keys(const std::string& activity) {
+  keyspace::SeckillKeys Keys(const std::string& activity) {
     return {settings_.key_namespace, activity};
   }
 
@@ -194,7 +194,7 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
     // Releasing again (the expiry or reconciliation path) returns nothing more.
     auto again = Run(context_->seckill().AsyncRelease(activity, order_id, asio::use_awaitable));
     ASSERT_TRUE(again.ok()) << again.error().ToString();
-    EXPECT_EQ(again->outcome, redis::ReleaseOutcome::kAlreadyReleased);
+    EXPECT_EQ(again->outcome, keyspace::ReleaseOutcome::kAlreadyReleased);
     EXPECT_EQ(Remaining(activity), remaining_before_sale);
     // Retrying the dead letter would write an order whose unit is back on sale: refused.
     auto dead = Run(ListDeadLetters(*context_, activity, 10));
@@ -280,7 +280,7 @@ TEST_P(DeadLetterTest, AnUnreadableIntentReturnsItsUnit) {
 TEST_P(DeadLetterTest, ARefusedIntentOfABatchEntryIsDeadLetteredAloneTheOthersAreWritten) {
   CreateSale("batch", 10, 1);
   ASSERT_NO_FATAL_FAILURE(RecordLiveOrderOf("batch", "u"));
-  const std::vector<redis::ReserveRequest> requests = {
+  const std::vector<keyspace::ReserveRequest> requests = {
       {.order_id = "batch-a", .user_id = "a", .quantity = 1, .now_ms = 1000},
       {.order_id = "batch-u", .user_id = "u", .quantity = 1, .now_ms = 1000},
       {.order_id = "batch-b", .user_id = "b", .quantity = 1, .now_ms = 1000}};
@@ -402,7 +402,8 @@ TEST_P(DeadLetterTest, ARefusedLotteryWinReturnsItsPrize) {
                              .created_ms = 500,
                              .stream_id = "0-1"};
   ASSERT_TRUE(store_->InsertOrders(std::span(&earlier, 1), 600).ok());
-  const redis::DrawRequest request{.order_id = "lot-d1", .user_id = "u", .now_ms = 1000, .pick = 0};
+  const keyspace::DrawRequest request{
+      .order_id = "lot-d1", .user_id = "u", .now_ms = 1000, .pick = 0};
   auto drawn = Run(context_->seckill().AsyncDraw("lot", request, asio::use_awaitable));
   ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
   ASSERT_EQ(drawn->outcome, core::Outcome::kReserved);

@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "redis/draw_queue.h"
-#include "redis/seckill.h"
+#include "keyspace/draw_queue.h"
+#include "keyspace/seckill.h"
 #include "redis/url.h"
 #include "service/admin.h"
 #include "service/draw.h"
@@ -71,7 +71,7 @@ class PipelineTest : public testing::ServiceFixture<> {
     for (int i = first; i < first + n; ++i) {
       const std::string order = activity + "-o" + std::to_string(i);
       const std::string user = "u" + std::to_string(i);
-      redis::ReserveRequest request{
+      keyspace::ReserveRequest request{
           .order_id = order, .user_id = user, .quantity = quantity, .now_ms = 1000 + i};
       auto r = io_.Run(context_->seckill().AsyncReserve(activity, request, asio::use_awaitable));
       EXPECT_TRUE(r.ok() && r->outcome == core::Outcome::kReserved);
@@ -118,7 +118,7 @@ class PipelineTest : public testing::ServiceFixture<> {
     return ids;
   }
 
-  redis::SeckillKeys Keys(const std::string& activity) {
+  keyspace::SeckillKeys Keys(const std::string& activity) {
     return {settings_.key_namespace, activity};
   }
 
@@ -178,7 +178,7 @@ TEST_F(PipelineTest, AnIntentInTheOlderSixFieldShapeIsReadAsItSays) {
   redis_->Command({"XADD", Keys("upgrade").stream(), "*", "order_id", orders[0], "user_id", "u0",
                    "quantity", "1", "items", "", "ts", "1000", "limit", "3"});
 
-  const redis::PersistedOrders none;
+  const keyspace::PersistedOrders none;
   auto pending =
       io_.Run(context_->seckill().AsyncUserOrders("upgrade", "u0", none, asio::use_awaitable));
   ASSERT_TRUE(pending.ok()) << pending.error().ToString();
@@ -277,18 +277,18 @@ TEST_F(PipelineTest, AStrictQueueConsumerThatLostItsLockHasItsLateDrawFenced) {
   lottery.stock = lottery.lottery->TotalStock();
   auto created = io_.Run(CreateActivityAsync(lottery));
   ASSERT_TRUE(created.ok()) << created.error().ToString();
-  redis::DrawQueue queue(*runner_, settings_.key_namespace);
+  keyspace::DrawQueue queue(*runner_, settings_.key_namespace);
   const auto enqueue = [&](const std::string& user) {
     const std::string ticket = "t-" + user;
-    const redis::EnqueueRequest request{.ticket_id = ticket,
-                                        .user_id = user,
-                                        .now_ms = clock_.NowMs(),
-                                        .capacity = 100,
-                                        .ticket_ttl_ms = 3'600'000,
-                                        .user_token = user};
+    const keyspace::EnqueueRequest request{.ticket_id = ticket,
+                                           .user_id = user,
+                                           .now_ms = clock_.NowMs(),
+                                           .capacity = 100,
+                                           .ticket_ttl_ms = 3'600'000,
+                                           .user_token = user};
     auto queued = io_.Run(queue.Enqueue("fifo", request));
     ASSERT_TRUE(queued.ok()) << queued.error().ToString();
-    ASSERT_EQ(queued->outcome, redis::EnqueueOutcome::kQueued);
+    ASSERT_EQ(queued->outcome, keyspace::EnqueueOutcome::kQueued);
   };
   // Leases that are not extended during the test: the lock moves only when it is deleted.
   const QueueConsumerOptions options{
@@ -671,7 +671,7 @@ TEST_F(PipelineTest, TheBuyerFindsTheOrderBeforeAndAfterItIsPersisted) {
 // --- Holes of the audit (issue 15): each a test that failed before its fix. ---
 
 // Every key of an activity in Redis gone, as after Redis lost it.
-void Forget(const RedisServer& redis, const redis::SeckillKeys& keys) {
+void Forget(const RedisServer& redis, const keyspace::SeckillKeys& keys) {
   for (const std::string* key :
        {&keys.meta(), &keys.stock(), &keys.items(), &keys.prizes(), &keys.buyers(), &keys.orders(),
         &keys.user_orders(), &keys.stream(), &keys.dead(), &keys.failures()}) {
@@ -722,7 +722,7 @@ TEST_F(PipelineTest, AReleaseOnAnActivityRedisDoesNotHoldCreatesNothing) {
   auto released = io_.Run(context_->seckill().AsyncRelease("gone", orders[0], asio::use_awaitable));
   EXPECT_EQ(redis_->Integer({"EXISTS", Keys("gone").meta()}), 0)
       << "the release created the activity's meta hash";
-  EXPECT_TRUE(released.ok() && released->outcome != redis::ReleaseOutcome::kReleased);
+  EXPECT_TRUE(released.ok() && released->outcome != keyspace::ReleaseOutcome::kReleased);
   // A restore of orders into it is not refused as "loaded" either: the rebuild goes through.
   settings_.rebuild_grace = 0ms;
   const store::ActivityRecord record = *store_->GetActivity("gone", false);
@@ -746,11 +746,11 @@ TEST_F(PipelineTest, ALotteryRebuildRestoresDrawCountsFromDrawNumbers) {
   // u0: no prize, no prize, then a win (draw 3). pick % 2: 0 = no prize, 1 = the mug.
   for (int draw = 1; draw <= 3; ++draw) {
     const std::string order = fmt::format("lot-d{}", draw);
-    const redis::DrawRequest request{.order_id = order,
-                                     .user_id = "u0",
-                                     .now_ms = 1000 + draw,
-                                     .pick = draw == 3 ? 1u : 0u,
-                                     .fallback = 0};
+    const keyspace::DrawRequest request{.order_id = order,
+                                        .user_id = "u0",
+                                        .now_ms = 1000 + draw,
+                                        .pick = draw == 3 ? 1u : 0u,
+                                        .fallback = 0};
     auto drawn = io_.Run(context_->seckill().AsyncDraw("lot", request, asio::use_awaitable));
     ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
     ASSERT_EQ(drawn->outcome, draw == 3 ? core::Outcome::kReserved : core::Outcome::kNoPrize);
@@ -768,7 +768,8 @@ TEST_F(PipelineTest, ALotteryRebuildRestoresDrawCountsFromDrawNumbers) {
   EXPECT_EQ(redis_->String({"HGET", Keys("lot").buyers(), "u0"}), "3")
       << "the draw count became the win count";
   EXPECT_EQ(redis_->String({"HGET", Keys("lot").prizes(), "mug"}), "9");
-  const redis::DrawRequest fourth{.order_id = "lot-d4", .user_id = "u0", .now_ms = 2000, .pick = 1};
+  const keyspace::DrawRequest fourth{
+      .order_id = "lot-d4", .user_id = "u0", .now_ms = 2000, .pick = 1};
   auto refused = io_.Run(context_->seckill().AsyncDraw("lot", fourth, asio::use_awaitable));
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->outcome, core::Outcome::kLimitReached);
@@ -874,8 +875,8 @@ TEST_F(PipelineTest, ARebuildStoppedAfterLoadingIsFinishedByTheNextRun) {
     redis_->Command({"SET", Keys(id).meta() + ":missing_since", "1", "PX", "86400000"});
     core::SeckillActivity closed = record.activity;
     closed.open = false;
-    auto loaded = io_.Run(context_->seckill().AsyncSetup(closed, redis::SetupMode::kLoadIfMissing,
-                                                         asio::use_awaitable));
+    auto loaded = io_.Run(context_->seckill().AsyncSetup(
+        closed, keyspace::SetupMode::kLoadIfMissing, asio::use_awaitable));
     ASSERT_TRUE(loaded.ok()) << loaded.error().ToString();
     // The mark alone, without the shortage an earlier run would have applied with it: units
     // reserved are derived (total + released + oversold - remaining, seckill_status.lua), so the

@@ -7,10 +7,11 @@
 #include <set>
 #include <thread>
 
-#include "redis/seckill_fixture.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/seckill_fixture.h"
 #include "support/seckill_load.h"
 
-namespace flashsale::redis {
+namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
@@ -77,7 +78,7 @@ TEST(RedisRestartTest, KilledAndRestartedMidSaleNothingReservedTwice) {
   {
     testing::IoThread io;
     auto connection = testing::Connect(io, server.tcp_url());
-    ScriptRunner runner(connection, ScriptSet::Embedded());
+    redis::ScriptRunner runner(connection, keyspace::Scripts());
     SeckillScripts scripts(runner, ns);
     core::SeckillActivity activity = testing::SeckillFixture::Activity("crash", kStock, 1);
     auto setup = io.Run(scripts.AsyncSetup(activity, boost::asio::use_awaitable));
@@ -120,4 +121,4 @@ TEST(RedisRestartTest, KilledAndRestartedMidSaleNothingReservedTwice) {
 }
 
 }  // namespace
-}  // namespace flashsale::redis
+}  // namespace flashsale::keyspace

@@ -22,7 +22,8 @@
 
 #include "base/clock.h"
 #include "base/random.h"
-#include "redis/seckill.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/seckill.h"
 #include "service/admin.h"
 #include "service/draw.h"
 #include "service/purchase.h"
@@ -140,7 +141,7 @@ class CoalesceTest : public testing::ServiceFixture<> {
 
   // The activity's order intents, from its stream.
   std::vector<Intent> Intents(const std::string& activity) {
-    const redis::SeckillKeys keys(settings_.key_namespace, activity);
+    const keyspace::SeckillKeys keys(settings_.key_namespace, activity);
     auto reply = redis_->Command({"XRANGE", keys.stream(), "-", "+"});
     std::vector<Intent> intents;
     for (auto& fields : testing::StreamIntents(reply.get())) {
@@ -245,7 +246,7 @@ TEST_F(CoalesceTest, CountedStockMixedQuantitiesAndDuplicateUsers) {
     if (result.outcome == Outcome::kReserved) sold += result.quantity;
   }
   EXPECT_EQ(sold, kStock) << "demand is above the stock: every unit sold, none twice";
-  const redis::SeckillKeys keys(settings_.key_namespace, "counted");
+  const keyspace::SeckillKeys keys(settings_.key_namespace, "counted");
   EXPECT_EQ(redis_->String({"GET", keys.stock()}), "0");
   EXPECT_TRUE(outcomes.contains(Outcome::kSoldOut));
   EXPECT_TRUE(outcomes.contains(Outcome::kLimitExceeded) ||
@@ -293,7 +294,7 @@ TEST_F(CoalesceTest, ItemisedStockInBatches) {
     }
   }
   EXPECT_EQ(taken, std::set<std::string>(items.begin(), items.end())) << "every seat sold";
-  const redis::SeckillKeys keys(settings_.key_namespace, "seats");
+  const keyspace::SeckillKeys keys(settings_.key_namespace, "seats");
   EXPECT_EQ(redis_->Integer({"LLEN", keys.items()}), 0);
 }
 
@@ -380,7 +381,7 @@ TEST_F(CoalesceTest, DrawsInBatchesAreTheSequentialDraws) {
   for (const auto& [user, made] : draws) EXPECT_LE(made, 2) << user;
   EXPECT_LE(won["cup"], 5);
   EXPECT_LE(won["pen"], 10);
-  const redis::SeckillKeys keys(settings_.key_namespace, "lottery");
+  const keyspace::SeckillKeys keys(settings_.key_namespace, "lottery");
   EXPECT_EQ(std::stoll(redis_->String({"HGET", keys.prizes(), "cup"})), 5 - won["cup"]);
   EXPECT_EQ(std::stoll(redis_->String({"HGET", keys.prizes(), "pen"})), 10 - won["pen"]);
 }
@@ -399,7 +400,7 @@ TEST_F(CoalesceTest, ARedisThatStopsAnsweringReachesEveryWaiterOfTheBatch) {
   redis::ConnectionOptions options;
   options.command_timeout = 300ms;
   connection_ = testing::Connect(io_, redis_->unix_url(), options);
-  runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+  runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
   settings_.redis_retries = 0;
   context_ = std::make_unique<ServiceContext>(settings_, *runner_, *store_, db_.get_executor(),
                                               registry_, clock_, random_);

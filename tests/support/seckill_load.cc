@@ -12,7 +12,8 @@
 #include "base/clock.h"
 #include "base/ids.h"
 #include "base/random.h"
-#include "redis/seckill.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/seckill.h"
 #include "support/io_thread.h"
 #include "support/redis_helpers.h"
 
@@ -47,10 +48,10 @@ struct Worker {
   std::unique_ptr<IoThread> io;
   std::shared_ptr<redis::Connection> connection;
   std::unique_ptr<redis::ScriptRunner> runner;
-  std::unique_ptr<redis::SeckillScripts> scripts;
+  std::unique_ptr<keyspace::SeckillScripts> scripts;
 };
 
-asio::awaitable<void> Caller(Shared& shared, redis::SeckillScripts& scripts, uint64_t seed) {
+asio::awaitable<void> Caller(Shared& shared, keyspace::SeckillScripts& scripts, uint64_t seed) {
   const auto& options = *shared.options;
   base::SeededRandom random(seed);
   base::ManualClock id_clock(options.now_ms);
@@ -62,18 +63,18 @@ asio::awaitable<void> Caller(Shared& shared, redis::SeckillScripts& scripts, uin
     AttemptRecord& record = shared.report->attempts[static_cast<size_t>(index)];
     record.order_id = ids.Next();
     record.user_id = "u" + std::to_string(random.Uniform(static_cast<uint64_t>(options.users)));
-    const uint64_t pick = random.Uniform(redis::kDrawRandomBound);
-    const uint64_t fallback = random.Uniform(redis::kDrawRandomBound);
+    const uint64_t pick = random.Uniform(keyspace::kDrawRandomBound);
+    const uint64_t fallback = random.Uniform(keyspace::kDrawRandomBound);
     const auto give_up = std::chrono::steady_clock::now() + options.retry_for;
     while (!record.resolved && std::chrono::steady_clock::now() < give_up) {
       ++record.calls;
       base::Status failed;
       if (options.draw) {
-        const redis::DrawRequest request{.order_id = record.order_id,
-                                         .user_id = record.user_id,
-                                         .now_ms = options.now_ms,
-                                         .pick = pick,
-                                         .fallback = fallback};
+        const keyspace::DrawRequest request{.order_id = record.order_id,
+                                            .user_id = record.user_id,
+                                            .now_ms = options.now_ms,
+                                            .pick = pick,
+                                            .fallback = fallback};
         auto result = co_await scripts.AsyncDraw(options.activity_id, request, asio::use_awaitable);
         if (result.ok()) {
           record.resolved = true;
@@ -85,10 +86,10 @@ asio::awaitable<void> Caller(Shared& shared, redis::SeckillScripts& scripts, uin
         }
         failed = std::move(result).error();
       } else {
-        const redis::ReserveRequest request{.order_id = record.order_id,
-                                            .user_id = record.user_id,
-                                            .quantity = options.quantity,
-                                            .now_ms = options.now_ms};
+        const keyspace::ReserveRequest request{.order_id = record.order_id,
+                                               .user_id = record.user_id,
+                                               .quantity = options.quantity,
+                                               .now_ms = options.now_ms};
         auto result =
             co_await scripts.AsyncReserve(options.activity_id, request, asio::use_awaitable);
         if (result.ok()) {
@@ -130,9 +131,9 @@ SeckillLoadReport RunSeckillLoad(const SeckillLoadOptions& options) {
   for (auto& worker : workers) {
     worker.io = std::make_unique<IoThread>();
     worker.connection = Connect(*worker.io, options.url, connection_options);
-    worker.runner =
-        std::make_unique<redis::ScriptRunner>(worker.connection, redis::ScriptSet::Embedded());
-    worker.scripts = std::make_unique<redis::SeckillScripts>(*worker.runner, options.key_namespace);
+    worker.runner = std::make_unique<redis::ScriptRunner>(worker.connection, keyspace::Scripts());
+    worker.scripts =
+        std::make_unique<keyspace::SeckillScripts>(*worker.runner, options.key_namespace);
   }
 
   const auto start = std::chrono::steady_clock::now();
