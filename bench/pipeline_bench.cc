@@ -43,8 +43,8 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
-#include "keyspace/seckill.h"
 #include "service/admin.h"
 #include "service/context.h"
 #include "service/order_consumer.h"
@@ -88,7 +88,7 @@ class TimedStore final : public store::Store {
   base::Result<store::ActivityRecord> GetActivity(std::string_view id, bool with_items) override {
     return inner_.GetActivity(id, with_items);
   }
-  base::Result<store::ActivityRecord> CreateActivity(const core::SeckillActivity& activity,
+  base::Result<store::ActivityRecord> CreateActivity(const core::Activity& activity,
                                                      int64_t now_ms) override {
     return inner_.CreateActivity(activity, now_ms);
   }
@@ -212,7 +212,7 @@ class Filler {
     const std::string user = "u" + std::to_string(i);
     const keyspace::ReserveRequest request{
         .order_id = order, .user_id = user, .quantity = 1, .now_ms = context_.clock().NowMs()};
-    context_.seckill().Reserve(
+    context_.activity_scripts().Reserve(
         kActivity, request,
         keyspace::Handler<keyspace::Reservation>(
             [this](base::Result<keyspace::Reservation> result) {
@@ -241,7 +241,7 @@ class Filler {
 };
 
 asio::awaitable<base::Result<service::ActivityState>> CreateBenchActivity(
-    service::ServiceContext& context, core::SeckillActivity activity) {
+    service::ServiceContext& context, core::Activity activity) {
   co_return co_await service::CreateActivity(context, activity);
 }
 
@@ -306,7 +306,7 @@ RunResult RunOne(Backend backend, int64_t batch, int64_t n, const testing::Redis
   service::ServiceContext context(settings, runner, store, db.get_executor(), registry,
                                   base::SystemClock::Instance(), random);
 
-  core::SeckillActivity activity;
+  core::Activity activity;
   activity.id = std::string(kActivity);
   activity.start_ms = 0;
   activity.end_ms = 4'000'000'000'000;
@@ -316,7 +316,7 @@ RunResult RunOne(Backend backend, int64_t batch, int64_t n, const testing::Redis
   if (!created.ok()) Fail(created.error().ToString());
 
   Filler(context, n).Run(io, 512);
-  const keyspace::SeckillKeys keys(settings.key_namespace, kActivity);
+  const keyspace::ActivityKeys keys(settings.key_namespace, kActivity);
   if (const int64_t length = redis.Integer({"XLEN", keys.stream()}); length != n) {
     Fail(fmt::format("the stream holds {} intents, not {}", length, n));
   }

@@ -7,7 +7,7 @@
 //                                                 prints the reserve call as redis-benchmark
 //                                                 arguments (bench/redis_ratio.sh uses it)
 //   redis_client_bench --setup-batch N            the same, one call deciding a batch of N
-//                                                 reservations (seckill_reserve.lua takes
+//                                                 reservations (sale_reserve.lua takes
 //                                                 batches; a single call is a batch of one)
 //   redis_client_bench --setup-sold-out           the same for an activity with no stock left:
 //                                                 every call answers sold out (the sold-out
@@ -33,8 +33,8 @@
 
 #include "base/ids.h"
 #include "base/random.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
-#include "keyspace/seckill.h"
 #include "support/redis_server.h"
 
 namespace flashsale::bench {
@@ -47,8 +47,8 @@ constexpr std::string_view kActivity = "hot";
 constexpr int64_t kNowMs = 1'800'000'000'000;
 
 // Stock and limit so large that every call in the run reserves.
-core::SeckillActivity HotActivity() {
-  core::SeckillActivity activity;
+core::Activity HotActivity() {
+  core::Activity activity;
   activity.id = std::string(kActivity);
   activity.start_ms = 0;
   activity.end_ms = 4'000'000'000'000;
@@ -58,8 +58,8 @@ core::SeckillActivity HotActivity() {
 }
 
 // No stock: every call finds it gone.
-core::SeckillActivity SoldOutActivity() {
-  core::SeckillActivity activity = HotActivity();
+core::Activity SoldOutActivity() {
+  core::Activity activity = HotActivity();
   activity.id = "gone";
   activity.stock = 0;
   return activity;
@@ -79,7 +79,7 @@ struct Client {
   asio::io_context io;
   std::shared_ptr<redis::Connection> connection;
   std::unique_ptr<redis::ScriptRunner> runner;
-  std::unique_ptr<keyspace::SeckillScripts> scripts;
+  std::unique_ptr<keyspace::ActivityScripts> scripts;
 
   explicit Client(const std::string& url) {
     redis::ConnectionOptions options;
@@ -88,7 +88,7 @@ struct Client {
     connection = redis::Connection::Create(io.get_executor(), options);
     connection->Start();
     runner = std::make_unique<redis::ScriptRunner>(connection, keyspace::Scripts());
-    scripts = std::make_unique<keyspace::SeckillScripts>(*runner, std::string(kNamespace));
+    scripts = std::make_unique<keyspace::ActivityScripts>(*runner, std::string(kNamespace));
   }
 
   // Runs the io_context until `done` says so.
@@ -98,7 +98,7 @@ struct Client {
   }
 
   // Loads every script (redis-benchmark's EVALSHA needs them cached) and the activity.
-  base::Status Setup(const core::SeckillActivity& activity = HotActivity()) {
+  base::Status Setup(const core::Activity& activity = HotActivity()) {
     std::optional<base::Status> loaded;
     runner->LoadAll(connection->DefaultDeadline(),
                     asio::any_completion_handler<void(base::Status)>(
@@ -170,7 +170,7 @@ BENCHMARK(BM_PipelinedReserve)->Arg(1)->Arg(16)->Arg(256)->Arg(1024)->UseRealTim
 
 // Prints the reserve call for redis-benchmark: its __rand_int__ placeholders make a fresh order
 // id and user for every request, as our benchmark does.
-int PrintSetup(const core::SeckillActivity& activity, int batch = 1) {
+int PrintSetup(const core::Activity& activity, int batch = 1) {
   Client client(RedisUrl());
   if (auto setup = client.Setup(activity); !setup.ok()) {
     std::cerr << "setup failed: " << setup.error().ToString() << "\n";

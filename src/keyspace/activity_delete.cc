@@ -1,13 +1,13 @@
 #include "keyspace/activity_delete.h"
 
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 #include "redis/script_reply.h"
 
 namespace flashsale::keyspace {
 
 boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
     redis::ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id) {
-  const SeckillKeys keys(key_namespace, activity_id);
+  const ActivityKeys keys(key_namespace, activity_id);
   const redis::Script& script = runner.scripts().Get("activity_delete");
   const redis::IntField outcome(script, "outcome");
   redis::ScriptCall call(script);

@@ -16,7 +16,7 @@ enum class DeleteOutcome {
   kSold,     // it has a buyer, an order or an intent: nothing was deleted
 };
 
-// Its reconciliation report (SeckillKeys::reconcile_report) is deleted with the rest.
+// Its reconciliation report (ActivityKeys::reconcile_report) is deleted with the rest.
 boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
     redis::ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id);
 

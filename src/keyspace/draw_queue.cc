@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "base/ids.h"
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 
 namespace flashsale::keyspace {
 
@@ -35,7 +35,7 @@ asio::awaitable<Result<EnqueueResult>> DrawQueue::Enqueue(std::string_view activ
     co_return MakeError(ErrorCode::kInvalidArgument,
                         "enqueue: ticket, user, user token, capacity and ttl must be valid");
   }
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const bool idempotent = !request.idempotency_token.empty();
   const std::string ticket_key = keys.Ticket(request.ticket_id);
   const std::string idem_key = keys.Idempotency(idempotent ? request.idempotency_token : "-");
@@ -97,7 +97,7 @@ asio::awaitable<Result<TicketState>> DrawQueue::Ticket(std::string_view activity
                                                        std::string_view ticket_id,
                                                        std::string_view user_id) {
   if (!base::IsValidId(ticket_id)) co_return TicketState{};
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const std::string ticket_key = keys.Ticket(ticket_id);
   redis::ScriptCall call(ticket_);
   call.Key("ticket", ticket_key).Key("orders", keys.orders()).Arg("user_id", user_id);
@@ -126,14 +126,14 @@ asio::awaitable<Result<TicketState>> DrawQueue::Ticket(std::string_view activity
 }
 
 asio::awaitable<base::Status> DrawQueue::EnsureGroup(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   co_return co_await EnsureStreamGroup(runner_, keys.queue(), keys.meta(), kGroup);
 }
 
 asio::awaitable<Result<std::vector<StreamEntry>>> DrawQueue::ReadNew(std::string_view activity_id,
                                                                      std::string_view consumer,
                                                                      int64_t count) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   co_return co_await ReadGroupNew(runner_.connection(), keys.queue(), kGroup, consumer, count);
 }
 
@@ -141,7 +141,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> DrawQueue::Claim(std::string_v
                                                                    std::string_view consumer,
                                                                    int64_t min_idle_ms,
                                                                    int64_t count) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   co_return co_await AutoClaim(runner_.connection(), keys.queue(), kGroup, consumer, min_idle_ms,
                                count);
 }
@@ -149,7 +149,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> DrawQueue::Claim(std::string_v
 asio::awaitable<base::Status> DrawQueue::Done(std::string_view activity_id,
                                               std::span<const std::string> ids) {
   if (ids.empty()) co_return base::Status();
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   std::vector<std::string_view> args = {"XACK", keys.queue(), kGroup};
   args.insert(args.end(), ids.begin(), ids.end());
   const redis::Command ack(args);
@@ -164,7 +164,7 @@ asio::awaitable<base::Status> DrawQueue::Done(std::string_view activity_id,
 }
 
 asio::awaitable<Result<int64_t>> DrawQueue::Length(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::Command xlen({"XLEN", keys.queue()});
   auto reply = co_await redis::Await(runner_.connection(), xlen);
   if (!reply.ok()) co_return std::move(reply).error();

@@ -10,7 +10,7 @@
 namespace flashsale::keyspace {
 
 struct EmbeddedScript {
-  std::string_view name;    // the file's stem: "seckill_reserve"
+  std::string_view name;    // the file's stem: "sale_reserve"
   std::string_view source;  // the file's bytes
 };
 

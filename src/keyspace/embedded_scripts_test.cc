@@ -13,16 +13,15 @@ namespace {
 TEST(ScriptSetTest, EmbedsEveryLuaFileWithShebangAndInterface) {
   const auto& set = Scripts();
   EXPECT_EQ(set.scripts().size(), EmbeddedScripts().size());
-  for (const char* name :
-       {"seckill_setup", "seckill_reserve", "seckill_release", "seckill_add_stock",
-        "seckill_status", "seckill_user_orders", "rate_limit"}) {
+  for (const char* name : {"sale_setup", "sale_reserve", "sale_release", "sale_add_stock",
+                           "activity_status", "activity_user_orders", "rate_limit"}) {
     const redis::Script* script = set.Find(name);
     ASSERT_NE(script, nullptr) << name;
     EXPECT_TRUE(script->source.starts_with("#!lua")) << name;
     EXPECT_EQ(script->sha1.size(), 40u);
     EXPECT_FALSE(script->key_names.empty()) << name;
   }
-  const redis::Script& reserve = set.Get("seckill_reserve");
+  const redis::Script& reserve = set.Get("sale_reserve");
   EXPECT_EQ(reserve.key_names, (std::vector<std::string>{"meta", "stock", "items", "buyers",
                                                          "orders", "stream", "idem..."}));
   EXPECT_EQ(reserve.arg_names,
@@ -69,12 +68,12 @@ TEST(ScriptSetTest, EveryEmbeddedScriptDeclaresWhatItReturns) {
     EXPECT_FALSE(script.returns.fields.empty() && !script.returns.array) << script.name;
     EXPECT_FALSE(script.returns.text.empty()) << script.name;
   }
-  const redis::ReplyDecl& reserve = Scripts().Get("seckill_reserve").returns;
+  const redis::ReplyDecl& reserve = Scripts().Get("sale_reserve").returns;
   EXPECT_TRUE(reserve.array);
   EXPECT_EQ(reserve.fixed, 2u);  // the write sequence
   EXPECT_EQ(reserve.rest, 6u);   // then one group per request
   EXPECT_EQ(reserve.Find("items")->part, redis::ReplyDecl::Part::kRest);
-  const redis::ReplyDecl& status = Scripts().Get("seckill_status").returns;
+  const redis::ReplyDecl& status = Scripts().Get("activity_status").returns;
   EXPECT_EQ(status.fixed, 1u);
   EXPECT_EQ(status.tail, 16u);
 }

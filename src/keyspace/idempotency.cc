@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "base/ids.h"
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 
 namespace flashsale::keyspace {
 
@@ -33,7 +33,7 @@ asio::awaitable<Result<KeyReplay>> IdempotencyRecords::Replay(std::string_view a
     co_return MakeError(ErrorCode::kInvalidArgument,
                         "replay: the activity id, the key's token and the user must be ids");
   }
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const std::string idem = keys.Idempotency(token);
   redis::ScriptCall call(replay_);
   call.Key("meta", keys.meta())

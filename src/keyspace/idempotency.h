@@ -1,8 +1,8 @@
 #pragma once
 // What an Idempotency-Key's first request left in Redis, read for a retry that a local gate
 // refused (service/replay.h): the idempotency record the reserve, draw and enqueue scripts write
-// under the activity's key idem:<token> (seckill.h, "Key layout"), and the order it names, as the
-// order is now (idempotency_replay.lua, a read-only script).
+// under the activity's key idem:<token> (activity_scripts.h, "Key layout"), and the order it names,
+// as the order is now (idempotency_replay.lua, a read-only script).
 //
 // And the key's claim, service-wide (<ns>:idem:{<token>}, NamespaceKeys): the fingerprint of the
 // request the key was first used with, so that the same user's key sent with another activity,

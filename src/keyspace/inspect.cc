@@ -63,7 +63,7 @@ ActivityInspector::ActivityInspector(redis::ScriptRunner& runner, std::string ke
 
 asio::awaitable<Result<std::vector<OrderRecordEntry>>> ActivityInspector::Orders(
     std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   std::vector<OrderRecordEntry> out;
   std::string cursor = "0";
   const redis::IntArg count(kPage);
@@ -97,7 +97,7 @@ asio::awaitable<Result<std::vector<OrderRecordEntry>>> ActivityInspector::Orders
 
 asio::awaitable<Result<std::set<std::string>>> ActivityInspector::OrderIdsInStreams(
     std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   std::set<std::string> ids;
   for (const std::string* key : {&keys.stream(), &keys.dead()}) {
     auto collected = co_await CollectOrderIds(runner_.connection(), *key, ids);
@@ -108,7 +108,7 @@ asio::awaitable<Result<std::set<std::string>>> ActivityInspector::OrderIdsInStre
 
 asio::awaitable<Result<bool>> ActivityInspector::Reappend(std::string_view activity_id,
                                                           std::string_view order_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   redis::ScriptCall call(reappend_);
   call.Key("orders", keys.orders()).Key("stream", keys.stream()).Arg("order_id", order_id);
   auto reply = co_await redis::Await(runner_, call);
@@ -119,7 +119,7 @@ asio::awaitable<Result<bool>> ActivityInspector::Reappend(std::string_view activ
 
 asio::awaitable<Result<ReapplyResult>> ActivityInspector::ReapplyOrders(
     std::string_view activity_id, std::span<const RestoredOrder> orders) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   ReapplyResult total;
   for (size_t start = 0; start < orders.size(); start += kRestoreChunk) {
     std::vector<std::string> args;
@@ -156,7 +156,7 @@ asio::awaitable<Result<ReapplyResult>> ActivityInspector::ReapplyOrders(
 
 asio::awaitable<Result<RebaseResult>> ActivityInspector::Rebase(std::string_view activity_id,
                                                                 int64_t epoch, WriteSeq seen) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   redis::ScriptCall call(rebase_);
   call.Key("meta", keys.meta())
       .Arg("epoch", epoch)
@@ -186,7 +186,7 @@ asio::awaitable<Result<RebaseResult>> ActivityInspector::Rebase(std::string_view
 
 asio::awaitable<Result<std::vector<std::string>>> ActivityInspector::IdempotentOrderIds(
     std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const std::string pattern = keys.Idempotency("*");
   // SCAN has no key, and a server answers it from its own keys: on a cluster each primary is
   // scanned, its cursor followed on that node (a cursor means nothing to another node). The

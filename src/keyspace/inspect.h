@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 #include "redis/scripts.h"
 
 namespace flashsale::keyspace {

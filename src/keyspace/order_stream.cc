@@ -5,7 +5,7 @@
 #include <array>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 
 namespace flashsale::keyspace {
 
@@ -174,14 +174,14 @@ asio::awaitable<Result<std::vector<StreamEntry>>> AutoClaim(redis::Connection& c
 }
 
 asio::awaitable<base::Status> OrderStream::EnsureGroup(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   co_return co_await EnsureStreamGroup(runner_, keys.stream(), keys.meta(), kGroup);
 }
 
 asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ReadNew(std::string_view activity_id,
                                                                        std::string_view consumer,
                                                                        int64_t count) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   co_return co_await ReadGroupNew(runner_.connection(), keys.stream(), kGroup, consumer, count);
 }
 
@@ -189,7 +189,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::Claim(std::string
                                                                      std::string_view consumer,
                                                                      int64_t min_idle_ms,
                                                                      int64_t count) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   co_return co_await AutoClaim(runner_.connection(), keys.stream(), kGroup, consumer, min_idle_ms,
                                count);
 }
@@ -198,7 +198,7 @@ asio::awaitable<Result<int64_t>> OrderStream::Ack(std::string_view activity_id,
                                                   std::span<const std::string> ids,
                                                   bool forget_failures) {
   if (ids.empty()) co_return int64_t{0};
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   std::vector<std::string_view> args = {"XACK", keys.stream(), kGroup};
   args.insert(args.end(), ids.begin(), ids.end());
   const redis::Command ack(args);
@@ -223,7 +223,7 @@ asio::awaitable<Result<int64_t>> OrderStream::Touch(std::string_view activity_id
                                                     std::string_view consumer,
                                                     std::span<const std::string> ids) {
   if (ids.empty()) co_return int64_t{0};
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   std::vector<std::string_view> args = {"XCLAIM", keys.stream(), kGroup, consumer, "0"};
   args.insert(args.end(), ids.begin(), ids.end());
   args.push_back("JUSTID");  // JUSTID: the delivery count does not grow
@@ -238,7 +238,7 @@ asio::awaitable<Result<int64_t>> OrderStream::Touch(std::string_view activity_id
 
 asio::awaitable<Result<int64_t>> OrderStream::RecordFailure(std::string_view activity_id,
                                                             std::string_view entry_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::Command incr = Build({"HINCRBY", keys.failures(), entry_id, "1"});
   auto reply = co_await redis::Await(runner_.connection(), incr);
   if (!reply.ok()) co_return std::move(reply).error();
@@ -251,7 +251,7 @@ asio::awaitable<Result<OrderStream::DeadLettered>> OrderStream::DeadLetter(
   std::vector<std::string> positions;  // 1-based among the entry's intents
   positions.reserve(parts.size());
   for (const int part : parts) positions.push_back(std::to_string(part + 1));
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   redis::ScriptCall call(dead_letter_);
   call.Key("stream", keys.stream())
       .Key("dead", keys.dead())
@@ -277,7 +277,7 @@ asio::awaitable<Result<OrderStream::DeadLettered>> OrderStream::DeadLetter(
 
 asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ListDead(
     std::string_view activity_id, int64_t count) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::IntArg n(count);
   const redis::Command range = Build({"XRANGE", keys.dead(), "-", "+", "COUNT", n});
   auto reply = co_await redis::Await(runner_.connection(), range);
@@ -287,7 +287,7 @@ asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ListDead(
 
 asio::awaitable<Result<std::string>> OrderStream::RetryDead(std::string_view activity_id,
                                                             std::string_view dead_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   redis::ScriptCall call(retry_dead_);
   call.Key("dead", keys.dead())
       .Key("stream", keys.stream())
@@ -312,7 +312,7 @@ asio::awaitable<Result<std::string>> OrderStream::RetryDead(std::string_view act
 }
 
 asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   GroupInfo info;
   const redis::Command xlen = Build({"XLEN", keys.stream()});
   const redis::Command dead = Build({"XLEN", keys.dead()});
@@ -366,7 +366,7 @@ asio::awaitable<Result<GroupInfo>> OrderStream::Info(std::string_view activity_i
 }
 
 asio::awaitable<Result<int64_t>> OrderStream::Length(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::Command xlen = Build({"XLEN", keys.stream()});
   auto length = co_await redis::Await(runner_.connection(), xlen);
   if (!length.ok()) co_return std::move(length).error();
@@ -377,7 +377,7 @@ asio::awaitable<Result<int64_t>> OrderStream::Length(std::string_view activity_i
 }
 
 asio::awaitable<Result<int64_t>> OrderStream::Trim(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   auto info = co_await Info(activity_id);
   if (!info.ok()) co_return std::move(info).error();
   std::string threshold = info->last_delivered_id;

@@ -32,7 +32,7 @@ namespace flashsale::keyspace {
 // acknowledged and counted as a whole); its intents are written one by one and it is
 // acknowledged once all of them are in the record.
 inline constexpr std::string_view kPackedIntentField = "o";
-// The write sequence of the call that wrote the entry, "<wepoch>.<wseq>" (seckill_reserve.lua):
+// The write sequence of the call that wrote the entry, "<wepoch>.<wseq>" (sale_reserve.lua):
 // every intent read from the entry carries it as a field of this name, and the record keeps the
 // highest it persisted per activity (store::Store::InsertOrders). Absent in entries of older
 // versions and in intents appended again from their record.

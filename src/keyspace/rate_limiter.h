@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "core/activity.h"
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 
 namespace flashsale::keyspace {
 
 struct Limiter {
-  std::string key;  // e.g. SeckillKeys::RateLimit("user", token)
+  std::string key;  // e.g. ActivityKeys::RateLimit("user", token)
   core::RateLimit rate;
 };
 

@@ -5,7 +5,7 @@
 #include <charconv>
 
 #include "base/strings.h"
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 #include "redis/scripts.h"
 
 namespace flashsale::keyspace {
@@ -168,7 +168,7 @@ Awaitable<Status> ServiceState::WriteRepairMarker(const RepairMarker& marker) {
 
 Awaitable<Status> ServiceState::KeepReconcileReport(std::string_view activity_id,
                                                     std::string_view json) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::Command keep({"SET", keys.reconcile_report(), json});
   auto reply = co_await redis::Await(connection_, keep);
   co_return Done(reply);
@@ -176,7 +176,7 @@ Awaitable<Status> ServiceState::KeepReconcileReport(std::string_view activity_id
 
 Awaitable<Result<std::optional<std::string>>> ServiceState::ReconcileReport(
     std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::Command get({"GET", keys.reconcile_report()});
   auto reply = co_await redis::Await(connection_, get);
   if (!reply.ok()) co_return std::move(reply).error();
@@ -184,7 +184,7 @@ Awaitable<Result<std::optional<std::string>>> ServiceState::ReconcileReport(
 }
 
 Awaitable<Result<int64_t>> ServiceState::OversoldUnits(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::Command get({"HGET", keys.meta(), "oversold"});
   auto reply = co_await redis::Await(connection_, get);
   if (!reply.ok()) co_return std::move(reply).error();
@@ -193,7 +193,7 @@ Awaitable<Result<int64_t>> ServiceState::OversoldUnits(std::string_view activity
 
 Awaitable<Result<int64_t>> ServiceState::MarkMissing(std::string_view activity_id, int64_t now_ms,
                                                      std::chrono::milliseconds ttl) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::IntArg now(now_ms), ttl_ms(ttl.count());
   const redis::Command mark({"SET", keys.missing_since(), now, "NX", "GET", "PX", ttl_ms});
   auto reply = co_await redis::Await(connection_, mark);
@@ -203,14 +203,14 @@ Awaitable<Result<int64_t>> ServiceState::MarkMissing(std::string_view activity_i
 }
 
 Awaitable<Status> ServiceState::ClearMissing(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::Command unmark({"DEL", keys.missing_since()});
   auto reply = co_await redis::Await(connection_, unmark);
   co_return Done(reply);
 }
 
 Awaitable<Result<bool>> ServiceState::IsMarkedMissing(std::string_view activity_id) {
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   const redis::Command exists({"EXISTS", keys.missing_since()});
   auto reply = co_await redis::Await(connection_, exists);
   if (!reply.ok()) co_return std::move(reply).error();

@@ -3,8 +3,8 @@
 // registry version every instance polls, each scheduled job's period claim, the lost-write
 // repair's marker, the reconciliation report and missing-since mark of an activity, its oversold
 // count, and the query cache. The service sends no Redis command of its own: it calls these (or
-// the script bindings, seckill.h), and every key they touch is named by NamespaceKeys or
-// SeckillKeys.
+// the script bindings, activity_scripts.h), and every key they touch is named by NamespaceKeys or
+// ActivityKeys.
 //
 // Each call is one single-key command with the connection's deadline, so in a Redis Cluster it
 // goes to the key's node; failures carry the connection's codes (connection.h).

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 #include "redis/cluster.h"
 
 namespace flashsale::keyspace {
@@ -28,8 +28,8 @@ TEST(NamespaceKeysTest, AJobsLockAndFenceShareASlot) {
   }
 }
 
-TEST(SeckillKeysTest, ReportAndMissingMarkAreTheActivitysKeys) {
-  const SeckillKeys keys("prod", "phone");
+TEST(ActivityKeysTest, ReportAndMissingMarkAreTheActivitysKeys) {
+  const ActivityKeys keys("prod", "phone");
   EXPECT_EQ(keys.reconcile_report(), "prod:seckill:{phone}:reconcile");
   EXPECT_EQ(keys.missing_since(), "prod:seckill:{phone}:meta:missing_since");
   EXPECT_EQ(redis::KeySlot(keys.reconcile_report()), redis::KeySlot(keys.meta()));

@@ -12,10 +12,10 @@
 #include <thread>
 #include <unordered_set>
 
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
 #include "keyspace/inspect.h"
 #include "keyspace/order_stream.h"
-#include "keyspace/seckill.h"
 #include "redis/connection.h"
 #include "redis/scripts.h"
 #include "redis/url.h"
@@ -39,7 +39,7 @@ class RedisSide {
   RedisSide(const redis::ConnectionOptions& options, const std::string& key_namespace)
       : connection_(redis::Connection::Create(io_.get_executor(), options)),
         runner_(connection_, keyspace::Scripts()),
-        seckill_(runner_, key_namespace),
+        activity_scripts_(runner_, key_namespace),
         stream_(runner_, key_namespace),
         inspector_(runner_, key_namespace) {
     connection_->Start();
@@ -72,7 +72,7 @@ class RedisSide {
   }
 
   asio::awaitable<Result<keyspace::ActivityStatus>> Status(std::string_view activity) {
-    co_return co_await seckill_.AsyncStatus(activity, asio::use_awaitable);
+    co_return co_await activity_scripts_.AsyncStatus(activity, asio::use_awaitable);
   }
   asio::awaitable<Result<keyspace::GroupInfo>> Info(std::string_view activity) {
     co_return co_await stream_.Info(activity);
@@ -88,7 +88,7 @@ class RedisSide {
   asio::io_context io_{1};
   std::shared_ptr<redis::Connection> connection_;
   redis::ScriptRunner runner_;
-  keyspace::SeckillScripts seckill_;
+  keyspace::ActivityScripts activity_scripts_;
   keyspace::OrderStream stream_;
   keyspace::ActivityInspector inspector_;
 };

@@ -1,5 +1,5 @@
 #pragma once
-// After a sale: does it hold together? Checked against Redis (SeckillScripts::Status,
+// After a sale: does it hold together? Checked against Redis (ActivityScripts::Status,
 // OrderStream::Info) and the database of record (the Store interface), once the order pipeline
 // has drained:
 //
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "base/result.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/order_stream.h"
-#include "keyspace/seckill.h"
 #include "store/store.h"
 
 namespace flashsale::load {

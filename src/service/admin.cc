@@ -41,7 +41,8 @@ asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
   ActivityState state{record, std::nullopt, {}, std::nullopt, std::nullopt};
   state.frozen_reason = context.FrozenReason(record.activity.id);
   state.frozen = state.frozen_reason != FreezeReason::kNone;
-  auto status = co_await context.seckill().AsyncStatus(record.activity.id, asio::use_awaitable);
+  auto status =
+      co_await context.activity_scripts().AsyncStatus(record.activity.id, asio::use_awaitable);
   if (status.ok()) {
     state.redis = std::move(*status);
     auto pipeline = co_await context.order_stream().Info(record.activity.id);
@@ -65,10 +66,10 @@ asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
 // Pushes a record's definition (never its stock) to Redis.
 asio::awaitable<base::Status> PushDefinition(ServiceContext& context,
                                              const store::ActivityRecord& record) {
-  core::SeckillActivity definition = record.activity;
+  core::Activity definition = record.activity;
   definition.items.clear();
   if (definition.kind == core::StockKind::kItemised) definition.stock = 0;
-  auto setup = co_await context.seckill().AsyncSetup(
+  auto setup = co_await context.activity_scripts().AsyncSetup(
       definition, keyspace::SetupMode::kDefinitionOnly, asio::use_awaitable);
   if (!setup.ok()) co_return std::move(setup).error();
   co_return base::Status();
@@ -85,7 +86,7 @@ asio::awaitable<Result<store::ActivityRecord>> LoadRecord(ServiceContext& contex
 }  // namespace
 
 asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
-                                                      const core::SeckillActivity& activity) {
+                                                      const core::Activity& activity) {
   if (auto valid = core::Validate(activity); !valid) co_return valid.error();
   auto existing = co_await LoadRecord(context, activity.id);
   if (existing.ok()) {
@@ -93,8 +94,8 @@ asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
   }
   if (existing.error().code != ErrorCode::kNotFound) co_return std::move(existing).error();
 
-  auto setup = co_await context.seckill().AsyncSetup(activity, keyspace::SetupMode::kCreate,
-                                                     asio::use_awaitable);
+  auto setup = co_await context.activity_scripts().AsyncSetup(
+      activity, keyspace::SetupMode::kCreate, asio::use_awaitable);
   if (!setup.ok()) {
     co_return MakeError(setup.error().code, "activity '{}' not created: Redis: {}", activity.id,
                         setup.error().message);
@@ -170,8 +171,8 @@ asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context,
   };
   auto recorded = co_await context.OnDb(record);
   if (!recorded.ok()) co_return std::move(recorded).error();
-  auto added =
-      co_await context.seckill().AsyncAddStock(activity_id, units, items, asio::use_awaitable);
+  auto added = co_await context.activity_scripts().AsyncAddStock(activity_id, units, items,
+                                                                 asio::use_awaitable);
   co_await Announce(context);
   if (!added.ok() || !added->found) {
     const std::string why =

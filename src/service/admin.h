@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 #include "service/activity_guard.h"
 #include "service/context.h"
 
@@ -39,8 +39,8 @@ struct ActivityState {
 };
 
 // Arguments are references: await these at once, with the arguments alive meanwhile.
-boost::asio::awaitable<base::Result<ActivityState>> CreateActivity(
-    ServiceContext& context, const core::SeckillActivity& activity);
+boost::asio::awaitable<base::Result<ActivityState>> CreateActivity(ServiceContext& context,
+                                                                   const core::Activity& activity);
 boost::asio::awaitable<base::Result<ActivityState>> UpdateActivity(
     ServiceContext& context, std::string_view activity_id, const store::ActivityUpdate& update);
 boost::asio::awaitable<base::Result<ActivityState>> AddStock(ServiceContext& context,

@@ -20,11 +20,11 @@
 #include "core/cache_key.h"
 #include "core/outcome.h"
 #include "core/write_seq.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/draw_queue.h"
 #include "keyspace/idempotency.h"
 #include "keyspace/order_stream.h"
 #include "keyspace/rate_limiter.h"
-#include "keyspace/seckill.h"
 #include "redis/replica_wait.h"
 #include "service/activity_guard.h"
 #include "service/blocking.h"
@@ -76,7 +76,7 @@ class ServiceContext {
   const ServiceSettings& settings() const { return settings_; }
   redis::Connection& redis() { return runner_.connection(); }
   redis::ScriptRunner& runner() { return runner_; }
-  keyspace::SeckillScripts& seckill() { return seckill_; }
+  keyspace::ActivityScripts& activity_scripts() { return activity_scripts_; }
   // The reserve and draw script calls, coalesced per activity (base/coalescer.h): what the
   // purchase and the direct draw send through.
   ReserveCoalescer& reserves() { return reserves_; }
@@ -146,8 +146,8 @@ class ServiceContext {
  private:
   const ServiceSettings& settings_;
   redis::ScriptRunner& runner_;
-  keyspace::SeckillScripts seckill_;
-  ReserveCoalescer reserves_;  // send through seckill_, so destroyed before it
+  keyspace::ActivityScripts activity_scripts_;
+  ReserveCoalescer reserves_;  // send through activity_scripts_, so destroyed before it
   DrawCoalescer draws_;
   keyspace::RateLimiter limiter_;
   keyspace::OrderStream order_stream_;

@@ -37,7 +37,7 @@ DrawResult Decided(const store::ActivityRecord* record, Outcome outcome, std::st
 asio::awaitable<Result<DrawResult>> Enqueue(ServiceContext& context,
                                             const AdmissionRequest& request,
                                             const Admitted& admission) {
-  const core::SeckillActivity& activity = admission.record->activity;
+  const core::Activity& activity = admission.record->activity;
   const std::string user_token =
       context.KeyToken(std::string("pending-tickets\n").append(request.user_id));
   const keyspace::EnqueueRequest enqueue{

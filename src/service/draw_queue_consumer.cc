@@ -80,7 +80,7 @@ asio::awaitable<int64_t> DrawQueueConsumer::Pass(const bool* stop) {
 asio::awaitable<int64_t> DrawQueueConsumer::PassFifo(const store::ActivityRecord& record,
                                                      const bool* stop) {
   const std::string& id = record.activity.id;
-  const keyspace::SeckillKeys keys(context_.settings().key_namespace, id);
+  const keyspace::ActivityKeys keys(context_.settings().key_namespace, id);
   keyspace::DistributedLock lock(context_.runner(), keys.queue_lock(), keys.queue_fence());
   auto held = held_.find(id);
   if (held == held_.end()) {
@@ -145,8 +145,8 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(
         .idempotency_ttl_ms = context_.settings().idempotency_ttl_ms,
         .fence = fence,
     };
-    auto drawn =
-        co_await context_.seckill().AsyncDraw(id, draw, context_.Floor(id), asio::use_awaitable);
+    auto drawn = co_await context_.activity_scripts().AsyncDraw(id, draw, context_.Floor(id),
+                                                                asio::use_awaitable);
     if (!drawn.ok()) {
       if (drawn.error().detail == base::ErrorDetail::kFenced) {
         metrics_.fenced.Add();
@@ -183,7 +183,7 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(
 
 asio::awaitable<void> DrawQueueConsumer::ReleaseLocks() {
   for (const auto& [id, held] : held_) {
-    const keyspace::SeckillKeys keys(context_.settings().key_namespace, id);
+    const keyspace::ActivityKeys keys(context_.settings().key_namespace, id);
     keyspace::DistributedLock lock(context_.runner(), keys.queue_lock(), keys.queue_fence());
     auto released = co_await lock.Release(held.lease);  // when it fails, the lease expires it
     if (!released.ok()) spdlog::warn("draw queue of '{}': lock: {}", id, released.error().message);

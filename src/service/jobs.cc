@@ -41,7 +41,8 @@ asio::awaitable<std::string> Prewarm(ServiceContext& context, const store::Activ
     w.EndObject();
     co_return std::move(w).Take();
   }
-  auto status = co_await context.seckill().AsyncStatus(known.activity.id, asio::use_awaitable);
+  auto status =
+      co_await context.activity_scripts().AsyncStatus(known.activity.id, asio::use_awaitable);
   if (status.ok() && status->found) {
     w.Key("action").String("none").Key("why").String("loaded already").EndObject();
     co_return std::move(w).Take();
@@ -65,7 +66,7 @@ asio::awaitable<std::string> Prewarm(ServiceContext& context, const store::Activ
     w.Key("action").String("failed").Key("why").String(record.error().message).EndObject();
     co_return std::move(w).Take();
   }
-  auto setup = co_await context.seckill().AsyncSetup(
+  auto setup = co_await context.activity_scripts().AsyncSetup(
       record->activity, keyspace::SetupMode::kLoadIfMissing, asio::use_awaitable);
   if (!setup.ok()) {
     w.Key("action").String("failed").Key("why").String(setup.error().message).EndObject();
@@ -96,7 +97,7 @@ asio::awaitable<Result<std::string>> Expire(ServiceContext& context,
       // The record cancelled it first: a payment racing with the expiry is refused from here on,
       // and the unit goes back exactly once.
       auto released =
-          co_await context.seckill().AsyncRelease(id, order.order_id, asio::use_awaitable);
+          co_await context.activity_scripts().AsyncRelease(id, order.order_id, asio::use_awaitable);
       if (released.ok() && released->outcome == keyspace::ReleaseOutcome::kReleased) {
         returned += released->quantity;
       } else if (!released.ok()) {

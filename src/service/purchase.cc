@@ -16,7 +16,7 @@ namespace {
 // The reserve script's reply as the purchase's outcome.
 PurchaseResult FromReservation(ServiceContext& context, const PurchaseRequest& request,
                                const Admitted& admission, keyspace::Reservation reservation) {
-  const core::SeckillActivity& activity = admission.record->activity;
+  const core::Activity& activity = admission.record->activity;
   PurchaseResult result;
   result.outcome = reservation.outcome;
   result.order_id = std::move(reservation.order_id);

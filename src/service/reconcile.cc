@@ -93,15 +93,15 @@ asio::awaitable<base::Status> Reapply(ServiceContext& context, const store::Acti
 asio::awaitable<base::Status> Rebuild(ServiceContext& context, const store::ActivityRecord& record,
                                       const std::vector<store::OrderRecord>& orders,
                                       ReconcileReport& report, int64_t oversold = 0) {
-  core::SeckillActivity closed = record.activity;
+  core::Activity closed = record.activity;
   closed.open = false;
-  auto loaded = co_await context.seckill().AsyncSetup(closed, keyspace::SetupMode::kLoadIfMissing,
-                                                      asio::use_awaitable);
+  auto loaded = co_await context.activity_scripts().AsyncSetup(
+      closed, keyspace::SetupMode::kLoadIfMissing, asio::use_awaitable);
   if (!loaded.ok()) co_return std::move(loaded).error();
   auto applied = co_await Reapply(context, record, orders, report);
   if (!applied.ok()) co_return applied;
   if (report.oversold_units == 0 && oversold == 0) {
-    auto opened = co_await context.seckill().AsyncSetup(
+    auto opened = co_await context.activity_scripts().AsyncSetup(
         record.activity, keyspace::SetupMode::kDefinitionOnly, asio::use_awaitable);
     if (!opened.ok()) co_return std::move(opened).error();
   }
@@ -255,8 +255,8 @@ asio::awaitable<base::Status> Repair(ServiceContext& context,
                                      const Accounting& accounting, ReconcileReport& report) {
   const std::string& id = view.record.activity.id;
   for (const auto* entry : accounting.to_release) {
-    auto released =
-        co_await context.seckill().AsyncRelease(id, entry->order.order_id, asio::use_awaitable);
+    auto released = co_await context.activity_scripts().AsyncRelease(id, entry->order.order_id,
+                                                                     asio::use_awaitable);
     if (released.ok() && released->outcome == keyspace::ReleaseOutcome::kReleased) {
       report.returned += released->quantity;
     }
@@ -353,20 +353,20 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
   if (!view.ok()) co_return std::move(view).error();
 
   // 2. Redis's counters, in one atomic read.
-  auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+  auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
   if (!status.ok()) co_return std::move(status).error();
   report.loaded = status->found;
   if (!status->found) {
     auto rebuilt = co_await RebuildIfMissing(context, *view, repair, after_event, report);
     if (!rebuilt.ok()) co_return std::move(rebuilt).error();
     if (!*rebuilt) co_return report;
-    status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+    status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) co_return std::move(status).error();
   } else if (repair) {
     auto finished = co_await FinishStoppedRebuild(context, *view, status->oversold, report);
     if (!finished.ok()) co_return std::move(finished).error();
     if (*finished) {
-      status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
       if (!status.ok()) co_return std::move(status).error();
     }
   }
@@ -379,7 +379,7 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
     auto reapplied = co_await ReapplyMissing(context, *view, *records, report);
     if (!reapplied.ok()) co_return std::move(reapplied).error();
     if (*reapplied) {
-      status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
       if (!status.ok()) co_return std::move(status).error();
       records = co_await inspector.Orders(id);
       if (!records.ok()) co_return std::move(records).error();

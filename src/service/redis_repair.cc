@@ -109,7 +109,7 @@ asio::awaitable<Result<ReconcileReport>> RepairActivity(ServiceContext& context,
                                                         const store::ActivityRecord& record,
                                                         int64_t epoch) {
   const std::string& id = record.activity.id;
-  auto before = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+  auto before = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
   if (!before.ok()) co_return std::move(before).error();
   const keyspace::WriteSeq seen = before->found ? before->written : keyspace::WriteSeq{};
   auto report = co_await Reconcile(context, record, /*repair=*/true, /*after_event=*/true);
@@ -206,7 +206,7 @@ asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, keyspace::
     if (!listed.ok()) co_return std::move(listed).error();
     for (const auto& activity : *listed) {
       const std::string& id = activity.activity.id;
-      auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
       if (!status.ok()) {
         co_return base::MakeError(base::ErrorCode::kUnavailable,
                                   "redis {}: '{}' not read before the repair ({}); repaired once "
@@ -262,7 +262,7 @@ asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, keyspace::
 asio::awaitable<base::Status> RepairFrozenActivity(ServiceContext& context, RedisWatch& watch,
                                                    const std::string& id, keyspace::WriteSeq floor,
                                                    const LeaseKeeper& keeper) {
-  auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+  auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
   if (!status.ok()) co_return std::move(status).error();
   if (status->found && status->written.epoch > floor.epoch) {
     watch.activities().Thaw(id, status->written, status->written.epoch, 0, 0);
@@ -403,7 +403,7 @@ asio::awaitable<void> ResolveFrozenActivities(ServiceContext& context, RedisWatc
     const std::string& id = frozen.first;
     const keyspace::WriteSeq floor = frozen.second;
     // Repaired elsewhere since it froze? Only a repair writes a later epoch.
-    auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+    auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) continue;  // Redis unreachable: next round
     if (status->found && status->written.epoch > floor.epoch) {
       watch.activities().Thaw(id, status->written, status->written.epoch, 0, 0);

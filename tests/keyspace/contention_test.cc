@@ -9,22 +9,22 @@
 #include <set>
 #include <thread>
 
-#include "keyspace/seckill_fixture.h"
-#include "support/seckill_load.h"
+#include "keyspace/activity_fixture.h"
+#include "support/reserve_load.h"
 
 namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
-using testing::SeckillFixture;
+using testing::ActivityFixture;
 
-class ContentionTest : public SeckillFixture {};
+class ContentionTest : public ActivityFixture {};
 
 TEST_F(ContentionTest, ExactlyTheStockIsSoldUnderSixtyFourWayContention) {
   constexpr int64_t kStock = 1000;
   constexpr int64_t kLimit = 2;
   ASSERT_TRUE(SetUpActivity(Activity("flash", kStock, kLimit)).ok());
-  const SeckillKeys keys = Keys("flash");
+  const ActivityKeys keys = Keys("flash");
 
   // A watcher reads the stock counter over and over while the sale runs.
   std::atomic<bool> stop = false;
@@ -37,7 +37,7 @@ TEST_F(ContentionTest, ExactlyTheStockIsSoldUnderSixtyFourWayContention) {
     }
   });
 
-  testing::SeckillLoadOptions options;
+  testing::ReserveLoadOptions options;
   options.url = server_->unix_url();
   options.key_namespace = ns_;
   options.activity_id = "flash";
@@ -46,7 +46,7 @@ TEST_F(ContentionTest, ExactlyTheStockIsSoldUnderSixtyFourWayContention) {
   options.attempts = 100000;
   options.users = 5000;
   options.now_ms = 1500;
-  const auto report = testing::RunSeckillLoad(options);
+  const auto report = testing::RunReserveLoad(options);
   stop = true;
   watcher.join();
 

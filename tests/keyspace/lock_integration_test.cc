@@ -8,17 +8,17 @@
 #include <thread>
 
 #include "base/random.h"
+#include "keyspace/activity_fixture.h"
 #include "keyspace/embedded_scripts.h"
 #include "keyspace/lock.h"
-#include "keyspace/seckill_fixture.h"
 
 namespace flashsale::keyspace {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::SeckillFixture;
+using testing::ActivityFixture;
 
-class LockTest : public SeckillFixture {
+class LockTest : public ActivityFixture {
  protected:
   DistributedLock Lock(const std::string& name) {
     return DistributedLock(*runner_, ns_ + ":{" + name + "}:lock", ns_ + ":{" + name + "}:fence");
@@ -57,7 +57,7 @@ TEST_F(LockTest, AHolderPausedPastItsLeaseLosesItAndItsLateWritesAreFenced) {
   lottery.lottery = core::Lottery{.prizes = {{"p", "P", 1, 10}}};
   lottery.stock = 10;
   ASSERT_TRUE(SetUpActivity(lottery).ok());
-  const SeckillKeys keys = Keys("fifo");
+  const ActivityKeys keys = Keys("fifo");
   DistributedLock lock(*runner_, keys.queue_lock(), keys.queue_fence());
   auto stale = Acquire(lock, 100ms);
   ASSERT_TRUE(stale.has_value());

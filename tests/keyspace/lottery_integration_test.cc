@@ -8,15 +8,15 @@
 #include <set>
 
 #include "base/random.h"
+#include "keyspace/activity_fixture.h"
 #include "keyspace/draw_queue.h"
-#include "keyspace/seckill_fixture.h"
-#include "support/seckill_load.h"
+#include "support/reserve_load.h"
 
 namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
-using testing::SeckillFixture;
+using testing::ActivityFixture;
 
 // A field of an XRANGE entry ({id, {name, value, ...}}); empty if absent.
 std::string FieldOf(const redisReply* entry, const std::string& name) {
@@ -25,12 +25,12 @@ std::string FieldOf(const redisReply* entry, const std::string& name) {
   return found == fields.end() ? std::string() : found->second;
 }
 
-class LotteryTest : public SeckillFixture {
+class LotteryTest : public ActivityFixture {
  protected:
   // An open lottery over [1000, 2000).
-  static core::SeckillActivity Lottery(std::string id, std::vector<core::Prize> prizes,
-                                       int64_t no_prize_weight, int64_t limit = 1) {
-    core::SeckillActivity activity = Activity(std::move(id), 0, limit);
+  static core::Activity Lottery(std::string id, std::vector<core::Prize> prizes,
+                                int64_t no_prize_weight, int64_t limit = 1) {
+    core::Activity activity = Activity(std::move(id), 0, limit);
     activity.lottery =
         core::Lottery{.prizes = std::move(prizes), .no_prize_weight = no_prize_weight};
     activity.stock = activity.lottery->TotalStock();
@@ -206,7 +206,7 @@ TEST_F(LotteryTest, ObservedFrequenciesMatchTheWeights) {
                   {{"a", "A", 1, 1'000'000}, {"b", "B", 3, 1'000'000}, {"c", "C", 6, 1'000'000}},
                   10, 1'000'000))
           .ok());
-  testing::SeckillLoadOptions options;
+  testing::ReserveLoadOptions options;
   options.url = server_->unix_url();
   options.key_namespace = ns_;
   options.activity_id = "freq";
@@ -217,7 +217,7 @@ TEST_F(LotteryTest, ObservedFrequenciesMatchTheWeights) {
   options.now_ms = 1500;
   options.draw = true;
   options.seed = 20261129;
-  const auto report = testing::RunSeckillLoad(options);
+  const auto report = testing::RunReserveLoad(options);
   ASSERT_EQ(report.Unresolved(), 0);
   std::map<std::string, int64_t> observed;
   for (const auto& attempt : report.attempts) {
@@ -242,7 +242,7 @@ TEST_F(LotteryTest, NoPrizeIsOverIssuedUnderSixtyFourWayContention) {
       SetUpActivity(
           Lottery("rush", {{"a", "A", 1, 50}, {"b", "B", 2, 150}, {"c", "C", 3, 300}}, 6, 2))
           .ok());
-  testing::SeckillLoadOptions options;
+  testing::ReserveLoadOptions options;
   options.url = server_->unix_url();
   options.key_namespace = ns_;
   options.activity_id = "rush";
@@ -252,7 +252,7 @@ TEST_F(LotteryTest, NoPrizeIsOverIssuedUnderSixtyFourWayContention) {
   options.users = 3000;
   options.now_ms = 1500;
   options.draw = true;
-  const auto report = testing::RunSeckillLoad(options);
+  const auto report = testing::RunReserveLoad(options);
   ASSERT_EQ(report.caller_exceptions, 0);
   ASSERT_EQ(report.Unresolved(), 0);
   EXPECT_EQ(report.failed_calls, 0);

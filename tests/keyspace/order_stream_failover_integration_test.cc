@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
 #include "keyspace/order_stream.h"
-#include "keyspace/seckill.h"
 #include "redis/scripts.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
@@ -82,7 +82,7 @@ TEST(OrderStreamFailoverTest, ANodePromotedBackWithEveryEntryDeliveredHasNoLag) 
                                                   "127.0.0.1", std::to_string(a.port())}}};
   ASSERT_TRUE(Linked(b));
   const std::string ns = testing::UniqueNamespace();
-  const std::string stream = SeckillKeys(ns, "sale").stream();
+  const std::string stream = ActivityKeys(ns, "sale").stream();
   a.Command({"XGROUP", "CREATE", stream, std::string(OrderStream::kGroup), "0", "MKSTREAM"});
   AddAndRead(a, stream, 5);
   ASSERT_TRUE(CaughtUp(a, b));

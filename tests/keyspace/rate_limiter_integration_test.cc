@@ -1,16 +1,16 @@
 // GCRA rate limiting in Redis: bursts, the steady rate, Retry-After, several limiters in one
 // atomic call, and a refused request consuming nothing.
 
+#include "keyspace/activity_fixture.h"
 #include "keyspace/rate_limiter.h"
-#include "keyspace/seckill_fixture.h"
 
 namespace flashsale::keyspace {
 namespace {
 
-class RateLimiterTest : public testing::SeckillFixture {
+class RateLimiterTest : public testing::ActivityFixture {
  protected:
   void SetUp() override {
-    SeckillFixture::SetUp();
+    ActivityFixture::SetUp();
     limiter_ = std::make_unique<RateLimiter>(*runner_);
   }
   RateDecision Check(const std::vector<Limiter>& limiters, int64_t now_ms) {

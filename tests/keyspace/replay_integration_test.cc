@@ -9,23 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "keyspace/activity_fixture.h"
 #include "keyspace/draw_queue.h"
 #include "keyspace/idempotency.h"
 #include "keyspace/order_stream.h"
-#include "keyspace/seckill_fixture.h"
 
 namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
-using testing::SeckillFixture;
+using testing::ActivityFixture;
 
-class ReplayTest : public SeckillFixture {
+class ReplayTest : public ActivityFixture {
  protected:
   // An open lottery over [1000, 2000).
-  static core::SeckillActivity Lottery(std::string id, std::vector<core::Prize> prizes,
-                                       int64_t limit = 1) {
-    core::SeckillActivity activity = Activity(std::move(id), 0, limit);
+  static core::Activity Lottery(std::string id, std::vector<core::Prize> prizes,
+                                int64_t limit = 1) {
+    core::Activity activity = Activity(std::move(id), 0, limit);
     activity.lottery = core::Lottery{.prizes = std::move(prizes), .no_prize_weight = 0};
     activity.stock = activity.lottery->TotalStock();
     return activity;

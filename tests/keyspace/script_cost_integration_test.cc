@@ -1,7 +1,7 @@
 // What the hot scripts cost inside Redis, counted by Redis itself: INFO commandstats after CONFIG
 // RESETSTAT counts every command a script runs (each redis.call) beside the EVALSHA. The lean
 // reserve makes six commands for a counted reservation alone, and eight for a batch, whatever
-// its size: its intents are one stream entry (seckill_reserve.lua); a lottery draw five (no
+// its size: its intents are one stream entry (sale_reserve.lua); a lottery draw five (no
 // prize) or seven (a win). One of each is the write sequence's HINCRBY. The figures go to the
 // test log with the EVALSHA usec_per_call Redis measured.
 
@@ -9,15 +9,15 @@
 #include <map>
 #include <sstream>
 
-#include "keyspace/seckill_fixture.h"
+#include "keyspace/activity_fixture.h"
 
 namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
-using testing::SeckillFixture;
+using testing::ActivityFixture;
 
-class ScriptCostTest : public SeckillFixture {
+class ScriptCostTest : public ActivityFixture {
  protected:
   struct Stats {
     int64_t script_commands = 0;  // every command but EVAL/EVALSHA and the test's own
@@ -109,7 +109,7 @@ TEST_F(ScriptCostTest, ABatchMakesEightCommandsWhateverItsSizeAndOneStreamEntry)
 }
 
 TEST_F(ScriptCostTest, ADrawMakesFiveCommandsOrSevenForAWin) {
-  core::SeckillActivity lottery = Activity("draws", 0, 1);
+  core::Activity lottery = Activity("draws", 0, 1);
   lottery.lottery = core::Lottery{.prizes = {{"mug", "Mug", 1, 1000}}, .no_prize_weight = 1};
   lottery.stock = lottery.lottery->TotalStock();
   ASSERT_TRUE(SetUpActivity(lottery).ok());

@@ -6,17 +6,17 @@
 #include <map>
 #include <sstream>
 
+#include "keyspace/activity_fixture.h"
 #include "keyspace/embedded_scripts.h"
-#include "keyspace/seckill_fixture.h"
 
 namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
-using testing::SeckillFixture;
+using testing::ActivityFixture;
 using namespace std::chrono_literals;
 
-class ScriptsTest : public SeckillFixture {};
+class ScriptsTest : public ActivityFixture {};
 
 TEST_F(ScriptsTest, LoadAllLoadsEveryEmbeddedScript) {
   server_->Command({"SCRIPT", "FLUSH"});
@@ -126,10 +126,10 @@ redis::ScriptSet WithBodies(const std::map<std::string, std::string>& bodies) {
 }
 
 TEST_F(ScriptsTest, AReplyThatIsNotWhatTheScriptDeclaresIsRefusedByItsBinding) {
-  const redis::ScriptSet set = WithBodies({{"seckill_reserve", "return {0, 3, 1, 0, 5, 1, 42, ''}"},
-                                           {"seckill_status", "return {1, 'open'}"}});
+  const redis::ScriptSet set = WithBodies({{"sale_reserve", "return {0, 3, 1, 0, 5, 1, 42, ''}"},
+                                           {"activity_status", "return {1, 'open'}"}});
   redis::ScriptRunner runner(connection_, set);
-  SeckillScripts scripts(runner, ns_);
+  ActivityScripts scripts(runner, ns_);
   const std::string order = "o1", user = "alice";
   auto reserved = io_.Run(scripts.AsyncReserve("shape", ReserveRequest{order, user, 1, 1500},
                                                boost::asio::use_awaitable));

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "activity_fixture.h"
 #include "keyspace/inspect.h"
 #include "keyspace/order_stream.h"
-#include "seckill_fixture.h"
 
 namespace flashsale::testing {
 namespace {
@@ -20,7 +20,7 @@ namespace {
 using core::Outcome;
 using keyspace::WriteSeq;
 
-class WriteSeqTest : public SeckillFixture {
+class WriteSeqTest : public ActivityFixture {
  protected:
   base::Result<keyspace::Reservation> ReserveAt(const std::string& activity,
                                                 const std::string& order, const std::string& user,
@@ -52,7 +52,7 @@ class WriteSeqTest : public SeckillFixture {
     return out;
   }
   std::string Snapshot(const std::string& activity) {
-    const keyspace::SeckillKeys keys = Keys(activity);
+    const keyspace::ActivityKeys keys = Keys(activity);
     return server_->String({"GET", keys.stock()}) + "/" +
            std::to_string(server_->Integer({"HLEN", keys.buyers()})) + "/" +
            std::to_string(server_->Integer({"HLEN", keys.orders()})) + "/" +
@@ -125,7 +125,7 @@ TEST_F(WriteSeqTest, AnActivityRedisLostWholeIsBehindAnyFloorAboveZero) {
 }
 
 TEST_F(WriteSeqTest, DrawsCheckAndAdvanceItToo) {
-  core::SeckillActivity lottery = Activity("draws", 0, 5);
+  core::Activity lottery = Activity("draws", 0, 5);
   lottery.lottery = core::Lottery{.prizes = {{"mug", "Mug", 10, 1}}, .no_prize_weight = 1};
   lottery.stock = lottery.lottery->TotalStock();
   ASSERT_TRUE(SetUpActivity(lottery).ok());

@@ -28,9 +28,9 @@
 
 #include "base/clock.h"
 #include "base/subprocess.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
 #include "keyspace/order_stream.h"
-#include "keyspace/seckill.h"
 #include "keyspace/service_state.h"
 #include "redis/scripts.h"
 #include "store/mysql/store.h"
@@ -88,7 +88,7 @@ class GaleraDrillTest : public ::testing::Test {
     namespace_ = testing::UniqueNamespace();
     connection_ = testing::Connect(io_, redis_->unix_url());
     runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
-    scripts_ = std::make_unique<keyspace::SeckillScripts>(*runner_, namespace_);
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, namespace_);
     stream_ = std::make_unique<keyspace::OrderStream>(*runner_, namespace_);
   }
 
@@ -100,7 +100,7 @@ class GaleraDrillTest : public ::testing::Test {
 
   // An open counted activity, one unit per user, in the database and in Redis.
   void CreateActivity(const std::string& id, int64_t stock) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.title = "galera drill";
     activity.start_ms = 0;
@@ -114,8 +114,7 @@ class GaleraDrillTest : public ::testing::Test {
     ASSERT_TRUE(setup->loaded);
     redis_->Command({"INCR", keyspace::NamespaceKeys(namespace_).registry_version()});
   }
-  asio::awaitable<base::Result<keyspace::SetupResult>> SetUpActivity(
-      core::SeckillActivity activity) {
+  asio::awaitable<base::Result<keyspace::SetupResult>> SetUpActivity(core::Activity activity) {
     co_return co_await scripts_->AsyncSetup(activity, keyspace::SetupMode::kLoadIfMissing,
                                             asio::use_awaitable);
   }
@@ -195,7 +194,7 @@ class GaleraDrillTest : public ::testing::Test {
     if (info->lag == 0) return true;
     if (info->lag > 0) return false;
     auto stream =
-        redis_->Command({"XINFO", "STREAM", keyspace::SeckillKeys{namespace_, activity}.stream()});
+        redis_->Command({"XINFO", "STREAM", keyspace::ActivityKeys{namespace_, activity}.stream()});
     return Pairs(stream.get())["last-generated-id"] == info->last_delivered_id;
   }
 
@@ -211,7 +210,7 @@ class GaleraDrillTest : public ::testing::Test {
   IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<keyspace::SeckillScripts> scripts_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
   std::unique_ptr<keyspace::OrderStream> stream_;
 };
 GaleraCluster* GaleraDrillTest::cluster_ = nullptr;
@@ -236,7 +235,7 @@ TEST_F(GaleraDrillTest, ANodeKilledMidSaleLosesNothingAndWritesNothingTwice) {
   ASSERT_EQ(sold, 1500) << last_error_;
   ASSERT_TRUE(Eventually([&] { return RowsOnNode(kCheckNode, activity) >= 300; }, 60s))
       << "the pipeline wrote nothing through node " << kWriterNode << " (stream length "
-      << redis_->Integer({"XLEN", keyspace::SeckillKeys{namespace_, activity}.stream()})
+      << redis_->Integer({"XLEN", keyspace::ActivityKeys{namespace_, activity}.stream()})
       << "); worker log:\n"
       << WorkerLog();
 
@@ -262,7 +261,7 @@ TEST_F(GaleraDrillTest, ANodeKilledMidSaleLosesNothingAndWritesNothingTwice) {
   ASSERT_TRUE(Eventually([&] { return RowsOnNode(kCheckNode, activity) == sold; }, 60s, 100ms))
       << "rows on node " << kCheckNode << ": " << RowsOnNode(kCheckNode, activity) << ", sold "
       << sold;
-  const keyspace::SeckillKeys keys{namespace_, activity};
+  const keyspace::ActivityKeys keys{namespace_, activity};
   EXPECT_EQ(redis_->SumOfHash(keys.buyers()), sold);  // the units the buyers hold
 
   auto totals = cluster_->Query(

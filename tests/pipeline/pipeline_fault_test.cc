@@ -47,10 +47,10 @@
 
 #include "base/clock.h"
 #include "base/subprocess.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/draw_queue.h"
 #include "keyspace/embedded_scripts.h"
 #include "keyspace/order_stream.h"
-#include "keyspace/seckill.h"
 #include "keyspace/service_state.h"
 #include "redis/scripts.h"
 #include "service/jobs.h"
@@ -225,7 +225,7 @@ class Producer {
       : activity_(std::move(activity)) {
     connection_ = testing::Connect(io_, url);
     runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
-    scripts_ = std::make_unique<keyspace::SeckillScripts>(*runner_, key_namespace);
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, key_namespace);
   }
   ~Producer() { testing::Stop(io_, connection_); }
   Producer(const Producer&) = delete;
@@ -264,7 +264,7 @@ class Producer {
   };
 
   static asio::awaitable<void> Caller(std::shared_ptr<Batch> batch,
-                                      keyspace::SeckillScripts& scripts) {
+                                      keyspace::ActivityScripts& scripts) {
     asio::steady_timer pause(co_await asio::this_coro::executor);
     while (batch->next < batch->end) {
       const int64_t index = batch->next++;
@@ -299,7 +299,7 @@ class Producer {
   IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<keyspace::SeckillScripts> scripts_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
 };
 
 // Reservations that keep coming while a test does its damage: chunks of `chunk` users with a pause
@@ -420,7 +420,7 @@ class PipelineFaultTest : public ::testing::Test {
     namespace_ = testing::UniqueNamespace();
     connection_ = testing::Connect(io_, redis_->unix_url());
     runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
-    scripts_ = std::make_unique<keyspace::SeckillScripts>(*runner_, namespace_);
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, namespace_);
     stream_ = std::make_unique<keyspace::OrderStream>(*runner_, namespace_);
   }
 
@@ -432,7 +432,7 @@ class PipelineFaultTest : public ::testing::Test {
 
   // An open counted activity in the database and in Redis (stock loaded once).
   void CreateActivity(const std::string& id, int64_t stock, int64_t per_user_limit = 1) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.title = "fault test";
     activity.start_ms = 0;
@@ -446,8 +446,7 @@ class PipelineFaultTest : public ::testing::Test {
     ASSERT_TRUE(setup->loaded);
     redis_->Command({"INCR", keyspace::NamespaceKeys(namespace_).registry_version()});
   }
-  asio::awaitable<base::Result<keyspace::SetupResult>> SetUpActivity(
-      core::SeckillActivity activity) {
+  asio::awaitable<base::Result<keyspace::SetupResult>> SetUpActivity(core::Activity activity) {
     co_return co_await scripts_->AsyncSetup(activity, keyspace::SetupMode::kLoadIfMissing,
                                             asio::use_awaitable);
   }
@@ -472,7 +471,7 @@ class PipelineFaultTest : public ::testing::Test {
     return std::make_unique<Worker>(args, tmp_ / (name + ".log"), options.failpoints);
   }
 
-  keyspace::SeckillKeys Keys(const std::string& activity) const { return {namespace_, activity}; }
+  keyspace::ActivityKeys Keys(const std::string& activity) const { return {namespace_, activity}; }
 
   // A read, so retried while our connection is not back yet (after a Redis restart it waits out
   // its reconnect backoff, and a command meanwhile is refused unsent), for at most 5 s.
@@ -543,7 +542,7 @@ class PipelineFaultTest : public ::testing::Test {
                          << describe();
 
     // What Redis recorded: order id -> (user, quantity), and the units it reserved.
-    const keyspace::SeckillKeys keys = Keys(activity);
+    const keyspace::ActivityKeys keys = Keys(activity);
     std::map<std::string, keyspace::RecordedOrder> recorded;
     std::map<std::string, std::string> recorded_user;
     {
@@ -642,7 +641,7 @@ class PipelineFaultTest : public ::testing::Test {
   IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<keyspace::SeckillScripts> scripts_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
   std::unique_ptr<keyspace::OrderStream> stream_;
 };
 MariaDbServer* PipelineFaultTest::mariadb_ = nullptr;
@@ -964,7 +963,7 @@ class QueueFaultTest : public PipelineFaultTest {
   // An open lottery with an admission queue, in the database and in Redis: prizes a (weight 1,
   // 40 units) and b (weight 2, 60 units), "no prize" weight 3, one draw per user.
   void CreateQueuedLottery(const std::string& id, core::Admission admission) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.title = "queue fault test";
     activity.start_ms = 0;
@@ -1045,7 +1044,7 @@ class QueueFaultTest : public PipelineFaultTest {
     EXPECT_LE(won["a"], 40);
     EXPECT_LE(won["b"], 60);
     EXPECT_EQ(won["a"] + won["b"] + no_prize + gone, count);
-    const keyspace::SeckillKeys keys = Keys(activity);
+    const keyspace::ActivityKeys keys = Keys(activity);
     for (const auto& [user, draws] : Pairs(redis_->Command({"HGETALL", keys.buyers()}).get())) {
       EXPECT_EQ(draws, "1") << user << " drew more than once";
     }
@@ -1129,7 +1128,7 @@ class DrillTest : public PipelineFaultTest {
         testing::RedisServerOptions{.appendonly = true, .appendfsync = "always"});
     connection_ = testing::Connect(io_, redis_->unix_url());
     runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
-    scripts_ = std::make_unique<keyspace::SeckillScripts>(*runner_, namespace_);
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, namespace_);
     stream_ = std::make_unique<keyspace::OrderStream>(*runner_, namespace_);
   }
 
@@ -1225,7 +1224,7 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   EXPECT_EQ(Remaining("wipe"), 0);
   EXPECT_EQ(UsersTwiceInDb("wipe"), 0);
   const std::string report =
-      redis_->String({"GET", keyspace::SeckillKeys(namespace_, "wipe").reconcile_report()});
+      redis_->String({"GET", keyspace::ActivityKeys(namespace_, "wipe").reconcile_report()});
   EXPECT_NE(report.find("\"drift\":0"), std::string::npos) << report;
   EXPECT_NE(worker->Log().find("rebuilt"), std::string::npos) << worker->Describe();
 }
@@ -1249,13 +1248,13 @@ TEST_F(DrillTest, DatabaseWritesFailingForAWhileLoseNothingAndTheInvariantHolds)
   EXPECT_EQ(UnitsInDb("dbdown"), 1200);
   ASSERT_TRUE(Eventually(
       [&] {
-        const std::string report =
-            redis_->String({"GET", keyspace::SeckillKeys(namespace_, "dbdown").reconcile_report()});
+        const std::string report = redis_->String(
+            {"GET", keyspace::ActivityKeys(namespace_, "dbdown").reconcile_report()});
         return report.find("\"db_live\":1200") != std::string::npos &&
                report.find("\"drift\":0") != std::string::npos;
       },
       kProgressTimeout))
-      << redis_->String({"GET", keyspace::SeckillKeys(namespace_, "dbdown").reconcile_report()});
+      << redis_->String({"GET", keyspace::ActivityKeys(namespace_, "dbdown").reconcile_report()});
 }
 
 }  // namespace

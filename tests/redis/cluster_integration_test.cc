@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "core/activity.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
 #include "keyspace/inspect.h"
-#include "keyspace/seckill.h"
 #include "redis/cluster.h"
 #include "support/redis_cluster.h"
 #include "support/redis_helpers.h"
@@ -29,8 +29,8 @@ using testing::IoThread;
 using testing::RedisCluster;
 using namespace std::chrono_literals;
 
-core::SeckillActivity Activity(std::string id, int64_t stock) {
-  core::SeckillActivity activity;
+core::Activity Activity(std::string id, int64_t stock) {
+  core::Activity activity;
   activity.id = std::move(id);
   activity.start_ms = 1000;
   activity.end_ms = 2000;
@@ -51,7 +51,7 @@ class ClusterTest : public ::testing::Test {
     options.command_timeout = 5s;
     connection_ = testing::Connect(io_, cluster_->url(), options);
     runner_ = std::make_unique<redis::ScriptRunner>(connection_, Scripts());
-    scripts_ = std::make_unique<SeckillScripts>(*runner_, ns_);
+    scripts_ = std::make_unique<ActivityScripts>(*runner_, ns_);
   }
   void TearDown() override { testing::Stop(io_, connection_); }
 
@@ -78,7 +78,7 @@ class ClusterTest : public ::testing::Test {
   IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<SeckillScripts> scripts_;
+  std::unique_ptr<ActivityScripts> scripts_;
 };
 
 RedisCluster* ClusterTest::cluster_ = nullptr;
@@ -334,7 +334,7 @@ TEST_F(ClusterTest, IdempotencyRecordsAreFoundOnEveryPrimary) {
   int checked_elsewhere = 0;
   for (const uint16_t port : cluster_->ports()) {
     const std::string id = ActivityOn(port, "idem");
-    const SeckillKeys keys(ns_, id);
+    const ActivityKeys keys(ns_, id);
     // Enough records for several SCAN pages on the node (COUNT 1000), written on the node that
     // owns the slot: decided sales, decided draws, and records that name no order.
     constexpr int kRecords = 2500;

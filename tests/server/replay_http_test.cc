@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
 #include "keyspace/order_stream.h"
-#include "keyspace/seckill.h"
 #include "redis/scripts.h"
 #include "server/server_fixture.h"
 #include "service/order_consumer.h"
@@ -62,7 +62,7 @@ class ReplayHttpTest : public ::testing::Test {
     connection_ = testing::Connect(io_, redis_->unix_url());
     runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
     stream_ = std::make_unique<keyspace::OrderStream>(*runner_, server_->key_namespace());
-    scripts_ = std::make_unique<keyspace::SeckillScripts>(*runner_, server_->key_namespace());
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, server_->key_namespace());
     auto record = store::SqliteStore::Open(server_->data_dir() + "/flashsale.db");
     ASSERT_TRUE(record.ok()) << record.error().ToString();
     record_ = std::move(*record);
@@ -134,7 +134,7 @@ class ReplayHttpTest : public ::testing::Test {
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
   std::unique_ptr<keyspace::OrderStream> stream_;
-  std::unique_ptr<keyspace::SeckillScripts> scripts_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
   std::unique_ptr<store::SqliteStore> record_;
 };
 RedisServer* ReplayHttpTest::redis_ = nullptr;

@@ -8,7 +8,7 @@
 -- An order whose units are no longer in stock (resold before the repair) is applied all the same
 -- (the record has it: its buyer holds it), its missing units are counted in `meta.oversold`, and
 -- the activity is closed in the same call, so nothing more is sold; the caller flags such orders
--- for compensation in the record. `meta.reserved` is derived (seckill_status.lua): the applied
+-- for compensation in the record. `meta.reserved` is derived (activity_status.lua): the applied
 -- units taken from stock lower the stock, the missing ones raise `oversold`.
 -- KEYS: meta stock items buyers orders prizes
 -- ARGV: orders...

@@ -1,5 +1,5 @@
 #!lua
--- The last step of an activity's lost-write repair: its write sequence (seckill_reserve.lua) goes
+-- The last step of an activity's lost-write repair: its write sequence (sale_reserve.lua) goes
 -- on from a new base, the record's fence epoch the repair advanced, so that the floors instances
 -- kept from before (acknowledged writes Redis lost for good) no longer refuse its sales. Bound to
 -- what the repair read: if Redis holds less than the sequence the repair started from

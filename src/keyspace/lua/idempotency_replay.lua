@@ -3,7 +3,7 @@
 -- limited: service/admission.h) and that carries an Idempotency-Key: what the key's first request
 -- left, its order as the order's record is now, or nothing when the key is not known here (never
 -- seen, expired, or its first request was refused: a refusal is not kept). Reads what the
--- reserve, draw and enqueue scripts write under the key (seckill_reserve.lua, lottery_draw.lua,
+-- reserve, draw and enqueue scripts write under the key (sale_reserve.lua, lottery_draw.lua,
 -- lottery_enqueue.lua) and answers as their replays do; decides nothing, writes nothing.
 -- KEYS: meta stock items prizes orders idem
 -- ARGV: user_id quantity

@@ -12,7 +12,7 @@
 --   2. a prize chosen that is out falls through: fallback % W' chooses among the prizes still in
 --      stock, by weight (W' = their weights). So the chance of winning something stays the same
 --      while any prize is left, and the lottery answers -1 only when every prize is gone.
--- Replays, as in seckill_reserve: a retry with the same order id returns the first draw; with
+-- Replays, as in sale_reserve: a retry with the same order id returns the first draw; with
 -- an idempotency key (idem_ttl_ms > 0) a draw made (won or no prize) is kept and returned, and a
 -- refusal is not (it took nothing: a retry is decided again, and fresh keys cost Redis nothing);
 -- a win replayed is reported as its record is now (1 won, -11 refused: dead-lettered, -10
@@ -26,14 +26,14 @@
 -- per batch, then kept up to date by the script's own writes), HINCRBY
 -- of the user's draws, HSETNX of the draw's record (a new order id only: it existed, the count is
 -- lowered again and the draw replayed); a win adds HINCRBY of its prize and XADD: four commands
--- for a draw that wins nothing, six for a win. Decided optimistically as in seckill_reserve.lua:
+-- for a draw that wins nothing, six for a win. Decided optimistically as in sale_reserve.lua:
 -- the draw count is raised first and lowered again on the rare paths (the limit reached, every
 -- prize gone, a replay), and every outcome but a draw looks for the order id's record first.
--- The script defines no functions (as seckill_reserve.lua: Redis would build every closure and
+-- The script defines no functions (as sale_reserve.lua: Redis would build every closure and
 -- its upvalues again on each call): each draw is decided inline in one loop.
--- Not written: `meta.reserved` (derived, seckill_status.lua) and a per-user order index (a
--- user's wins not yet persisted are read from the stream, seckill_user_orders.lua).
--- The write sequence, as in seckill_reserve.lua: floor_epoch and floor_seq are the lowest the
+-- Not written: `meta.reserved` (derived, activity_status.lua) and a per-user order index (a
+-- user's wins not yet persisted are read from the stream, activity_user_orders.lua).
+-- The write sequence, as in sale_reserve.lua: floor_epoch and floor_seq are the lowest the
 -- caller may find; a Redis behind them refuses the call before anything is written (every
 -- request answers -20); a call that records a draw advances it once (HINCRBY meta wseq), and
 -- each win's stream entry carries it (s = "wepoch.wseq").
@@ -173,7 +173,7 @@ for i = A, #ARGV, W do
       redis.call('HINCRBY', KEYS[2], prize, -1)
       stock[chosen] = stock[chosen] - 1
       remaining = remaining - 1
-      -- The packed intent, as seckill_reserve.lua writes it, with the draw number.
+      -- The packed intent, as sale_reserve.lua writes it, with the draw number.
       redis.call('XADD', KEYS[5], '*', 's', seq_text, 'o', id .. '|' .. user .. '|1|' .. ts .. '|'
         .. m[4] .. '|' .. held .. '|' .. prize)
     end

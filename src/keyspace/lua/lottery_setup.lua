@@ -1,5 +1,5 @@
 #!lua
--- Defines a lottery and loads its prize stock once, like seckill_setup: a rerun updates the
+-- Defines a lottery and loads its prize stock once, like sale_setup: a rerun updates the
 -- definition (window, draw limit, state, weights) but never touches the prize stock, so it cannot
 -- reset a lottery that is running (S3-8); with load = 0 it only updates a loaded lottery.
 -- Every check comes before the first write.

@@ -9,7 +9,7 @@
 -- every intent of the entry (an entry of the named fields older versions wrote is one intent).
 -- In the same step each order moved gives its units back (S3-10): if the activity's order
 -- record for the intent's order id is still R (reserved) and of the intent's user, it becomes F
--- (refused) and its units return to stock as a release returns them (seckill_release: the
+-- (refused) and its units return to stock as a release returns them (sale_release: the
 -- count, or the very item ids; a lottery win: its prize), the buyer's count drops (a sale; a
 -- lottery draw stays counted: it was drawn) and `released` grows. A record already released
 -- (X, F) or of another user, or none, is left alone: nothing is returned twice.

@@ -11,7 +11,7 @@ local rec = redis.call('HGET', KEYS[1], ARGV[1])
 if not rec then return 0 end
 local state, user, qty, ts, items = string.match(rec, '^(%a)|([^|]*)|(%d+)|(%d+)|(.*)$')
 if state ~= 'R' then return 0 end
--- The packed intent (as seckill_reserve.lua writes it) without the limit it was sold under,
+-- The packed intent (as sale_reserve.lua writes it) without the limit it was sold under,
 -- which the record does not keep: the consumer takes the activity's limit as it is now.
 redis.call('XADD', KEYS[2], '*', 'o', ARGV[1] .. '|' .. user .. '|' .. qty .. '|' .. ts .. '|||'
   .. items)

@@ -8,7 +8,7 @@
 -- Returns {-4} unknown activity, or {1, state, kind, start_ms, end_ms, per_user_limit, total,
 -- reserved, released, version, remaining, stream_length, orders, buyers, oversold, wepoch,
 -- wseq}; oversold: units the lost-write repair applied that were sold again
--- (activity_reapply_orders.lua); wepoch, wseq: the write sequence (seckill_reserve.lua).
+-- (activity_reapply_orders.lua); wepoch, wseq: the write sequence (sale_reserve.lua).
 -- `reserved` (units ever reserved) is not kept, it is derived: every unit ever loaded or added is
 -- either left, or was reserved and not given back, or was applied again by the lost-write repair
 -- without being in stock, so reserved = total + released + oversold - remaining (every script

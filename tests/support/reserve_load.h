@@ -17,7 +17,7 @@
 
 namespace flashsale::testing {
 
-struct SeckillLoadOptions {
+struct ReserveLoadOptions {
   std::string url;
   std::string key_namespace;
   std::string activity_id;
@@ -49,7 +49,7 @@ struct AttemptRecord {
   int64_t draws = 0;               // a draw: the user's draws after it
 };
 
-struct SeckillLoadReport {
+struct ReserveLoadReport {
   std::vector<AttemptRecord> attempts;
   int64_t failed_calls = 0;                        // calls that returned an error
   std::map<base::ErrorCode, int64_t> error_codes;  // per code
@@ -62,6 +62,6 @@ struct SeckillLoadReport {
   int64_t Unresolved() const;
 };
 
-SeckillLoadReport RunSeckillLoad(const SeckillLoadOptions& options);
+ReserveLoadReport RunReserveLoad(const ReserveLoadOptions& options);
 
 }  // namespace flashsale::testing

@@ -1,7 +1,7 @@
 #pragma once
-// Typed bindings of the activity scripts (src/keyspace/lua/seckill_*.lua for sales, lottery_*.lua
-// for lotteries) and the key layout of one activity. The binding is the only code that knows a
-// script's KEYS and ARGV; callers pass named fields and get typed results.
+// Typed bindings of the activity scripts (src/keyspace/lua/sale_*.lua for sales, lottery_*.lua for
+// lotteries, activity_*.lua for both) and the key layout of one activity. The binding is the only
+// code that knows a script's KEYS and ARGV; callers pass named fields and get typed results.
 //
 // Key layout (docs/design.md): <namespace>:seckill:{<activity_id>}:<name>. The hash tag keeps one
 // activity in one Redis Cluster slot, so a script may touch all of its keys.
@@ -65,9 +65,9 @@
 
 namespace flashsale::keyspace {
 
-class SeckillKeys {
+class ActivityKeys {
  public:
-  SeckillKeys(std::string_view key_namespace, std::string_view activity_id);
+  ActivityKeys(std::string_view key_namespace, std::string_view activity_id);
 
   const std::string& meta() const { return meta_; }
   const std::string& stock() const { return stock_; }
@@ -123,7 +123,7 @@ struct ReserveRequest {
   std::string_view user_id;
   int64_t quantity = 1;
   int64_t now_ms = 0;  // the caller's clock decides the window
-  // With a token (HMAC of user and Idempotency-Key; see SeckillKeys), the first outcome is kept
+  // With a token (HMAC of user and Idempotency-Key; see ActivityKeys), the first outcome is kept
   // for idempotency_ttl_ms and every retry with the token gets it back, with its order id.
   std::string_view idempotency_token;
   int64_t idempotency_ttl_ms = 0;
@@ -227,12 +227,12 @@ std::optional<RecordedOrder> ParseOrderRecord(std::string_view order_id, std::st
 template <typename T>
 using Handler = boost::asio::any_completion_handler<void(base::Result<T>)>;
 
-class SeckillScripts {
+class ActivityScripts {
  public:
   // `runner` must outlive this object; calls run on the runner's connection thread.
-  SeckillScripts(redis::ScriptRunner& runner, std::string key_namespace);
+  ActivityScripts(redis::ScriptRunner& runner, std::string key_namespace);
 
-  void Setup(const core::SeckillActivity& activity, SetupMode mode, Handler<SetupResult> handler);
+  void Setup(const core::Activity& activity, SetupMode mode, Handler<SetupResult> handler);
   void Reserve(std::string_view activity_id, const ReserveRequest& request,
                Handler<Reservation> handler);
   // Several reservations of one activity decided in order, each exactly as a single Reserve
@@ -243,7 +243,7 @@ class SeckillScripts {
   // the command before ReserveBatch returns (with AsyncReserveBatch: once the operation has been
   // initiated, e.g. awaited). One script call: five Redis commands for a single reservation,
   // seven for a batch of counted reservations, whose intents are one stream entry
-  // (seckill_reserve.lua).
+  // (sale_reserve.lua).
   void ReserveBatch(std::string_view activity_id, std::span<const ReserveRequest> requests,
                     Handler<std::vector<base::Result<Reservation>>> handler);
   // The same into `out`, for a caller that keeps one vector per queue (base/coalescer.h):
@@ -300,12 +300,12 @@ class SeckillScripts {
   // Coroutine / completion-token forms. As with any Asio operation, the strings and the activity
   // passed in must stay alive until the operation completes; the small values are copied.
   template <typename Token>
-  auto AsyncSetup(const core::SeckillActivity& activity, SetupMode mode, Token&& token) {
+  auto AsyncSetup(const core::Activity& activity, SetupMode mode, Token&& token) {
     return Initiate<SetupResult>(
         token, [this, a = &activity, mode](auto h) { Setup(*a, mode, std::move(h)); });
   }
   template <typename Token>
-  auto AsyncSetup(const core::SeckillActivity& activity, Token&& token) {
+  auto AsyncSetup(const core::Activity& activity, Token&& token) {
     return AsyncSetup(activity, SetupMode::kLoadIfMissing, std::forward<Token>(token));
   }
   template <typename Token>
@@ -370,7 +370,7 @@ class SeckillScripts {
 
   // Strings reused call after call (the arguments of the call being built): Next() hands the
   // next one, emptied, its capacity kept. Used only while a call is built, before it is sent
-  // (seckill.cc builds the reserve and draw calls in them).
+  // (activity_scripts.cc builds the reserve and draw calls in them).
   class StringSlots {
    public:
     std::string& Next();
@@ -415,13 +415,13 @@ class SeckillScripts {
                 std::vector<base::Result<DrawResult>>& out, Handler<void> handler);
   // The keys of an activity, built once per activity and kept (the hot path names them on every
   // call; at most kKeptKeys activities, then the cache starts over).
-  const SeckillKeys& KeysOf(std::string_view activity_id);
+  const ActivityKeys& KeysOf(std::string_view activity_id);
   static constexpr size_t kKeptKeys = 1024;
   struct KeyHash {
     using is_transparent = void;
     size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
   };
-  std::unordered_map<std::string, SeckillKeys, KeyHash, std::equal_to<>> keys_;
+  std::unordered_map<std::string, ActivityKeys, KeyHash, std::equal_to<>> keys_;
 
   // `start` captures by value: with use_awaitable the initiation runs only when the awaitable is
   // awaited, after the Async* call has returned.
@@ -441,8 +441,8 @@ class SeckillScripts {
   const redis::Script& add_stock_;
   const redis::Script& status_;
   const redis::Script& user_orders_;
-  // The reply fields each binding reads, resolved by name once (seckill.cc); shared with the
-  // calls in flight.
+  // The reply fields each binding reads, resolved by name once (activity_scripts.cc); shared with
+  // the calls in flight.
   struct Replies;
   std::shared_ptr<const Replies> replies_;
 };

@@ -1,4 +1,4 @@
-#include "keyspace/seckill.h"
+#include "keyspace/activity_scripts.h"
 
 #include <array>
 #include <boost/asio/append.hpp>
@@ -89,7 +89,7 @@ void IntoOwnVector(Handler<std::vector<Result<T>>> handler, Start start) {
 
 }  // namespace
 
-SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activity_id)
+ActivityKeys::ActivityKeys(std::string_view key_namespace, std::string_view activity_id)
     : prefix_(fmt::format("{}:seckill:{{{}}}:", key_namespace, activity_id)) {
   meta_ = prefix_ + "meta";
   stock_ = prefix_ + "stock";
@@ -108,28 +108,28 @@ SeckillKeys::SeckillKeys(std::string_view key_namespace, std::string_view activi
   missing_since_ = meta_ + ":missing_since";
 }
 
-std::string SeckillKeys::Idempotency(std::string_view token) const {
+std::string ActivityKeys::Idempotency(std::string_view token) const {
   std::string key;
   AssignIdempotency(key, token);
   return key;
 }
 
-void SeckillKeys::AssignIdempotency(std::string& out, std::string_view token) const {
+void ActivityKeys::AssignIdempotency(std::string& out, std::string_view token) const {
   out.assign(prefix_);
   out.append("idem:");
   out.append(token);
 }
 
-std::string SeckillKeys::PendingTickets(std::string_view user_token) const {
+std::string ActivityKeys::PendingTickets(std::string_view user_token) const {
   return fmt::format("{}pq:{}", prefix_, user_token);
 }
 
-std::string SeckillKeys::RateLimit(std::string_view kind, std::string_view token) const {
+std::string ActivityKeys::RateLimit(std::string_view kind, std::string_view token) const {
   return fmt::format("{}rl:{}:{}", prefix_, kind, token);
 }
 
 // The fields of each script's RETURNS that its binding reads.
-struct SeckillScripts::Replies {
+struct ActivityScripts::Replies {
   struct Setup {
     explicit Setup(const redis::Script& s)
         : code(s, "code"),
@@ -208,7 +208,7 @@ struct SeckillScripts::Replies {
     redis::StrField order_id, record;
   };
 
-  explicit Replies(const SeckillScripts& s)
+  explicit Replies(const ActivityScripts& s)
       : setup(s.setup_),
         lottery_setup(s.lottery_setup_),
         reserve(s.reserve_),
@@ -227,17 +227,17 @@ struct SeckillScripts::Replies {
   UserOrders user_orders;
 };
 
-SeckillScripts::SeckillScripts(redis::ScriptRunner& runner, std::string key_namespace)
+ActivityScripts::ActivityScripts(redis::ScriptRunner& runner, std::string key_namespace)
     : runner_(runner),
       namespace_(std::move(key_namespace)),
-      setup_(runner.scripts().Get("seckill_setup")),
+      setup_(runner.scripts().Get("sale_setup")),
       lottery_setup_(runner.scripts().Get("lottery_setup")),
-      reserve_(runner.scripts().Get("seckill_reserve")),
+      reserve_(runner.scripts().Get("sale_reserve")),
       draw_(runner.scripts().Get("lottery_draw")),
-      release_(runner.scripts().Get("seckill_release")),
-      add_stock_(runner.scripts().Get("seckill_add_stock")),
-      status_(runner.scripts().Get("seckill_status")),
-      user_orders_(runner.scripts().Get("seckill_user_orders")),
+      release_(runner.scripts().Get("sale_release")),
+      add_stock_(runner.scripts().Get("sale_add_stock")),
+      status_(runner.scripts().Get("activity_status")),
+      user_orders_(runner.scripts().Get("activity_user_orders")),
       replies_(std::make_shared<const Replies>(*this)) {
   if (!base::IsValidId(namespace_) || namespace_.find(':') != std::string::npos) {
     throw std::invalid_argument("key namespace '" + namespace_ +
@@ -245,12 +245,12 @@ SeckillScripts::SeckillScripts(redis::ScriptRunner& runner, std::string key_name
   }
 }
 
-void SeckillScripts::Setup(const core::SeckillActivity& activity, SetupMode mode,
-                           Handler<SetupResult> handler) {
+void ActivityScripts::Setup(const core::Activity& activity, SetupMode mode,
+                            Handler<SetupResult> handler) {
   if (auto valid = core::Validate(activity); !valid) {
     return Reject(runner_, std::move(handler), valid.error());
   }
-  const SeckillKeys keys(namespace_, activity.id);
+  const ActivityKeys keys(namespace_, activity.id);
   const redis::Script& script = activity.is_lottery() ? lottery_setup_ : setup_;
   redis::ScriptCall call(script);
   std::vector<std::string> prizes;  // the call refers to these until it is sent
@@ -327,13 +327,13 @@ base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& re
 }
 
 // What a reserve call refers to until it is sent: the keys, the idempotency keys of the requests
-// that have one, and every request's six arguments (seckill_reserve.lua), in `scratch`'s
+// that have one, and every request's six arguments (sale_reserve.lua), in `scratch`'s
 // strings. `sent(i)` says whether request i goes in the call.
 template <typename Sent>
 struct ReserveCall {
-  ReserveCall(const SeckillKeys& keys, const redis::Script& script,
+  ReserveCall(const ActivityKeys& keys, const redis::Script& script,
               std::span<const ReserveRequest> requests, WriteSeq floor, Sent sent,
-              SeckillScripts::CallScratch& scratch)
+              ActivityScripts::CallScratch& scratch)
       : call(script) {
     scratch.idem_keys.Reset();
     scratch.args.Reset();
@@ -387,9 +387,9 @@ base::Status CheckDraw(std::string_view activity_id, const DrawRequest& request)
 // `scratch`'s strings; `sent(i)` as ReserveCall.
 template <typename Sent>
 struct DrawCall {
-  DrawCall(const SeckillKeys& keys, const redis::Script& script,
+  DrawCall(const ActivityKeys& keys, const redis::Script& script,
            std::span<const DrawRequest> requests, WriteSeq floor, Sent sent,
-           SeckillScripts::CallScratch& scratch)
+           ActivityScripts::CallScratch& scratch)
       : call(script) {
     scratch.idem_keys.Reset();
     scratch.args.Reset();
@@ -426,25 +426,25 @@ constexpr auto kAll = [](size_t) { return true; };
 
 }  // namespace
 
-std::string& SeckillScripts::StringSlots::Next() {
+std::string& ActivityScripts::StringSlots::Next() {
   if (used_ == strings_.size()) strings_.emplace_back();
   std::string& next = strings_[used_++];
   next.clear();
   return next;
 }
 
-void SeckillScripts::StringSlots::AddInt(int64_t value) {
+void ActivityScripts::StringSlots::AddInt(int64_t value) {
   char digits[24];
   const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
   Next().assign(digits, end);
 }
 
-Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
+Result<std::vector<std::string>> ActivityScripts::ReserveBatchArgv(
     std::string_view activity_id, std::span<const ReserveRequest> requests) const {
   for (const ReserveRequest& request : requests) {
     if (auto valid = CheckReserve(activity_id, request); !valid) return std::move(valid).error();
   }
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   CallScratch scratch;
   const ReserveCall reserve(keys, reserve_, requests, WriteSeq{}, kAll, scratch);
   auto argv = reserve.call.BuildArgv();
@@ -452,15 +452,15 @@ Result<std::vector<std::string>> SeckillScripts::ReserveBatchArgv(
   return std::vector<std::string>(argv->begin(), argv->end());
 }
 
-const SeckillKeys& SeckillScripts::KeysOf(std::string_view activity_id) {
+const ActivityKeys& ActivityScripts::KeysOf(std::string_view activity_id) {
   if (auto known = keys_.find(activity_id); known != keys_.end()) return known->second;
   if (keys_.size() >= kKeptKeys) keys_.clear();
   return keys_.try_emplace(std::string(activity_id), namespace_, activity_id).first->second;
 }
 
 template <typename Request, typename T, typename Check, typename Send>
-void SeckillScripts::Batch(std::span<const Request> requests, std::vector<Result<T>>& out,
-                           Check check, Send send, Handler<void> handler) {
+void ActivityScripts::Batch(std::span<const Request> requests, std::vector<Result<T>>& out,
+                            Check check, Send send, Handler<void> handler) {
   out.clear();
   bool any = false;
   for (const Request& request : requests) {
@@ -479,8 +479,8 @@ void SeckillScripts::Batch(std::span<const Request> requests, std::vector<Result
 }
 
 template <typename T, typename Fields, typename Fill>
-void SeckillScripts::SendRows(const redis::ScriptCall& call, std::vector<Result<T>>& out,
-                              const Fields& fields, Fill fill, Handler<void> handler) {
+void ActivityScripts::SendRows(const redis::ScriptCall& call, std::vector<Result<T>>& out,
+                               const Fields& fields, Fill fill, Handler<void> handler) {
   size_t rows = 0;
   for (const Result<T>& slot : out) rows += slot.ok() ? 1 : 0;
   runner_.Eval(call, runner_.connection().DefaultDeadline(),
@@ -514,9 +514,9 @@ void SeckillScripts::SendRows(const redis::ScriptCall& call, std::vector<Result<
                }));
 }
 
-void SeckillScripts::SendReserve(std::string_view activity_id,
-                                 std::span<const ReserveRequest> requests, WriteSeq floor,
-                                 std::vector<Result<Reservation>>& out, Handler<void> handler) {
+void ActivityScripts::SendReserve(std::string_view activity_id,
+                                  std::span<const ReserveRequest> requests, WriteSeq floor,
+                                  std::vector<Result<Reservation>>& out, Handler<void> handler) {
   const ReserveCall reserve(
       KeysOf(activity_id), reserve_, requests, floor, [&out](size_t i) { return out[i].ok(); },
       scratch_);
@@ -535,23 +535,23 @@ void SeckillScripts::SendReserve(std::string_view activity_id,
       std::move(handler));
 }
 
-void SeckillScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
-                             Handler<Reservation> handler) {
+void ActivityScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,
+                              Handler<Reservation> handler) {
   ReserveBatch(activity_id, std::span<const ReserveRequest>(&request, 1),
                First(std::move(handler)));
 }
 
-void SeckillScripts::ReserveBatch(std::string_view activity_id,
-                                  std::span<const ReserveRequest> requests,
-                                  Handler<std::vector<Result<Reservation>>> handler) {
+void ActivityScripts::ReserveBatch(std::string_view activity_id,
+                                   std::span<const ReserveRequest> requests,
+                                   Handler<std::vector<Result<Reservation>>> handler) {
   IntoOwnVector<Reservation>(std::move(handler), [&](auto& out, Handler<void> done) {
     ReserveBatch(activity_id, requests, out, std::move(done));
   });
 }
 
-void SeckillScripts::ReserveBatch(std::string_view activity_id,
-                                  std::span<const ReserveRequest> requests, WriteSeq floor,
-                                  std::vector<Result<Reservation>>& out, Handler<void> handler) {
+void ActivityScripts::ReserveBatch(std::string_view activity_id,
+                                   std::span<const ReserveRequest> requests, WriteSeq floor,
+                                   std::vector<Result<Reservation>>& out, Handler<void> handler) {
   Batch<ReserveRequest, Reservation>(
       requests, out,
       [activity_id](const ReserveRequest& request) { return CheckReserve(activity_id, request); },
@@ -559,9 +559,9 @@ void SeckillScripts::ReserveBatch(std::string_view activity_id,
       std::move(handler));
 }
 
-void SeckillScripts::SendDraw(std::string_view activity_id, std::span<const DrawRequest> requests,
-                              WriteSeq floor, std::vector<Result<DrawResult>>& out,
-                              Handler<void> handler) {
+void ActivityScripts::SendDraw(std::string_view activity_id, std::span<const DrawRequest> requests,
+                               WriteSeq floor, std::vector<Result<DrawResult>>& out,
+                               Handler<void> handler) {
   const DrawCall draw(
       KeysOf(activity_id), draw_, requests, floor, [&out](size_t i) { return out[i].ok(); },
       scratch_);
@@ -578,23 +578,23 @@ void SeckillScripts::SendDraw(std::string_view activity_id, std::span<const Draw
       std::move(handler));
 }
 
-void SeckillScripts::Draw(std::string_view activity_id, const DrawRequest& request, WriteSeq floor,
-                          Handler<DrawResult> handler) {
+void ActivityScripts::Draw(std::string_view activity_id, const DrawRequest& request, WriteSeq floor,
+                           Handler<DrawResult> handler) {
   IntoOwnVector<DrawResult>(First(std::move(handler)), [&](auto& out, Handler<void> done) {
     DrawBatch(activity_id, std::span<const DrawRequest>(&request, 1), floor, out, std::move(done));
   });
 }
 
-void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
-                               Handler<std::vector<Result<DrawResult>>> handler) {
+void ActivityScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                                Handler<std::vector<Result<DrawResult>>> handler) {
   IntoOwnVector<DrawResult>(std::move(handler), [&](auto& out, Handler<void> done) {
     DrawBatch(activity_id, requests, out, std::move(done));
   });
 }
 
-void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
-                               WriteSeq floor, std::vector<Result<DrawResult>>& out,
-                               Handler<void> handler) {
+void ActivityScripts::DrawBatch(std::string_view activity_id, std::span<const DrawRequest> requests,
+                                WriteSeq floor, std::vector<Result<DrawResult>>& out,
+                                Handler<void> handler) {
   Batch<DrawRequest, DrawResult>(
       requests, out,
       [activity_id](const DrawRequest& request) { return CheckDraw(activity_id, request); },
@@ -602,8 +602,8 @@ void SeckillScripts::DrawBatch(std::string_view activity_id, std::span<const Dra
       std::move(handler));
 }
 
-void SeckillScripts::Release(std::string_view activity_id, std::string_view order_id,
-                             Handler<ReleaseResult> handler) {
+void ActivityScripts::Release(std::string_view activity_id, std::string_view order_id,
+                              Handler<ReleaseResult> handler) {
   if (!core::IsValidActivityId(activity_id)) {
     return Reject(runner_, std::move(handler), BadActivityId(activity_id));
   }
@@ -611,7 +611,7 @@ void SeckillScripts::Release(std::string_view activity_id, std::string_view orde
     return Reject(runner_, std::move(handler),
                   MakeError(ErrorCode::kInvalidArgument, "order id '{}' is not valid", order_id));
   }
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   redis::ScriptCall call(release_);
   call.Key("meta", keys.meta())
       .Key("stock", keys.stock())
@@ -634,8 +634,9 @@ void SeckillScripts::Release(std::string_view activity_id, std::string_view orde
       });
 }
 
-void SeckillScripts::AddStock(std::string_view activity_id, int64_t units,
-                              std::span<const std::string> items, Handler<AddStockResult> handler) {
+void ActivityScripts::AddStock(std::string_view activity_id, int64_t units,
+                               std::span<const std::string> items,
+                               Handler<AddStockResult> handler) {
   if (!core::IsValidActivityId(activity_id)) {
     return Reject(runner_, std::move(handler), BadActivityId(activity_id));
   }
@@ -652,7 +653,7 @@ void SeckillScripts::AddStock(std::string_view activity_id, int64_t units,
                     MakeError(ErrorCode::kInvalidArgument, "item id '{}' is not valid", item));
     }
   }
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   redis::ScriptCall call(add_stock_);
   call.Key("meta", keys.meta())
       .Key("stock", keys.stock())
@@ -669,11 +670,11 @@ void SeckillScripts::AddStock(std::string_view activity_id, int64_t units,
       });
 }
 
-void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus> handler) {
+void ActivityScripts::Status(std::string_view activity_id, Handler<ActivityStatus> handler) {
   if (!core::IsValidActivityId(activity_id)) {
     return Reject(runner_, std::move(handler), BadActivityId(activity_id));
   }
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   redis::ScriptCall call(status_);
   call.Key("meta", keys.meta())
       .Key("stock", keys.stock())
@@ -698,9 +699,9 @@ void SeckillScripts::Status(std::string_view activity_id, Handler<ActivityStatus
       });
 }
 
-void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view user_id,
-                                const PersistedOrders& persisted,
-                                Handler<std::vector<RecordedOrder>> handler) {
+void ActivityScripts::UserOrders(std::string_view activity_id, std::string_view user_id,
+                                 const PersistedOrders& persisted,
+                                 Handler<std::vector<RecordedOrder>> handler) {
   if (!core::IsValidActivityId(activity_id)) {
     return Reject(runner_, std::move(handler), BadActivityId(activity_id));
   }
@@ -708,7 +709,7 @@ void SeckillScripts::UserOrders(std::string_view activity_id, std::string_view u
     return Reject(runner_, std::move(handler),
                   MakeError(ErrorCode::kInvalidArgument, "user id is not valid"));
   }
-  const SeckillKeys keys(namespace_, activity_id);
+  const ActivityKeys keys(namespace_, activity_id);
   redis::ScriptCall call(user_orders_);
   call.Key("orders", keys.orders())
       .Key("stream", keys.stream())

@@ -1,18 +1,18 @@
-// The seckill scripts on a real redis-server: every outcome code, the window's edges, per-user
+// The sale scripts on a real redis-server: every outcome code, the window's edges, per-user
 // limits above 1, itemised stock, setup idempotence, release-once and the replay of an order id.
 
 #include <set>
 
+#include "keyspace/activity_fixture.h"
 #include "keyspace/inspect.h"
-#include "keyspace/seckill_fixture.h"
 
 namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
-using testing::SeckillFixture;
+using testing::ActivityFixture;
 
-class SeckillTest : public SeckillFixture {
+class SaleTest : public ActivityFixture {
  protected:
   // The stream's intents as field maps, oldest first.
   std::vector<std::map<std::string, std::string>> StreamEntries(const std::string& activity) {
@@ -34,7 +34,7 @@ class SeckillTest : public SeckillFixture {
   }
 };
 
-TEST_F(SeckillTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
+TEST_F(SaleTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
   auto first = SetUpActivity(Activity("phone", 5));
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   EXPECT_TRUE(first->loaded);
@@ -68,7 +68,7 @@ TEST_F(SeckillTest, SetupLoadsStockOnceAndNeverResetsARunningSale) {
   EXPECT_EQ(Status("phone").remaining, 2);
 }
 
-TEST_F(SeckillTest, DefinitionOnlySetupNeverLoadsStock) {
+TEST_F(SaleTest, DefinitionOnlySetupNeverLoadsStock) {
   // An activity Redis does not have (never loaded, or lost): a definition update must not load
   // its full stock, since units may have been sold before Redis lost it.
   auto result = io_.Run(scripts_->AsyncSetup(Activity("lost", 10), SetupMode::kDefinitionOnly,
@@ -89,7 +89,7 @@ TEST_F(SeckillTest, DefinitionOnlySetupNeverLoadsStock) {
   EXPECT_EQ(Status("lost").remaining, 10);
 }
 
-TEST_F(SeckillTest, EveryOutcomeCode) {
+TEST_F(SaleTest, EveryOutcomeCode) {
   ASSERT_TRUE(SetUpActivity(Activity("a", 1)).ok());
   auto reserved = Reserve("a", "o1", "alice");
   ASSERT_TRUE(reserved.ok()) << reserved.error().ToString();
@@ -117,7 +117,7 @@ TEST_F(SeckillTest, EveryOutcomeCode) {
   EXPECT_EQ(StreamEntries("b").size(), 0u);
 }
 
-TEST_F(SeckillTest, WindowEdges) {
+TEST_F(SaleTest, WindowEdges) {
   ASSERT_TRUE(SetUpActivity(Activity("w", 10)).ok());
   EXPECT_EQ(Reserve("w", "o1", "u1", 1, 999)->outcome, Outcome::kNotStarted);
   EXPECT_EQ(Reserve("w", "o2", "u2", 1, 1000)->outcome, Outcome::kReserved);
@@ -126,7 +126,7 @@ TEST_F(SeckillTest, WindowEdges) {
   EXPECT_EQ(Status("w").remaining, 8);
 }
 
-TEST_F(SeckillTest, PerUserLimitAboveOne) {
+TEST_F(SaleTest, PerUserLimitAboveOne) {
   ASSERT_TRUE(SetUpActivity(Activity("l", 100, 3)).ok());
   EXPECT_EQ(Reserve("l", "o1", "alice", 1)->outcome, Outcome::kReserved);
   EXPECT_EQ(Reserve("l", "o2", "alice", 2)->outcome, Outcome::kReserved);
@@ -140,14 +140,14 @@ TEST_F(SeckillTest, PerUserLimitAboveOne) {
   EXPECT_EQ(Status("l").remaining, 94);
 }
 
-TEST_F(SeckillTest, NotEnoughStockForTheQuantityIsSoldOut) {
+TEST_F(SaleTest, NotEnoughStockForTheQuantityIsSoldOut) {
   ASSERT_TRUE(SetUpActivity(Activity("q", 2, 5)).ok());
   EXPECT_EQ(Reserve("q", "o1", "alice", 3)->outcome, Outcome::kSoldOut);
   EXPECT_EQ(Reserve("q", "o2", "alice", 2)->outcome, Outcome::kReserved);
   EXPECT_EQ(Status("q").remaining, 0);
 }
 
-TEST_F(SeckillTest, ItemisedStockHandsOutEachItemOnceAndRecordsIt) {
+TEST_F(SaleTest, ItemisedStockHandsOutEachItemOnceAndRecordsIt) {
   auto coupons = Activity("coupons", 0, 2);
   coupons.kind = core::StockKind::kItemised;
   coupons.items = {"C1", "C2", "C3", "C4", "C5", "C6"};
@@ -198,7 +198,7 @@ TEST_F(SeckillTest, ItemisedStockHandsOutEachItemOnceAndRecordsIt) {
   EXPECT_EQ(resold->items, (std::vector<std::string>{"C1", "C2"}));
 }
 
-TEST_F(SeckillTest, ReleaseReturnsUnitsExactlyOnce) {
+TEST_F(SaleTest, ReleaseReturnsUnitsExactlyOnce) {
   ASSERT_TRUE(SetUpActivity(Activity("r", 3)).ok());
   ASSERT_EQ(Reserve("r", "o1", "alice")->outcome, Outcome::kReserved);
   EXPECT_EQ(Status("r").remaining, 2);
@@ -220,7 +220,7 @@ TEST_F(SeckillTest, ReleaseReturnsUnitsExactlyOnce) {
   EXPECT_EQ(Reserve("r", "o2", "alice")->outcome, Outcome::kReserved);
 }
 
-TEST_F(SeckillTest, SameOrderIdReplaysTheFirstResult) {
+TEST_F(SaleTest, SameOrderIdReplaysTheFirstResult) {
   auto coupons = Activity("rep", 0, 3);
   coupons.kind = core::StockKind::kItemised;
   coupons.items = {"X1", "X2", "X3"};
@@ -240,7 +240,7 @@ TEST_F(SeckillTest, SameOrderIdReplaysTheFirstResult) {
   EXPECT_EQ(status.stream_length, 1);
 }
 
-TEST_F(SeckillTest, AddStockReopensASoldOutSale) {
+TEST_F(SaleTest, AddStockReopensASoldOutSale) {
   ASSERT_TRUE(SetUpActivity(Activity("add", 1)).ok());
   ASSERT_EQ(Reserve("add", "o1", "alice")->outcome, Outcome::kReserved);
   EXPECT_EQ(Reserve("add", "o2", "bob")->outcome, Outcome::kSoldOut);
@@ -256,7 +256,7 @@ TEST_F(SeckillTest, AddStockReopensASoldOutSale) {
   EXPECT_FALSE(AddStock("add", 1, {"Z"}).ok());
 }
 
-TEST_F(SeckillTest, BadInputIsRefusedBeforeRedis) {
+TEST_F(SaleTest, BadInputIsRefusedBeforeRedis) {
   ASSERT_TRUE(SetUpActivity(Activity("in", 5)).ok());
   const uint64_t sent = io_.Call([&] { return connection_->stats().commands.value(); });
   for (auto result : {Reserve("bad:id", "o1", "alice"), Reserve("in", "o1", "bad user"),
@@ -272,9 +272,9 @@ TEST_F(SeckillTest, BadInputIsRefusedBeforeRedis) {
   EXPECT_EQ(Status("in").remaining, 5);
 }
 
-TEST_F(SeckillTest, StatusOfUnknownActivity) { EXPECT_FALSE(Status("ghost").found); }
+TEST_F(SaleTest, StatusOfUnknownActivity) { EXPECT_FALSE(Status("ghost").found); }
 
-TEST_F(SeckillTest, ReservationCarriesItsOrderIdAndCounts) {
+TEST_F(SaleTest, ReservationCarriesItsOrderIdAndCounts) {
   ASSERT_TRUE(SetUpActivity(Activity("ids", 5, 5)).ok());
   auto r = Reserve("ids", "order-1", "alice", 2);
   ASSERT_TRUE(r.ok());
@@ -287,7 +287,7 @@ TEST_F(SeckillTest, ReservationCarriesItsOrderIdAndCounts) {
   EXPECT_EQ(sold_out->order_id, "order-2");
 }
 
-TEST_F(SeckillTest, IdempotencyKeyReturnsTheFirstOutcomeAndOrderId) {
+TEST_F(SaleTest, IdempotencyKeyReturnsTheFirstOutcomeAndOrderId) {
   ASSERT_TRUE(SetUpActivity(Activity("idem", 2)).ok());
   auto first = Reserve("idem", "first-order", "alice", 1, 1500, "tokenA");
   ASSERT_TRUE(first.ok()) << first.error().ToString();
@@ -323,7 +323,7 @@ TEST_F(SeckillTest, IdempotencyKeyReturnsTheFirstOutcomeAndOrderId) {
   EXPECT_LE(ttl, 60000);
 }
 
-TEST_F(SeckillTest, UserOrdersReadBackWhatWasReserved) {
+TEST_F(SaleTest, UserOrdersReadBackWhatWasReserved) {
   auto coupons = Activity("uo", 0, 3);
   coupons.kind = core::StockKind::kItemised;
   coupons.items = {"K1", "K2", "K3", "K4"};
@@ -350,7 +350,7 @@ TEST_F(SeckillTest, UserOrdersReadBackWhatWasReserved) {
 
 // A batch's intents are one stream entry: a user's orders in it are found, in their order, before
 // and after entries of single calls.
-TEST_F(SeckillTest, UserOrdersFindTheOrdersOfABatchEntryInTheirOrder) {
+TEST_F(SaleTest, UserOrdersFindTheOrdersOfABatchEntryInTheirOrder) {
   ASSERT_TRUE(SetUpActivity(Activity("ub", 100, 5)).ok());
   ASSERT_EQ(Reserve("ub", "first", "alice", 1, 1400)->outcome, Outcome::kReserved);
   const std::vector<ReserveRequest> batch = {
@@ -385,7 +385,7 @@ TEST_F(SeckillTest, UserOrdersFindTheOrdersOfABatchEntryInTheirOrder) {
 
 // GET /api/v1/orders reads a user's orders from the stream for every activity, and the stream is
 // the pipeline's whole backlog: it is read only as far as the user's unpersisted units need.
-TEST_F(SeckillTest, UserOrdersReadOnlyAsMuchOfTheStreamAsNeeded) {
+TEST_F(SaleTest, UserOrdersReadOnlyAsMuchOfTheStreamAsNeeded) {
   ASSERT_TRUE(SetUpActivity(Activity("scan", 5000)).ok());
   for (int i = 0; i < 600; ++i) {
     ASSERT_EQ(Reserve("scan", "old" + std::to_string(i), "u" + std::to_string(i))->outcome,
@@ -429,7 +429,7 @@ TEST_F(SeckillTest, UserOrdersReadOnlyAsMuchOfTheStreamAsNeeded) {
 // The idempotency records of an activity that name an order, on a single server (the server is
 // its own one "primary": Connection::Primaries), over several SCAN pages; other activities'
 // records are not reported.
-TEST_F(SeckillTest, IdempotentOrderIdsOnASingleServer) {
+TEST_F(SaleTest, IdempotentOrderIdsOnASingleServer) {
   std::set<std::string> expected;
   std::vector<std::string> set = {"MSET"};
   for (int i = 0; i < 2500; ++i) {

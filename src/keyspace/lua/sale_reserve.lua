@@ -41,8 +41,8 @@
 -- Itemised stock: LPOP instead of DECRBY (the units the rest of the batch asks for, handed out in
 -- order; the ones left over pushed back to the head in their order), and one LLEN per batch.
 -- Not written (derived where read): `meta.reserved` (= total + released + oversold - remaining,
--- seckill_status.lua), and no per-user order index: a user's orders not yet persisted are read
--- from the stream's tail (seckill_user_orders.lua), which holds every intent until the order
+-- activity_status.lua), and no per-user order index: a user's orders not yet persisted are read
+-- from the stream's tail (activity_user_orders.lua), which holds every intent until the order
 -- pipeline has persisted it.
 -- The write sequence (docs/durability.md, "Lost writes caught from the data"): the activity's
 -- meta holds `wepoch` and `wseq`, advanced (HINCRBY wseq) by every call that records an order,

@@ -1,5 +1,5 @@
 #!lua
--- Defines a seckill activity and loads its stock once. A rerun (prewarm again, a second instance
+-- Defines a sale and loads its stock once. A rerun (prewarm again, a second instance
 -- starting) updates the definition but never touches the stock, so it cannot reset a sale that is
 -- running (S3-8). With load = 0 it never loads stock at all, only updates a loaded definition:
 -- an activity missing from Redis might have sold units already (Redis lost its data), and

@@ -1,4 +1,4 @@
-#include "support/seckill_load.h"
+#include "support/reserve_load.h"
 
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
@@ -12,8 +12,8 @@
 #include "base/clock.h"
 #include "base/ids.h"
 #include "base/random.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
-#include "keyspace/seckill.h"
 #include "support/io_thread.h"
 #include "support/redis_helpers.h"
 
@@ -22,13 +22,13 @@ namespace flashsale::testing {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-int64_t SeckillLoadReport::Count(core::Outcome outcome) const {
+int64_t ReserveLoadReport::Count(core::Outcome outcome) const {
   int64_t n = 0;
   for (const auto& attempt : attempts) n += attempt.resolved && attempt.outcome == outcome;
   return n;
 }
 
-int64_t SeckillLoadReport::Unresolved() const {
+int64_t ReserveLoadReport::Unresolved() const {
   int64_t n = 0;
   for (const auto& attempt : attempts) n += !attempt.resolved;
   return n;
@@ -37,21 +37,21 @@ int64_t SeckillLoadReport::Unresolved() const {
 namespace {
 
 struct Shared {
-  const SeckillLoadOptions* options;
+  const ReserveLoadOptions* options;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> finished{0};
   std::mutex mutex;  // guards the report's error fields
-  SeckillLoadReport* report;
+  ReserveLoadReport* report;
 };
 
 struct Worker {
   std::unique_ptr<IoThread> io;
   std::shared_ptr<redis::Connection> connection;
   std::unique_ptr<redis::ScriptRunner> runner;
-  std::unique_ptr<keyspace::SeckillScripts> scripts;
+  std::unique_ptr<keyspace::ActivityScripts> scripts;
 };
 
-asio::awaitable<void> Caller(Shared& shared, keyspace::SeckillScripts& scripts, uint64_t seed) {
+asio::awaitable<void> Caller(Shared& shared, keyspace::ActivityScripts& scripts, uint64_t seed) {
   const auto& options = *shared.options;
   base::SeededRandom random(seed);
   base::ManualClock id_clock(options.now_ms);
@@ -120,8 +120,8 @@ asio::awaitable<void> Caller(Shared& shared, keyspace::SeckillScripts& scripts, 
 
 }  // namespace
 
-SeckillLoadReport RunSeckillLoad(const SeckillLoadOptions& options) {
-  SeckillLoadReport report;
+ReserveLoadReport RunReserveLoad(const ReserveLoadOptions& options) {
+  ReserveLoadReport report;
   report.attempts.resize(static_cast<size_t>(options.attempts));
   Shared shared{.options = &options, .report = &report};
 
@@ -133,7 +133,7 @@ SeckillLoadReport RunSeckillLoad(const SeckillLoadOptions& options) {
     worker.connection = Connect(*worker.io, options.url, connection_options);
     worker.runner = std::make_unique<redis::ScriptRunner>(worker.connection, keyspace::Scripts());
     worker.scripts =
-        std::make_unique<keyspace::SeckillScripts>(*worker.runner, options.key_namespace);
+        std::make_unique<keyspace::ActivityScripts>(*worker.runner, options.key_namespace);
   }
 
   const auto start = std::chrono::steady_clock::now();

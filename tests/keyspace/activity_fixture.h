@@ -1,5 +1,5 @@
 #pragma once
-// A redis-server for the suite, a connection and the seckill bindings for each test, under a key
+// A redis-server for the suite, a connection and the activity bindings for each test, under a key
 // namespace of the test's own.
 
 #include <gtest/gtest.h>
@@ -9,18 +9,18 @@
 #include <string>
 
 #include "core/activity.h"
+#include "keyspace/activity_scripts.h"
 #include "keyspace/embedded_scripts.h"
-#include "keyspace/seckill.h"
 #include "support/redis_helpers.h"
 #include "support/redis_server.h"
 
 namespace flashsale::testing {
 
-class SeckillFixture : public ::testing::Test {
+class ActivityFixture : public ::testing::Test {
  public:
   // An open counted activity over [1000, 2000) unless changed by the caller.
-  static core::SeckillActivity Activity(std::string id, int64_t stock, int64_t limit = 1) {
-    core::SeckillActivity activity;
+  static core::Activity Activity(std::string id, int64_t stock, int64_t limit = 1) {
+    core::Activity activity;
     activity.id = std::move(id);
     activity.start_ms = 1000;
     activity.end_ms = 2000;
@@ -39,11 +39,11 @@ class SeckillFixture : public ::testing::Test {
   void SetUp() override {
     connection_ = Connect(io_, server_->unix_url());
     runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
-    scripts_ = std::make_unique<keyspace::SeckillScripts>(*runner_, ns_);
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, ns_);
   }
   void TearDown() override { Stop(io_, connection_); }
 
-  base::Result<keyspace::SetupResult> SetUpActivity(const core::SeckillActivity& activity) {
+  base::Result<keyspace::SetupResult> SetUpActivity(const core::Activity& activity) {
     return io_.Run(scripts_->AsyncSetup(activity, boost::asio::use_awaitable));
   }
   base::Result<keyspace::Reservation> Reserve(const std::string& activity, const std::string& order,
@@ -71,16 +71,16 @@ class SeckillFixture : public ::testing::Test {
     if (!status.ok()) throw std::runtime_error(status.error().ToString());
     return *status;
   }
-  keyspace::SeckillKeys Keys(const std::string& activity) const { return {ns_, activity}; }
+  keyspace::ActivityKeys Keys(const std::string& activity) const { return {ns_, activity}; }
 
   static RedisServer* server_;
   std::string ns_ = UniqueNamespace();
   IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<keyspace::SeckillScripts> scripts_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
 };
 
-inline RedisServer* SeckillFixture::server_ = nullptr;
+inline RedisServer* ActivityFixture::server_ = nullptr;
 
 }  // namespace flashsale::testing

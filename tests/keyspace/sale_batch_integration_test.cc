@@ -7,15 +7,15 @@
 #include <random>
 #include <set>
 
+#include "keyspace/activity_fixture.h"
 #include "keyspace/embedded_scripts.h"
 #include "keyspace/order_stream.h"
-#include "keyspace/seckill_fixture.h"
 
 namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
-using testing::SeckillFixture;
+using testing::ActivityFixture;
 
 // Owns the strings a batch of ReserveRequests views.
 struct Batch {
@@ -42,7 +42,7 @@ struct Batch {
   }
 };
 
-class SeckillBatchTest : public SeckillFixture {
+class SaleBatchTest : public ActivityFixture {
  protected:
   base::Result<std::vector<base::Result<Reservation>>> RunBatch(const std::string& activity,
                                                                 Batch& batch) {
@@ -87,7 +87,7 @@ class SeckillBatchTest : public SeckillFixture {
   // and the order records (sorted), the stock, the items left in their order, every intent's
   // fields in order.
   std::vector<std::string> Stored(const std::string& activity) {
-    const SeckillKeys keys = Keys(activity);
+    const ActivityKeys keys = Keys(activity);
     std::vector<std::string> out;
     const auto strings = [&](const redisReply* reply) {
       for (size_t i = 0; reply != nullptr && i < reply->elements; ++i) {
@@ -165,7 +165,7 @@ Batch MixedBatch(uint32_t seed, const std::string& prefix) {
   return batch;
 }
 
-TEST_F(SeckillBatchTest, CountedBatchesDecideAsSinglesAcrossLimitAndSellOut) {
+TEST_F(SaleBatchTest, CountedBatchesDecideAsSinglesAcrossLimitAndSellOut) {
   // 50 units, up to 3 per user of 20: three batches of 64 cross both the limits and the
   // sell-out.
   ASSERT_TRUE(SetUpActivity(Activity("a", 50, 3)).ok());
@@ -188,7 +188,7 @@ TEST_F(SeckillBatchTest, CountedBatchesDecideAsSinglesAcrossLimitAndSellOut) {
   EXPECT_EQ(a.remaining, 0);
 }
 
-TEST_F(SeckillBatchTest, TotalsOfOneBatchHoldTheLimitExactly) {
+TEST_F(SaleBatchTest, TotalsOfOneBatchHoldTheLimitExactly) {
   ASSERT_TRUE(SetUpActivity(Activity("t", 40, 2)).ok());
   Batch batch;
   // The same user again and again in one batch: exactly 2 units, whatever the quantities.
@@ -203,7 +203,7 @@ TEST_F(SeckillBatchTest, TotalsOfOneBatchHoldTheLimitExactly) {
   EXPECT_GT(reserved, 0);
 }
 
-TEST_F(SeckillBatchTest, ItemisedBatchesDecideAsSingles) {
+TEST_F(SaleBatchTest, ItemisedBatchesDecideAsSingles) {
   auto coupons = Activity("i", 0, 3);
   coupons.kind = core::StockKind::kItemised;
   for (int i = 0; i < 50; ++i) coupons.items.push_back("C" + std::to_string(i));
@@ -231,7 +231,7 @@ TEST_F(SeckillBatchTest, ItemisedBatchesDecideAsSingles) {
   EXPECT_EQ(std::set<std::string>(items.begin(), items.end()).size(), 50u);
 }
 
-TEST_F(SeckillBatchTest, OtherOutcomesAndBadInputInOneBatch) {
+TEST_F(SaleBatchTest, OtherOutcomesAndBadInputInOneBatch) {
   ASSERT_TRUE(SetUpActivity(Activity("w", 1)).ok());
   ASSERT_TRUE(SetUpActivity(Activity("x", 1)).ok());
   Batch batch;
@@ -265,7 +265,7 @@ TEST_F(SeckillBatchTest, OtherOutcomesAndBadInputInOneBatch) {
   EXPECT_TRUE(none->empty());
 }
 
-TEST_F(SeckillBatchTest, RedisDownIsTheWholeCallsError) {
+TEST_F(SaleBatchTest, RedisDownIsTheWholeCallsError) {
   ASSERT_TRUE(SetUpActivity(Activity("d", 10)).ok());
   Stop(io_, connection_);
   Batch batch;
@@ -275,15 +275,15 @@ TEST_F(SeckillBatchTest, RedisDownIsTheWholeCallsError) {
   EXPECT_FALSE(results.ok());
   connection_ = testing::Connect(io_, server_->unix_url());
   runner_ = std::make_unique<redis::ScriptRunner>(connection_, Scripts());
-  scripts_ = std::make_unique<SeckillScripts>(*runner_, ns_);
+  scripts_ = std::make_unique<ActivityScripts>(*runner_, ns_);
 }
 
 // A command failing midway (here the XADD: the stream key holds a string) stops the script
 // after some writes; an idempotency key must not be among them, or a retry with it would replay
 // a reservation that has no intent (never persisted). Batches of two and of one.
-TEST_F(SeckillBatchTest, AnIdempotencyKeyIsNotSetWhenTheIntentCouldNotBeWritten) {
+TEST_F(SaleBatchTest, AnIdempotencyKeyIsNotSetWhenTheIntentCouldNotBeWritten) {
   ASSERT_TRUE(SetUpActivity(Activity("f", 10)).ok());
-  const SeckillKeys keys(ns_, "f");
+  const ActivityKeys keys(ns_, "f");
   ASSERT_EQ(server_->String({"SET", keys.stream(), "not-a-stream"}), "OK");
   Batch two;
   two.Add("o1", "alice", 1, "token-1");
@@ -299,8 +299,8 @@ TEST_F(SeckillBatchTest, AnIdempotencyKeyIsNotSetWhenTheIntentCouldNotBeWritten)
 }
 
 // Draws: 64 per batch, users from a pool of 16 with a limit of 3 draws, prizes that run out.
-TEST_F(SeckillBatchTest, DrawBatchesDecideAsSingleDraws) {
-  core::SeckillActivity lottery = Activity("la", 0, 3);
+TEST_F(SaleBatchTest, DrawBatchesDecideAsSingleDraws) {
+  core::Activity lottery = Activity("la", 0, 3);
   lottery.lottery =
       core::Lottery{.prizes = {{"mug", "Mug", 3, 10}, {"pen", "Pen", 5, 15}, {"car", "Car", 1, 1}},
                     .no_prize_weight = 4};
@@ -364,7 +364,7 @@ TEST_F(SeckillBatchTest, DrawBatchesDecideAsSingleDraws) {
 // passes every check (stock left, the user under the limit) replays and leaves the stock, the
 // items' order and the buyer's count as they were; so do retries after a sell-out, at the limit
 // and after a close.
-TEST_F(SeckillBatchTest, ARetryOfARecordedOrderReplaysAndUndoesEverything) {
+TEST_F(SaleBatchTest, ARetryOfARecordedOrderReplaysAndUndoesEverything) {
   auto coupons = Activity("u", 0, 3);
   coupons.kind = core::StockKind::kItemised;
   coupons.items = {"A", "B", "C", "D"};
