@@ -22,9 +22,7 @@
 //                   (a user's orders not yet persisted are found on `stream` and `dead`),
 //                   deleting an activity deletes it
 //   stream  stream  the order intents: the outbox the order pipeline persists (group "persist");
-//                   one packed field o = "order_id|user_id|quantity|ts|limit|draw|items"
-//                   (limit: the per-user limit it was sold under; draw: a lottery win's draw
-//                   number; keyspace/order_stream.h)
+//                   one packed field `o` per intent (its layout: keyspace/order_stream.h)
 //   dead    stream  order intents that kept failing, with the reason (dead letters)
 //   failures hash   stream entry id -> failed deliveries so far
 //   pq:<token>      zset    a user's queued draws still pending: ticket id -> expiry (token =

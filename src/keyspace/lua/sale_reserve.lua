@@ -295,13 +295,11 @@ if taken > sold then
     end
   end
 end
--- One packed field `o` per intent, "order_id|user_id|quantity|ts|limit|draw|items" (draw empty
--- for a sale; keyspace/order_stream.h): one field instead of six costs Redis about a third less per
--- XADD with the AOF on (bench/stream_format.sh). The batch's intents are the fields of ONE entry
--- (in their order; up to 1,000 an entry, unpack() being bounded by the Lua stack): one XADD per
--- call instead of one per reservation, about half the Redis time per intent and two thirds of the
--- AOF bytes (bench/stream_format.sh), and one entry for the pipeline to read, track and
--- acknowledge.
+-- One packed field `o` per intent, in the layout keyspace/order_stream.h describes (draw empty
+-- for a sale). The batch's intents are the fields of ONE entry (in their order; up to 1,000 an
+-- entry, unpack() being bounded by the Lua stack): one XADD per call instead of one per
+-- reservation (what each saves: bench/stream_format.sh, bench/README.md), and one entry for the
+-- pipeline to read, track and acknowledge.
 -- `limit`: the per-user limit the order was sold under; the record decides with it (a limit
 -- changed before the order is persisted does not change what the order was).
 -- The sequence advances once per call that recorded an order, before its entry is written (the
