@@ -43,7 +43,8 @@
 #include <vector>
 
 #include "base/clock.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
 #include "service/admin.h"
 #include "service/context.h"
 #include "service/order_consumer.h"
@@ -87,7 +88,7 @@ class TimedStore final : public store::Store {
   base::Result<store::ActivityRecord> GetActivity(std::string_view id, bool with_items) override {
     return inner_.GetActivity(id, with_items);
   }
-  base::Result<store::ActivityRecord> CreateActivity(const core::SeckillActivity& activity,
+  base::Result<store::ActivityRecord> CreateActivity(const core::Activity& activity,
                                                      int64_t now_ms) override {
     return inner_.CreateActivity(activity, now_ms);
   }
@@ -209,24 +210,25 @@ class Filler {
     // Reserve copies the request into the command before it returns.
     const std::string order = context_.ids().Next();
     const std::string user = "u" + std::to_string(i);
-    const redis::ReserveRequest request{
+    const keyspace::ReserveRequest request{
         .order_id = order, .user_id = user, .quantity = 1, .now_ms = context_.clock().NowMs()};
-    context_.seckill().Reserve(
+    context_.activity_scripts().Reserve(
         kActivity, request,
-        redis::Handler<redis::Reservation>([this](base::Result<redis::Reservation> result) {
-          if (!result.ok() || result->outcome != core::Outcome::kReserved) {
-            if (failed_++ == 0) {
-              first_error_ = result.ok()
-                                 ? fmt::format("outcome {}", static_cast<int>(result->outcome))
-                                 : result.error().ToString();
-            }
-          }
-          if (++completed_ == n_) {
-            done_.set_value();
-          } else if (issued_ < n_) {
-            Issue();
-          }
-        }));
+        keyspace::Handler<keyspace::Reservation>(
+            [this](base::Result<keyspace::Reservation> result) {
+              if (!result.ok() || result->outcome != core::Outcome::kReserved) {
+                if (failed_++ == 0) {
+                  first_error_ = result.ok()
+                                     ? fmt::format("outcome {}", static_cast<int>(result->outcome))
+                                     : result.error().ToString();
+                }
+              }
+              if (++completed_ == n_) {
+                done_.set_value();
+              } else if (issued_ < n_) {
+                Issue();
+              }
+            }));
   }
 
   service::ServiceContext& context_;
@@ -239,7 +241,7 @@ class Filler {
 };
 
 asio::awaitable<base::Result<service::ActivityState>> CreateBenchActivity(
-    service::ServiceContext& context, core::SeckillActivity activity) {
+    service::ServiceContext& context, core::Activity activity) {
   co_return co_await service::CreateActivity(context, activity);
 }
 
@@ -257,7 +259,7 @@ asio::awaitable<int64_t> Drain(service::OrderConsumer& consumer, int64_t n, cons
   co_return total;
 }
 
-asio::awaitable<base::Result<redis::GroupInfo>> StreamInfo(service::ServiceContext& context) {
+asio::awaitable<base::Result<keyspace::GroupInfo>> StreamInfo(service::ServiceContext& context) {
   co_return co_await context.order_stream().Info(kActivity);
 }
 
@@ -299,12 +301,12 @@ RunResult RunOne(Backend backend, int64_t batch, int64_t n, const testing::Redis
   redis::ConnectionOptions connection_options;
   connection_options.command_timeout = std::chrono::seconds(30);
   auto connection = testing::Connect(io, redis.unix_url(), connection_options);
-  redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
+  redis::ScriptRunner runner(connection, keyspace::Scripts());
   base::SecureRandom random;
   service::ServiceContext context(settings, runner, store, db.get_executor(), registry,
                                   base::SystemClock::Instance(), random);
 
-  core::SeckillActivity activity;
+  core::Activity activity;
   activity.id = std::string(kActivity);
   activity.start_ms = 0;
   activity.end_ms = 4'000'000'000'000;
@@ -314,7 +316,7 @@ RunResult RunOne(Backend backend, int64_t batch, int64_t n, const testing::Redis
   if (!created.ok()) Fail(created.error().ToString());
 
   Filler(context, n).Run(io, 512);
-  const redis::SeckillKeys keys(settings.key_namespace, kActivity);
+  const keyspace::ActivityKeys keys(settings.key_namespace, kActivity);
   if (const int64_t length = redis.Integer({"XLEN", keys.stream()}); length != n) {
     Fail(fmt::format("the stream holds {} intents, not {}", length, n));
   }

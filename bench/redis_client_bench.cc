@@ -7,7 +7,7 @@
 //                                                 prints the reserve call as redis-benchmark
 //                                                 arguments (bench/redis_ratio.sh uses it)
 //   redis_client_bench --setup-batch N            the same, one call deciding a batch of N
-//                                                 reservations (seckill_reserve.lua takes
+//                                                 reservations (sale_reserve.lua takes
 //                                                 batches; a single call is a batch of one)
 //   redis_client_bench --setup-sold-out           the same for an activity with no stock left:
 //                                                 every call answers sold out (the sold-out
@@ -33,7 +33,8 @@
 
 #include "base/ids.h"
 #include "base/random.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
 #include "support/redis_server.h"
 
 namespace flashsale::bench {
@@ -46,8 +47,8 @@ constexpr std::string_view kActivity = "hot";
 constexpr int64_t kNowMs = 1'800'000'000'000;
 
 // Stock and limit so large that every call in the run reserves.
-core::SeckillActivity HotActivity() {
-  core::SeckillActivity activity;
+core::Activity HotActivity() {
+  core::Activity activity;
   activity.id = std::string(kActivity);
   activity.start_ms = 0;
   activity.end_ms = 4'000'000'000'000;
@@ -57,8 +58,8 @@ core::SeckillActivity HotActivity() {
 }
 
 // No stock: every call finds it gone.
-core::SeckillActivity SoldOutActivity() {
-  core::SeckillActivity activity = HotActivity();
+core::Activity SoldOutActivity() {
+  core::Activity activity = HotActivity();
   activity.id = "gone";
   activity.stock = 0;
   return activity;
@@ -78,7 +79,7 @@ struct Client {
   asio::io_context io;
   std::shared_ptr<redis::Connection> connection;
   std::unique_ptr<redis::ScriptRunner> runner;
-  std::unique_ptr<redis::SeckillScripts> scripts;
+  std::unique_ptr<keyspace::ActivityScripts> scripts;
 
   explicit Client(const std::string& url) {
     redis::ConnectionOptions options;
@@ -86,8 +87,8 @@ struct Client {
     options.command_timeout = std::chrono::seconds(10);
     connection = redis::Connection::Create(io.get_executor(), options);
     connection->Start();
-    runner = std::make_unique<redis::ScriptRunner>(connection, redis::ScriptSet::Embedded());
-    scripts = std::make_unique<redis::SeckillScripts>(*runner, std::string(kNamespace));
+    runner = std::make_unique<redis::ScriptRunner>(connection, keyspace::Scripts());
+    scripts = std::make_unique<keyspace::ActivityScripts>(*runner, std::string(kNamespace));
   }
 
   // Runs the io_context until `done` says so.
@@ -97,7 +98,7 @@ struct Client {
   }
 
   // Loads every script (redis-benchmark's EVALSHA needs them cached) and the activity.
-  base::Status Setup(const core::SeckillActivity& activity = HotActivity()) {
+  base::Status Setup(const core::Activity& activity = HotActivity()) {
     std::optional<base::Status> loaded;
     runner->LoadAll(connection->DefaultDeadline(),
                     asio::any_completion_handler<void(base::Status)>(
@@ -105,10 +106,11 @@ struct Client {
     RunUntil([&] { return loaded.has_value(); });
     if (!loaded->ok()) return *loaded;
     std::optional<base::Status> status;
-    scripts->Setup(activity, redis::SetupMode::kLoadIfMissing,
-                   redis::Handler<redis::SetupResult>([&](base::Result<redis::SetupResult> result) {
-                     status = result.ok() ? base::Status() : base::Status(result.error());
-                   }));
+    scripts->Setup(
+        activity, keyspace::SetupMode::kLoadIfMissing,
+        keyspace::Handler<keyspace::SetupResult>([&](base::Result<keyspace::SetupResult> result) {
+          status = result.ok() ? base::Status() : base::Status(result.error());
+        }));
     RunUntil([&] { return status.has_value(); });
     return *status;
   }
@@ -135,11 +137,11 @@ void BM_PipelinedReserve(benchmark::State& state) {
       // Reserve copies the request into the command before it returns.
       const std::string order = ids.Next();
       const std::string user = "u" + std::to_string(random.Uniform(100'000'000));
-      redis::ReserveRequest request{
+      keyspace::ReserveRequest request{
           .order_id = order, .user_id = user, .quantity = 1, .now_ms = kNowMs};
       client.scripts->Reserve(
           kActivity, request,
-          redis::Handler<redis::Reservation>([&](base::Result<redis::Reservation> result) {
+          keyspace::Handler<keyspace::Reservation>([&](base::Result<keyspace::Reservation> result) {
             ++completed;
             if (!result.ok()) {
               ++errors;
@@ -168,20 +170,20 @@ BENCHMARK(BM_PipelinedReserve)->Arg(1)->Arg(16)->Arg(256)->Arg(1024)->UseRealTim
 
 // Prints the reserve call for redis-benchmark: its __rand_int__ placeholders make a fresh order
 // id and user for every request, as our benchmark does.
-int PrintSetup(const core::SeckillActivity& activity, int batch = 1) {
+int PrintSetup(const core::Activity& activity, int batch = 1) {
   Client client(RedisUrl());
   if (auto setup = client.Setup(activity); !setup.ok()) {
     std::cerr << "setup failed: " << setup.error().ToString() << "\n";
     return 1;
   }
   // The binding's own call: the same KEYS and ARGV as a purchase, whatever the script declares.
-  redis::ReserveRequest request;
+  keyspace::ReserveRequest request;
   request.order_id = "o__rand_int__";
   request.user_id = "u__rand_int__";
   request.quantity = 1;
   request.now_ms = kNowMs;
   // redis-benchmark replaces every __rand_int__ on its own: each request of a batch is fresh.
-  const std::vector<redis::ReserveRequest> requests(static_cast<size_t>(batch), request);
+  const std::vector<keyspace::ReserveRequest> requests(static_cast<size_t>(batch), request);
   auto argv = client.scripts->ReserveBatchArgv(activity.id, requests);
   if (!argv.ok()) {
     std::cerr << argv.error().ToString() << "\n";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The client against its limit, in one run on this machine: redis-benchmark (C, pipelined) and our
-# client's Google Benchmark both run the seckill reserve script, every call reserving, against the
+# client's Google Benchmark both run the sale reserve script, every call reserving, against the
 # same private redis-server. Prints each one's calls/s and ours as a ratio of redis-benchmark's.
 #
 #   bench/redis_ratio.sh [rounds] [requests]      (defaults: 3 rounds, 200000 requests)
@@ -73,7 +73,7 @@ mine=$(best "${ours_1024[@]}" "${ours_256[@]}")
 row() { printf '%-56s %12.0f\n' "$1" "$2"; }
 
 echo
-echo "flashsale client vs redis-benchmark, seckill_reserve.lua, every call reserving"
+echo "flashsale client vs redis-benchmark, sale_reserve.lua, every call reserving"
 echo "machine: $(nproc) cores, Linux $(uname -r), redis $(redis-server --version | awk '{print $3}' | cut -d= -f2), $rounds rounds, best of each"
 printf '%-56s %12s\n' "" "calls/s"
 row "redis-benchmark, 50 connections x 16 pipelined" "$(best "${rb_many[@]}")"

@@ -13,7 +13,7 @@
 # pipelined; `__rand_int__` placeholders make every order id and user fresh, so every call
 # reserves), single reservations and batches of 32 a call, with the AOF off and on (`everysec`,
 # automatic rewrites off, as bench/stream_format.sh). Every run sets up its own activity with the
-# real setup script (seckill_setup.lua) under a fresh key namespace and deletes it after the run.
+# real setup script (sale_setup.lua) under a fresh key namespace and deletes it after the run.
 # A fresh redis-server for each round and AOF setting. Within a round each configuration runs
 # old new new old (new old old new in even rounds): the pairs cancel a machine that drifts
 # linearly within the round, and the second run of each script against its first is the noise of
@@ -238,9 +238,9 @@ fi
 rounds=${1:-6}
 reservations=${2:-200000}
 before=${WRITE_SEQ_BEFORE:-afacbc9}
-old_script=$(git show "$before:src/redis/lua/seckill_reserve.lua")
-new_script=$(cat "${WRITE_SEQ_NEW:-src/redis/lua/seckill_reserve.lua}")
-setup_script=$(cat src/redis/lua/seckill_setup.lua)
+old_script=$(git show "$before:src/keyspace/lua/sale_reserve.lua")
+new_script=$(cat "${WRITE_SEQ_NEW:-src/keyspace/lua/sale_reserve.lua}")
+setup_script=$(cat src/keyspace/lua/sale_setup.lua)
 stock=1000000000000
 now_ms=1800000000000
 batches=(1 32)
@@ -338,7 +338,7 @@ done
 
 echo
 bench_machine_line
-echo "versions: new $(git rev-parse --short HEAD):src/redis/lua/seckill_reserve.lua," \
+echo "versions: new $(git rev-parse --short HEAD):src/keyspace/lua/sale_reserve.lua," \
   "old $before's; redis $(redis-server --version | awk '{print $3}' | cut -d= -f2)"
 echo "runs: $rounds rounds, each configuration old new new old (even rounds new old old new) on" \
   "one redis-server a round; redis-benchmark 50x16, $reservations reservations a run"

@@ -14,7 +14,8 @@
 
 #include "base/clock.h"
 #include "base/ids.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
 
 namespace asio = boost::asio;
 using namespace flashsale;
@@ -35,21 +36,21 @@ int main(int argc, char** argv) {
   options.endpoint = *endpoint;
   auto connection = redis::Connection::Create(io.get_executor(), options);
   connection->Start();
-  redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
-  redis::SeckillScripts seckill(runner, "example");  // the key namespace
+  redis::ScriptRunner runner(connection, keyspace::Scripts());
+  keyspace::ActivityScripts activity_scripts(runner, "example");  // the key namespace
 
   int exit_code = 1;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
         const base::Clock& clock = base::SystemClock::Instance();
-        core::SeckillActivity phone{.id = "phone",
-                                    .start_ms = clock.NowMs() - 1000,
-                                    .end_ms = clock.NowMs() + 3'600'000,
-                                    .per_user_limit = 1,
-                                    .stock = 100};
+        core::Activity phone{.id = "phone",
+                             .start_ms = clock.NowMs() - 1000,
+                             .end_ms = clock.NowMs() + 3'600'000,
+                             .per_user_limit = 1,
+                             .stock = 100};
         // Loads the stock the first time only; later runs update the window and keep the stock.
-        auto setup = co_await seckill.AsyncSetup(phone, asio::use_awaitable);
+        auto setup = co_await activity_scripts.AsyncSetup(phone, asio::use_awaitable);
         if (!setup.ok()) {
           std::cerr << "setup: " << setup.error().ToString() << "\n";
           connection->Stop();
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
         base::SecureRandom random;
         base::OrderIdGenerator ids(clock, random);
         const std::string order_id = ids.Next();
-        auto reservation = co_await seckill.AsyncReserve(
+        auto reservation = co_await activity_scripts.AsyncReserve(
             "phone",
             {.order_id = order_id, .user_id = "alice", .quantity = 1, .now_ms = clock.NowMs()},
             asio::use_awaitable);

@@ -27,6 +27,7 @@
 #include "base/log_format.h"
 #include "base/process_stats.h"
 #include "core/token.h"
+#include "keyspace/embedded_scripts.h"
 #include "redis/scripts.h"
 #include "server/http_server.h"
 #include "service/admin.h"
@@ -90,7 +91,7 @@ Result<DemoStates> CreateDemo(const ServeConfig& config,
   asio::thread_pool db(1);
   auto connection = redis::Connection::Create(io.get_executor(), redis_options);
   connection->Start();
-  redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
+  redis::ScriptRunner runner(connection, keyspace::Scripts());
   service::ActivityRegistry registry;
   base::SecureRandom random;
   service::ServiceContext context(settings, runner, store, db.get_executor(), registry,
@@ -100,14 +101,14 @@ Result<DemoStates> CreateDemo(const ServeConfig& config,
       io,
       [&]() -> asio::awaitable<std::optional<base::Error>> {
         const int64_t now = base::SystemClock::Instance().NowMs();
-        core::SeckillActivity demo;
+        core::Activity demo;
         demo.id = "demo";
         demo.title = "Demo flash sale";
         demo.start_ms = now;
         demo.end_ms = now + int64_t{30} * 24 * 3600 * 1000;
         demo.per_user_limit = 1;
         demo.stock = config.demo_stock;
-        core::SeckillActivity lottery = demo;
+        core::Activity lottery = demo;
         lottery.id = "demo-lottery";
         lottery.title = "Demo lottery";
         lottery.lottery = core::Lottery{.prizes = {{"grand", "Grand prize: a phone", 1, 1},
@@ -116,7 +117,7 @@ Result<DemoStates> CreateDemo(const ServeConfig& config,
                                         .no_prize_weight = 70};
         lottery.stock = lottery.lottery->TotalStock();
         std::optional<base::Error> failed;
-        for (const core::SeckillActivity* activity : {&demo, &lottery}) {
+        for (const core::Activity* activity : {&demo, &lottery}) {
           auto state = co_await service::CreateActivity(context, *activity);
           if (!state.ok() && state.error().code == ErrorCode::kAlreadyExists) {
             // There from an earlier run: as it is now, which may be sold out or over.
@@ -399,7 +400,7 @@ std::string LocalUrl(const HostPort& listen, uint16_t port) {
 // with 97 of 100 units left", "... is sold out (100 units)", "... is closed ...", "... has ended".
 std::string DemoActivityText(const service::ActivityState& state, std::string_view what,
                              std::string_view units, int64_t now_ms) {
-  const core::SeckillActivity& activity = state.record.activity;
+  const core::Activity& activity = state.record.activity;
   const int64_t total = state.record.total_units;
   const std::string name = fmt::format("{} '{}'", what, activity.id);
   if (now_ms >= activity.end_ms) return name + " has ended";

@@ -32,7 +32,7 @@ std::optional<Admission> AdmissionFrom(std::string_view text) {
   return std::nullopt;
 }
 
-std::string_view KindName(const SeckillActivity& activity) {
+std::string_view KindName(const Activity& activity) {
   return activity.is_lottery() ? "lottery" : ToString(activity.kind);
 }
 
@@ -49,13 +49,13 @@ const Prize* Lottery::Find(std::string_view prize_id) const {
   return nullptr;
 }
 
-WindowPosition SeckillActivity::PositionAt(int64_t now_ms) const {
+WindowPosition Activity::PositionAt(int64_t now_ms) const {
   if (now_ms < start_ms) return WindowPosition::kBefore;
   if (now_ms >= end_ms) return WindowPosition::kAfter;
   return WindowPosition::kOpen;
 }
 
-int64_t SeckillActivity::InitialUnits() const {
+int64_t Activity::InitialUnits() const {
   return kind == StockKind::kCounted ? stock : static_cast<int64_t>(items.size());
 }
 
@@ -65,7 +65,7 @@ bool IsValidActivityId(std::string_view id) {
 
 namespace {
 
-base::Status ValidateLottery(const SeckillActivity& a) {
+base::Status ValidateLottery(const Activity& a) {
   const Lottery& lottery = *a.lottery;
   if (a.kind != StockKind::kCounted) {
     return MakeError(ErrorCode::kInvalidArgument, "lottery '{}': prizes are counted stock", a.id);
@@ -125,7 +125,7 @@ base::Status ValidateLottery(const SeckillActivity& a) {
 
 }  // namespace
 
-base::Status Validate(const SeckillActivity& a) {
+base::Status Validate(const Activity& a) {
   if (!IsValidActivityId(a.id)) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "activity id '{}' must be 1-64 characters of [A-Za-z0-9_-]", a.id);

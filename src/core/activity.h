@@ -1,6 +1,6 @@
 #pragma once
-// A seckill activity: what is sold, when, and how much each user may take. Pure data and rules;
-// the Redis layer turns it into script arguments, the store layer into rows.
+// An activity, a sale or a lottery: what is sold or drawn, when, and how much each user may take.
+// Pure data and rules; the Redis layer turns it into script arguments, the store layer into rows.
 
 #include <cstdint>
 #include <optional>
@@ -46,7 +46,7 @@ std::string_view ToString(Admission admission);  // "direct" | "queue" | "fifo"
 std::optional<Admission> AdmissionFrom(std::string_view text);
 
 // What makes an activity a lottery (抽奖) instead of a sale. A draw picks among the prizes and
-// "no prize" by weight; see src/redis/lua/lottery_draw.lua for the fall-through rule.
+// "no prize" by weight; see src/keyspace/lua/lottery_draw.lua for the fall-through rule.
 struct Lottery {
   std::vector<Prize> prizes;
   int64_t no_prize_weight = 0;
@@ -57,7 +57,7 @@ struct Lottery {
   const Prize* Find(std::string_view prize_id) const;
 };
 
-struct SeckillActivity {
+struct Activity {
   std::string id;
   std::string title;     // for people; 0-200 bytes, not interpreted
   int64_t start_ms = 0;  // sales open at start_ms (inclusive) ...
@@ -85,14 +85,14 @@ struct SeckillActivity {
 };
 
 // "counted" | "items" | "lottery": what the API calls the activity's kind.
-std::string_view KindName(const SeckillActivity& activity);
+std::string_view KindName(const Activity& activity);
 
 // Activity ids become part of Redis keys and URLs: 1-64 characters of [A-Za-z0-9_-].
 bool IsValidActivityId(std::string_view id);
 
 // Rejects definitions the scripts must never see: bad ids, an empty or inverted window, a
 // per-user limit below 1, negative stock, duplicate or invalid item ids.
-base::Status Validate(const SeckillActivity& activity);
+base::Status Validate(const Activity& activity);
 
 // The largest quantity one purchase may ask for; larger requests are bad input, not a sale.
 inline constexpr int64_t kMaxQuantityPerPurchase = 100;

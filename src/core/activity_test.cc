@@ -7,8 +7,8 @@
 namespace flashsale::core {
 namespace {
 
-SeckillActivity Valid() {
-  SeckillActivity a;
+Activity Valid() {
+  Activity a;
   a.id = "phone-2026";
   a.start_ms = 1000;
   a.end_ms = 2000;
@@ -109,8 +109,8 @@ TEST(OutcomeTest, CodesRoundTrip) {
   EXPECT_EQ(DrawStatusWord(Outcome::kSoldOut), "sold_out");
 }
 
-SeckillActivity ValidLottery() {
-  SeckillActivity a = Valid();
+Activity ValidLottery() {
+  Activity a = Valid();
   a.lottery =
       Lottery{.prizes = {{"gold", "Gold", 1, 2}, {"mug", "Mug", 9, 8}}, .no_prize_weight = 90};
   a.stock = 10;
@@ -122,21 +122,21 @@ TEST(LotteryTest, ValidatesPrizeTables) {
   EXPECT_EQ(KindName(ValidLottery()), "lottery");
   EXPECT_EQ(ValidLottery().InitialUnits(), 10);
   auto mutate = [](auto change) {
-    SeckillActivity a = ValidLottery();
+    Activity a = ValidLottery();
     change(a);
     return Validate(a).ok();
   };
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.stock = 11; }));  // not the prizes' total
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes.clear(); }));
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[1].id = "gold"; }));
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[0].id = "a b"; }));
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[0].weight = 0; }));
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[0].weight = kMaxWeight + 1; }));
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->prizes[0].name = ""; }));
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->no_prize_weight = -1; }));
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.lottery->queue_capacity = 0; }));
-  EXPECT_FALSE(mutate([](SeckillActivity& a) { a.kind = StockKind::kItemised; }));
-  EXPECT_TRUE(mutate([](SeckillActivity& a) { a.lottery->no_prize_weight = 0; }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.stock = 11; }));  // not the prizes' total
+  EXPECT_FALSE(mutate([](Activity& a) { a.lottery->prizes.clear(); }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.lottery->prizes[1].id = "gold"; }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.lottery->prizes[0].id = "a b"; }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.lottery->prizes[0].weight = 0; }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.lottery->prizes[0].weight = kMaxWeight + 1; }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.lottery->prizes[0].name = ""; }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.lottery->no_prize_weight = -1; }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.lottery->queue_capacity = 0; }));
+  EXPECT_FALSE(mutate([](Activity& a) { a.kind = StockKind::kItemised; }));
+  EXPECT_TRUE(mutate([](Activity& a) { a.lottery->no_prize_weight = 0; }));
   EXPECT_EQ(AdmissionFrom("fifo"), Admission::kFifo);
   EXPECT_FALSE(AdmissionFrom("lifo").has_value());
 }

@@ -12,11 +12,12 @@
 #include <thread>
 #include <unordered_set>
 
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/inspect.h"
+#include "keyspace/order_stream.h"
 #include "redis/connection.h"
-#include "redis/inspect.h"
-#include "redis/order_stream.h"
 #include "redis/scripts.h"
-#include "redis/seckill.h"
 #include "redis/url.h"
 #include "store/store.h"
 
@@ -37,8 +38,8 @@ class RedisSide {
  public:
   RedisSide(const redis::ConnectionOptions& options, const std::string& key_namespace)
       : connection_(redis::Connection::Create(io_.get_executor(), options)),
-        runner_(connection_, redis::ScriptSet::Embedded()),
-        seckill_(runner_, key_namespace),
+        runner_(connection_, keyspace::Scripts()),
+        activity_scripts_(runner_, key_namespace),
         stream_(runner_, key_namespace),
         inspector_(runner_, key_namespace) {
     connection_->Start();
@@ -70,10 +71,10 @@ class RedisSide {
     return std::move(*future.get());
   }
 
-  asio::awaitable<Result<redis::ActivityStatus>> Status(std::string_view activity) {
-    co_return co_await seckill_.AsyncStatus(activity, asio::use_awaitable);
+  asio::awaitable<Result<keyspace::ActivityStatus>> Status(std::string_view activity) {
+    co_return co_await activity_scripts_.AsyncStatus(activity, asio::use_awaitable);
   }
-  asio::awaitable<Result<redis::GroupInfo>> Info(std::string_view activity) {
+  asio::awaitable<Result<keyspace::GroupInfo>> Info(std::string_view activity) {
     co_return co_await stream_.Info(activity);
   }
   // The order records of wins and sales (a lottery's no-prize draws left out).
@@ -87,9 +88,9 @@ class RedisSide {
   asio::io_context io_{1};
   std::shared_ptr<redis::Connection> connection_;
   redis::ScriptRunner runner_;
-  redis::SeckillScripts seckill_;
-  redis::OrderStream stream_;
-  redis::ActivityInspector inspector_;
+  keyspace::ActivityScripts activity_scripts_;
+  keyspace::OrderStream stream_;
+  keyspace::ActivityInspector inspector_;
 };
 
 VerifyCheck Check(std::string name, bool passed, std::string detail) {
@@ -98,8 +99,8 @@ VerifyCheck Check(std::string name, bool passed, std::string detail) {
 
 // The activity's status, retrying what did not run (the connection may still be opening) until
 // the call's deadline.
-Result<redis::ActivityStatus> StatusOf(RedisSide& redis, std::string_view activity,
-                                       std::chrono::milliseconds call_timeout) {
+Result<keyspace::ActivityStatus> StatusOf(RedisSide& redis, std::string_view activity,
+                                          std::chrono::milliseconds call_timeout) {
   const SteadyTime deadline = std::chrono::steady_clock::now() + call_timeout;
   for (;;) {
     auto status = redis.Await(redis.Status(activity), deadline);
@@ -113,7 +114,7 @@ Result<redis::ActivityStatus> StatusOf(RedisSide& redis, std::string_view activi
 
 // How many of the activity's order records are draws that won nothing: a lottery records every
 // draw in Redis (so that a retry replays it), the database only the wins. 0 for a sale.
-Result<int64_t> NoPrizeRecords(RedisSide& redis, const redis::ActivityStatus& status,
+Result<int64_t> NoPrizeRecords(RedisSide& redis, const keyspace::ActivityStatus& status,
                                std::string_view activity, std::chrono::milliseconds call_timeout) {
   if (status.kind != "lottery") return int64_t{0};
   auto wins =
@@ -134,7 +135,7 @@ base::Status WaitForDrain(RedisSide& redis, store::Store& store, const VerifyOpt
     auto latest = redis.Await(redis.Info(activity), drain_deadline + call_timeout);
     if (!latest) return std::move(latest).error();
     facts.pipeline = *latest;
-    const redis::GroupInfo& info = facts.pipeline;
+    const keyspace::GroupInfo& info = facts.pipeline;
     if (info.pending == 0 && info.lag == 0) facts.drained = true;
     if (!facts.drained && info.pending == 0 && info.lag < 0) {
       auto counts = store.CountOrders(activity);
@@ -195,8 +196,8 @@ std::string Verification::Failed() const {
 }
 
 Verification CheckSale(const VerifyOptions& options, const SaleFacts& facts) {
-  const redis::ActivityStatus& status = facts.status;
-  const redis::GroupInfo& info = facts.pipeline;
+  const keyspace::ActivityStatus& status = facts.status;
+  const keyspace::GroupInfo& info = facts.pipeline;
   const store::OrderCounts& counts = facts.counts;
   Verification result;
   const int64_t sold = status.reserved - status.released;

@@ -1,5 +1,5 @@
 #pragma once
-// After a sale: does it hold together? Checked against Redis (SeckillScripts::Status,
+// After a sale: does it hold together? Checked against Redis (ActivityScripts::Status,
 // OrderStream::Info) and the database of record (the Store interface), once the order pipeline
 // has drained:
 //
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "redis/order_stream.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/order_stream.h"
 #include "store/store.h"
 
 namespace flashsale::load {
@@ -58,8 +58,8 @@ base::Result<Verification> VerifySale(const VerifyOptions& options);
 
 // What the checks are made of: Redis and the database read after the drain.
 struct SaleFacts {
-  redis::ActivityStatus status;
-  redis::GroupInfo pipeline;  // the last reading while waiting for the drain
+  keyspace::ActivityStatus status;
+  keyspace::GroupInfo pipeline;  // the last reading while waiting for the drain
   bool drained = false;
   int64_t no_prize_records = 0;  // of status.orders: a lottery's draws that won nothing
   store::OrderCounts counts;

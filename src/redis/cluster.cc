@@ -196,7 +196,7 @@ Result<Route> RouteOf(std::string_view wire) {
 }
 
 ClusterRouter::ClusterRouter(asio::any_io_executor executor, ConnectionOptions options)
-    : executor_(std::move(executor)), options_(std::move(options)), refresh_timer_(executor_) {
+    : Connection(std::move(executor), std::move(options)), refresh_timer_(executor_) {
   slots_.fill(-1);
 }
 
@@ -257,15 +257,29 @@ size_t ClusterRouter::NodeFor(const std::string& host, uint16_t port) {
       return watch(name, run_id);
     };
   }
-  Node node{host, port, Connection::Create(executor_, std::move(node_options)), false, {}};
+  Node node{host, port, NodeConnection::Create(executor_, std::move(node_options)), false, {}};
   node.connection->Start();
   if (stopped_) node.connection->Stop();
   nodes_.push_back(std::move(node));
   return nodes_.size() - 1;
 }
 
-void ClusterRouter::Send(std::string_view wire, Deadline deadline, ReplyHandler handler,
-                         std::optional<Route> forced) {
+void ClusterRouter::DoSend(std::string_view wire, Deadline deadline, ReplyHandler handler) {
+  SendRouted(wire, deadline, std::move(handler), std::nullopt);
+}
+
+void ClusterRouter::DoSendToNodeOf(std::string_view key, std::string_view wire, Deadline deadline,
+                                   ReplyHandler handler) {
+  SendRouted(wire, deadline, std::move(handler), Route{Route::Kind::kSlot, KeySlot(key)});
+}
+
+void ClusterRouter::DoSendToNode(const ServerNode& node, std::string_view wire, Deadline deadline,
+                                 ReplyHandler handler) {
+  SendRouted(wire, deadline, std::move(handler), Route{Route::Kind::kNode, 0, node.id});
+}
+
+void ClusterRouter::SendRouted(std::string_view wire, Deadline deadline, ReplyHandler handler,
+                               std::optional<Route> forced) {
   stats_.commands.Add();
   auto call = std::make_unique<Call>(std::move(handler), deadline);
   call->sent_at = Clock::now();
@@ -377,7 +391,7 @@ void ClusterRouter::Dispatch(CallPtr call) {
 }
 
 void ClusterRouter::SendTo(size_t node, CallPtr call, bool asking) {
-  Connection& connection = *nodes_[node].connection;
+  NodeConnection& connection = *nodes_[node].connection;
   if (asking) connection.Send(kAsking, call->deadline, ReplyHandler([](Result<Reply>) {}));
   const std::string_view wire = call->wire;
   const Deadline deadline = call->deadline;

@@ -1,6 +1,7 @@
 #pragma once
-// Redis Cluster: the key slot function and the router behind a Connection made from a
-// redis+cluster:// URL.
+// Redis Cluster: the key slot function and the router, the Connection (redis/connection.h) made
+// from a redis+cluster:// URL: a sibling of the single server's NodeConnection, whose instances it
+// holds, one per node.
 //
 // The router follows the Redis Cluster specification. 16384 slots; a key's slot is the CRC16
 // (XMODEM: polynomial 0x1021, initial value 0) of the key, or of its hash tag (the bytes between
@@ -43,6 +44,7 @@
 
 #include "base/result.h"
 #include "redis/connection.h"
+#include "redis/node_connection.h"
 
 namespace flashsale::redis {
 
@@ -63,26 +65,21 @@ struct Route {
 // array of bulk strings.
 base::Result<Route> RouteOf(std::string_view wire);
 
-class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
+class ClusterRouter final : public Connection, public std::enable_shared_from_this<ClusterRouter> {
  public:
   static constexpr int kMaxRedirects = 5;
   static constexpr int kMaxRetries = 8;
 
   ClusterRouter(boost::asio::any_io_executor executor, ConnectionOptions options);
-  ~ClusterRouter();
-  ClusterRouter(const ClusterRouter&) = delete;
-  ClusterRouter& operator=(const ClusterRouter&) = delete;
+  ~ClusterRouter() override;
 
-  void Start();  // loads the slot map
-  void Stop();   // stops every node connection; calls waiting for the map are cancelled
-  // `route`: where it goes, instead of its first key's slot (a keyless WAIT to a slot's node, a
-  // SCAN to one node).
-  void Send(std::string_view wire, Deadline deadline, ReplyHandler handler,
-            std::optional<Route> route = std::nullopt);
+  void Start() override;  // loads the slot map
+  void Stop() override;   // stops every node connection; calls waiting for the map are cancelled
   // The primaries of the slot map, once it is loaded (a call before that waits for it, until
   // `deadline`): what a command that reads each node's own keys (SCAN) must visit, one by one with
-  // Route{kNode, id}. Ids stay valid for the router's life (a node once known keeps its id).
-  void Primaries(Deadline deadline, NodesHandler handler);
+  // SendToNode. Ids stay valid for the router's life (a node once known keeps its id).
+  void Primaries(Deadline deadline, NodesHandler handler) override;
+  const ClusterRouter* cluster() const override { return this; }
 
   // For tests and status: slot map refreshes completed, MOVED/ASK/TRYAGAIN replies seen.
   uint64_t refreshes() const { return refreshes_; }
@@ -93,16 +90,12 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
   // The node serving `slot` in the current map, as "host:port" (what its connection reports as its
   // node); empty when no primary is known for it.
   std::string NodeOfSlot(uint16_t slot) const;
-  // Every call through the router, as the owning Connection reports them: commands, replies,
-  // errors by kind, timeouts, latency. Link events (connects, disconnects) happen on the node
-  // connections and are logged, not counted here.
-  const ConnectionStats& stats() const { return stats_; }
 
  private:
   struct Node {
     std::string host;
     uint16_t port = 0;
-    std::shared_ptr<Connection> connection;
+    std::shared_ptr<NodeConnection> connection;
     bool primary = false;  // holds slots in the current map
     std::string run_id;    // reported by its connection's last handshake (with on_server)
   };
@@ -120,6 +113,16 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
   };
   using CallPtr = std::unique_ptr<Call>;
 
+  void DoSend(std::string_view wire, Deadline deadline, ReplyHandler handler) override;
+  void DoSendToNodeOf(std::string_view key, std::string_view wire, Deadline deadline,
+                      ReplyHandler handler) override;
+  void DoSendToNode(const ServerNode& node, std::string_view wire, Deadline deadline,
+                    ReplyHandler handler) override;
+  // `route`: where it goes, instead of its first key's slot (a keyless WAIT to a slot's node, a
+  // SCAN to one node).
+  void SendRouted(std::string_view wire, Deadline deadline, ReplyHandler handler,
+                  std::optional<Route> route);
+
   void Dispatch(CallPtr call);
   void SendTo(size_t node, CallPtr call, bool asking);
   void Broadcast(CallPtr call);
@@ -134,9 +137,6 @@ class ClusterRouter : public std::enable_shared_from_this<ClusterRouter> {
   base::Status ApplyShards(const Reply& reply);
   void MapFailed(const std::string& reason);
 
-  boost::asio::any_io_executor executor_;
-  ConnectionOptions options_;
-  ConnectionStats stats_;
   bool started_ = false;
   bool stopped_ = false;
   std::vector<Node> nodes_;

@@ -1,5 +1,5 @@
 #pragma once
-// One pipelined connection to Redis, owned by one I/O thread and shared by every request on it.
+// A pipelined connection to Redis, owned by one I/O thread and shared by every request on it.
 //
 // Design note. A flash sale is thousands of tiny script calls per second from one process, so
 // the connection never waits for a reply before sending the next command: commands are appended
@@ -28,7 +28,7 @@
 //
 // A redis+cluster:// endpoint makes a cluster client with the same interface and the same
 // failure codes (redis/cluster.h): commands are routed by key slot to one pipelined connection per
-// primary, redirections followed.
+// primary, redirections followed. The single server's connection is redis/node_connection.h.
 //
 // Threading: all member functions must be called on the connection's executor (one thread).
 // Completion handlers run through their associated executor.
@@ -36,27 +36,19 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/generic/stream_protocol.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/metrics.h"
 #include "base/result.h"
-#include "base/ring_queue.h"
 #include "redis/command.h"
 #include "redis/reply.h"
 #include "redis/url.h"
-
-struct redisReader;
 
 namespace flashsale::redis {
 
@@ -135,40 +127,52 @@ base::ErrorDetail ErrorDetailOf(std::string_view error_reply);
 // The value of `name` in an INFO reply ("run_id:abc\r\n" -> "abc"); empty if absent.
 std::string InfoField(std::string_view info, std::string_view name);
 
-class Connection : public std::enable_shared_from_this<Connection> {
+// A connection to Redis as its users see it, whatever is behind it: one server (NodeConnection,
+// redis/node_connection.h) or a cluster (ClusterRouter, redis/cluster.h), siblings made by
+// Create from the endpoint. Both keep the failure codes above.
+class Connection {
  public:
-  enum class State { kIdle, kConnecting, kHandshake, kReady, kBackoff, kStopped };
-
+  // A NodeConnection for a single server, a ClusterRouter for a redis+cluster:// endpoint.
   static std::shared_ptr<Connection> Create(boost::asio::any_io_executor executor,
                                             ConnectionOptions options);
-  ~Connection();
+  virtual ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Begins connecting. Commands sent before the link is up wait for it (until their deadline).
-  void Start();
+  // Begins connecting (a cluster: loading its slot map). Commands sent before the link is up wait
+  // for it (until their deadline).
+  virtual void Start() = 0;
   // Closes the link for good. Commands in flight complete with kUnknownOutcome, queued ones with
   // kCancelled. Idempotent.
-  void Stop();
+  virtual void Stop() = 0;
 
   // Sends one command in wire form (the bytes are copied before Send returns). The handler is
   // called exactly once, never from inside Send.
-  void Send(std::string_view wire, Deadline deadline, ReplyHandler handler);
+  void Send(std::string_view wire, Deadline deadline, ReplyHandler handler) {
+    ++sequence_;
+    DoSend(wire, deadline, std::move(handler));
+  }
   // The same, for a command without a key that must reach the node serving `key`'s slot on a
   // cluster (WAIT after a write to that key: WAIT covers the writes of its own client, the node
   // connection). On a single server, Send.
   void SendToNodeOf(std::string_view key, std::string_view wire, Deadline deadline,
-                    ReplyHandler handler);
+                    ReplyHandler handler) {
+    ++sequence_;
+    DoSendToNodeOf(key, wire, deadline, std::move(handler));
+  }
 
   // The servers that hold the data between them, for a command without a key that reads or acts
   // on one server's own keys (SCAN): on a cluster the primaries of the slot map (waiting for the
   // map up to `deadline` when it is not loaded yet), on a single server the server itself. Such a
   // command goes to each of them in turn by SendToNode. The handler is called exactly once, never
   // from inside Primaries.
-  void Primaries(Deadline deadline, NodesHandler handler);
+  virtual void Primaries(Deadline deadline, NodesHandler handler) = 0;
   // Sends one command to one of those servers (on a single server, Send).
   void SendToNode(const ServerNode& node, std::string_view wire, Deadline deadline,
-                  ReplyHandler handler);
+                  ReplyHandler handler) {
+    ++sequence_;
+    DoSendToNode(node, wire, deadline, std::move(handler));
+  }
 
   template <typename Token>
   auto AsyncPrimaries(Deadline deadline, Token&& token) {
@@ -203,87 +207,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The sequence number the next Send will get. Sequence order is wire order, so a command with a
   // higher number runs after one with a lower number on this connection.
   uint64_t next_sequence() const { return sequence_; }
-  State state() const { return state_; }
-  const ConnectionStats& stats() const;
+  // Every call through this connection: commands, replies, errors by kind, timeouts, latency (on a
+  // cluster, link events happen on its node connections and are logged, not counted here).
+  const ConnectionStats& stats() const { return stats_; }
   const ConnectionOptions& options() const { return options_; }
-  const std::string& last_error() const { return last_error_; }
-  // The cluster router of a redis+cluster:// connection, else null.
-  const ClusterRouter* cluster() const { return cluster_.get(); }
+  // The cluster router when this is one, else null.
+  virtual const ClusterRouter* cluster() const { return nullptr; }
   const boost::asio::any_io_executor& executor() const { return executor_; }
 
- private:
-  struct Pending {
-    ReplyHandler handler;
-    Deadline deadline;
-    Clock::time_point sent_at{};
-    bool abandoned = false;  // its deadline passed: the reply, when it comes, is dropped
-  };
-  struct Waiting {
-    std::string wire;
-    Pending pending;
-  };
-  using Completion = std::pair<ReplyHandler, base::Result<Reply>>;
+ protected:
+  Connection(boost::asio::any_io_executor executor, ConnectionOptions options)
+      : executor_(std::move(executor)), options_(std::move(options)) {}
 
-  Connection(boost::asio::any_io_executor executor, ConnectionOptions options);
-
-  void Connect();
-  std::string NodeName() const;  // host:port, or the socket path
-  void OnConnected(uint64_t generation);
-  void StartTls(uint64_t generation);
-  void SendInternal(std::string_view wire, ReplyHandler handler);
-  void BecomeReady();
-  void StartRead(uint64_t generation);
-  void OnRead(uint64_t generation, const boost::system::error_code& error, size_t bytes);
-  void ScheduleFlush();
-  void StartWrite();
-  void ArmTimer(Deadline deadline);
-  void OnTimer();
-  // Drops the link: fails what is in flight and queued, then reconnects after a backoff.
-  void Fail(const std::string& reason);
-  void CloseLink();
-  // Fails every command in flight or waiting, handing the completions to `out`.
-  void FailAll(std::string_view reason, base::ErrorCode unsent_code, std::vector<Completion>& out);
-  std::chrono::milliseconds NextBackoff();
-  void Deliver(std::vector<Completion>& completions);
-  void Post(ReplyHandler handler, base::Error error);
+  virtual void DoSend(std::string_view wire, Deadline deadline, ReplyHandler handler) = 0;
+  virtual void DoSendToNodeOf(std::string_view key, std::string_view wire, Deadline deadline,
+                              ReplyHandler handler) = 0;
+  virtual void DoSendToNode(const ServerNode& node, std::string_view wire, Deadline deadline,
+                            ReplyHandler handler) = 0;
 
   boost::asio::any_io_executor executor_;
   ConnectionOptions options_;
-  State state_ = State::kIdle;
-  uint64_t generation_ = 0;  // bumped per link; handlers of an older link do nothing
-  uint64_t sequence_ = 1;
-  boost::asio::generic::stream_protocol::socket socket_;
-  // rediss://: the TLS stream over socket_, made per link. Shared with the handlers of its
-  // operations, so that a link replaced while one is in flight outlives it.
-  struct Tls;
-  std::shared_ptr<Tls> tls_;
-  boost::asio::ip::tcp::resolver resolver_;
-  boost::asio::steady_timer connect_timer_;  // connect timeout, then backoff wait
-  boost::asio::steady_timer deadline_timer_;
-  bool deadline_timer_armed_ = false;
-  Deadline deadline_timer_at_{};
-  redisReader* reader_ = nullptr;
-  std::vector<char> read_buffer_;
-
-  std::deque<Waiting> waiting_;  // sent before the link was ready
-  // Written or in out_, replies expected in this order. A ring, not a deque: a deque allocates a
-  // node every few commands as it slides (alloc_integration_test counted 0.09 per request).
-  base::RingQueue<Pending> inflight_;
-  size_t unhanded_ = 0;        // the last unhanded_ of inflight_ are still only in out_
-  size_t handshake_left_ = 0;  // AUTH/SELECT replies still expected before kReady
-  std::string out_;            // bytes not yet given to the socket
-  std::string writing_;        // bytes of the write in progress
-  bool write_in_progress_ = false;
-  bool flush_posted_ = false;
-  Deadline last_progress_{};  // last read, or when inflight_ became non-empty
-
-  int backoff_attempt_ = 0;
-  std::minstd_rand jitter_;
-  std::string last_error_ = "not connected yet";
   ConnectionStats stats_;
-  // A redis+cluster:// endpoint: every call goes through the router (cluster.h), which keeps a
-  // plain Connection per primary; this connection's own link is never used.
-  std::shared_ptr<ClusterRouter> cluster_;
+
+ private:
+  uint64_t sequence_ = 1;
 };
 
 }  // namespace flashsale::redis

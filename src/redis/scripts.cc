@@ -9,7 +9,6 @@
 #include <stdexcept>
 
 #include "base/string_pool.h"
-#include "redis/embedded_scripts.h"
 
 namespace flashsale::redis {
 
@@ -104,19 +103,6 @@ Result<ScriptSet> ScriptSet::Parse(std::span<const std::pair<std::string, std::s
     set.scripts_.push_back(std::move(*script));
   }
   return set;
-}
-
-const ScriptSet& ScriptSet::Embedded() {
-  static const ScriptSet kSet = [] {
-    std::vector<std::pair<std::string, std::string>> sources;
-    for (const auto& embedded : EmbeddedScripts()) {
-      sources.emplace_back(std::string(embedded.name), std::string(embedded.source));
-    }
-    auto set = Parse(sources);
-    if (!set) throw std::logic_error(set.error().message);
-    return std::move(*set);
-  }();
-  return kSet;
 }
 
 const Script* ScriptSet::Find(std::string_view name) const {

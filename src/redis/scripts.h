@@ -1,7 +1,7 @@
 #pragma once
 // The script registry and the script runner.
 //
-// Scripts are Lua files under src/redis/lua, embedded at build time. Each opens with a `#!lua`
+// Scripts are Lua files under src/keyspace/lua, embedded at build time. Each opens with a `#!lua`
 // shebang (Redis 7 script flags: a script that writes is refused under maxmemory before it runs,
 // never aborted half-way) and declares its interface in comment lines:
 //   -- KEYS: meta stock items
@@ -64,10 +64,6 @@ struct Script {
 
 class ScriptSet {
  public:
-  // Every script embedded in the binary. Parsed once; throws at startup if a script's header
-  // (KEYS, ARGV, RETURNS) is missing or malformed (a build defect, not a runtime condition).
-  static const ScriptSet& Embedded();
-
   // Parses scripts from (name, source) pairs; an error names the script and what is wrong.
   static base::Result<ScriptSet> Parse(
       std::span<const std::pair<std::string, std::string>> sources);

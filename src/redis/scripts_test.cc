@@ -6,66 +6,10 @@
 #include <set>
 #include <string>
 
-#include "redis/embedded_scripts.h"
-
 namespace flashsale::redis {
 namespace {
 
 using Sources = std::vector<std::pair<std::string, std::string>>;
-
-TEST(ScriptSetTest, EmbedsEveryLuaFileWithShebangAndInterface) {
-  const auto& set = ScriptSet::Embedded();
-  EXPECT_EQ(set.scripts().size(), EmbeddedScripts().size());
-  for (const char* name :
-       {"seckill_setup", "seckill_reserve", "seckill_release", "seckill_add_stock",
-        "seckill_status", "seckill_user_orders", "rate_limit"}) {
-    const Script* script = set.Find(name);
-    ASSERT_NE(script, nullptr) << name;
-    EXPECT_TRUE(script->source.starts_with("#!lua")) << name;
-    EXPECT_EQ(script->sha1.size(), 40u);
-    EXPECT_FALSE(script->key_names.empty()) << name;
-  }
-  const Script& reserve = set.Get("seckill_reserve");
-  EXPECT_EQ(reserve.key_names, (std::vector<std::string>{"meta", "stock", "items", "buyers",
-                                                         "orders", "stream", "idem..."}));
-  EXPECT_EQ(reserve.arg_names,
-            (std::vector<std::string>{"floor_epoch", "floor_seq", "request..."}));
-}
-
-// Every key a script touches comes in KEYS (docs/design.md, "Redis key layout"): Redis Cluster
-// routes a script by its declared keys, and a key a script builds itself is one Redis never
-// checked. A static check of the sources: the key argument of every redis.call / redis.pcall is
-// KEYS[...] or a local named from KEYS[...] (`local meta, stock = KEYS[1], KEYS[2]`).
-TEST(ScriptSetTest, EveryKeyAScriptTouchesIsDeclared) {
-  const std::regex alias(R"(local\s+([\w\s,]+?)\s*=\s*(KEYS\[\d+\](?:\s*,\s*KEYS\[\d+\])*))");
-  const std::regex name(R"(\w+)");
-  // The key follows the command, or its subcommand (XGROUP CREATE key ...).
-  const std::regex call(R"(redis\.p?call\(\s*'(\w+)'\s*,\s*(?:'([A-Z]+)'\s*,\s*)?([^,)]+))");
-  for (const Script& script : ScriptSet::Embedded().scripts()) {
-    std::set<std::string> aliases;
-    for (auto it = std::sregex_iterator(script.source.begin(), script.source.end(), alias);
-         it != std::sregex_iterator(); ++it) {
-      const std::string names = (*it)[1];
-      for (auto n = std::sregex_iterator(names.begin(), names.end(), name);
-           n != std::sregex_iterator(); ++n) {
-        aliases.insert(n->str());
-      }
-    }
-    for (auto it = std::sregex_iterator(script.source.begin(), script.source.end(), call);
-         it != std::sregex_iterator(); ++it) {
-      const std::string command = (*it)[1];
-      const bool subcommand = command == "XGROUP" || command == "XINFO";
-      std::string key =
-          subcommand || !(*it)[2].matched ? (*it)[3].str() : "'" + (*it)[2].str() + "'";
-      while (!key.empty() && key.back() == ' ') key.pop_back();
-      const bool declared =
-          key.starts_with("KEYS[") && key.ends_with("]") && key.find(' ') == std::string::npos;
-      EXPECT_TRUE(declared || aliases.contains(key))
-          << script.name << ": redis.call('" << (*it)[1] << "', " << key
-          << ", ...) touches a key that is not KEYS[...]";
-    }
-  }
-}
 
 TEST(ScriptSetTest, KnownSha1) {
   // EVALSHA needs the SHA-1 of the exact source, in lower-case hex (as `sha1sum` prints it).
@@ -103,21 +47,6 @@ TEST(ScriptSetTest, ReturnsMaySpanSeveralLines) {
   auto set = ScriptSet::Parse(sources);
   ASSERT_TRUE(set.ok()) << set.error().message;
   EXPECT_EQ(set->Get("a").returns.tail, 2u);
-}
-
-TEST(ScriptSetTest, EveryEmbeddedScriptDeclaresWhatItReturns) {
-  for (const auto& script : ScriptSet::Embedded().scripts()) {
-    EXPECT_FALSE(script.returns.fields.empty() && !script.returns.array) << script.name;
-    EXPECT_FALSE(script.returns.text.empty()) << script.name;
-  }
-  const ReplyDecl& reserve = ScriptSet::Embedded().Get("seckill_reserve").returns;
-  EXPECT_TRUE(reserve.array);
-  EXPECT_EQ(reserve.fixed, 2u);  // the write sequence
-  EXPECT_EQ(reserve.rest, 6u);   // then one group per request
-  EXPECT_EQ(reserve.Find("items")->part, ReplyDecl::Part::kRest);
-  const ReplyDecl& status = ScriptSet::Embedded().Get("seckill_status").returns;
-  EXPECT_EQ(status.fixed, 1u);
-  EXPECT_EQ(status.tail, 16u);
 }
 
 class ScriptCallTest : public ::testing::Test {

@@ -185,7 +185,7 @@ bool SameLottery(const core::Lottery& a, const core::Lottery& b) {
 // PATCH takes back the fields it cannot change (id, kind, total_units, a lottery's prizes and
 // admission) when they equal the record's, and refuses them, naming the field, when they differ.
 base::Status CheckUnchanged(const Fields& fields, const store::ActivityRecord& current) {
-  const core::SeckillActivity& a = current.activity;
+  const core::Activity& a = current.activity;
   std::optional<std::string> id, kind;
   std::optional<int64_t> total_units;
   FLASHSALE_FIELD(id, fields.String("id"));
@@ -281,7 +281,7 @@ Result<int64_t> ParsePurchaseBody(std::string_view body) {
   return quantity;
 }
 
-Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t now_ms) {
+Result<core::Activity> ParseActivityBody(std::string_view body, int64_t now_ms) {
   auto object = ParseObject(body);
   if (!object) return std::move(object).error();
   Fields fields(*object, "");
@@ -313,7 +313,7 @@ Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t n
     std::optional<int64_t> ignored;
     FLASHSALE_FIELD(ignored, fields.Int(name));
   }
-  core::SeckillActivity a;
+  core::Activity a;
   FLASHSALE_FIELD(a.id, fields.String("id"));
   if (a.id.empty()) return MakeError(ErrorCode::kInvalidArgument, "field 'id' is required");
   FLASHSALE_FIELD(a.title, fields.String("title"));

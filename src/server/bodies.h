@@ -36,7 +36,7 @@ base::Status ParseDrawBody(std::string_view body);
 // no_prize_weight 0, admission direct. What GET .../admin/activities/{id} returns is accepted
 // back: "total_units" is the stock (alone it sets a counted stock; otherwise it must agree),
 // a null rate is off, "version", "created_ms" and "updated_ms" are ignored.
-base::Result<core::SeckillActivity> ParseActivityBody(std::string_view body, int64_t now_ms);
+base::Result<core::Activity> ParseActivityBody(std::string_view body, int64_t now_ms);
 
 // PATCH /api/v1/admin/activities/{id}: any of title, start_ms, end_ms, per_user_limit, open,
 // user_rate, address_rate (null: off), payment_window_ms. It also takes back what GET returns:

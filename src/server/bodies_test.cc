@@ -122,7 +122,7 @@ TEST(JobBodyTest, EveryActivityByDefaultOrOneByIdWithOrWithoutRepair) {
 constexpr int64_t kNowMs = 1'767'225'600'000;
 
 TEST(ActivityBodyTest, ADefaultSaleAndBadBodiesNameTheField) {
-  const core::SeckillActivity sale = ParseActivityBody(R"({"id":"a","stock":3})", kNowMs).value();
+  const core::Activity sale = ParseActivityBody(R"({"id":"a","stock":3})", kNowMs).value();
   EXPECT_EQ(sale.id, "a");
   EXPECT_EQ(sale.start_ms, kNowMs);
   EXPECT_EQ(sale.end_ms, kNowMs + 3'600'000);

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "base/process_stats.h"
+#include "keyspace/embedded_scripts.h"
 #include "redis/scripts.h"
 #include "server/handlers.h"
 #include "server/readiness.h"
@@ -71,7 +72,7 @@ class HttpServer::Worker {
         deps_(deps),
         work_(asio::make_work_guard(io_)),
         redis_(redis::Connection::Create(io_.get_executor(), deps.redis)),
-        runner_(redis_, redis::ScriptSet::Embedded()),
+        runner_(redis_, keyspace::Scripts()),
         random_(deps.random()),
         service_(*deps.service_settings, runner_, *deps.store, deps.db_executor, *deps.registry,
                  *deps.clock, *random_),

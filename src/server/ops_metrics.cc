@@ -8,7 +8,7 @@
 
 #include "base/process_stats.h"
 #include "base/version.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
 
 namespace flashsale::server {
 
@@ -83,7 +83,7 @@ asio::awaitable<void> AppendOperatorMetrics(service::ServiceContext& context, st
     // write sequence than was acknowledged), or its Redis server's event (service/redis_watch.h).
     sample.frozen = context.Frozen(id) ? 1 : 0;
     if (pong.ok()) {
-      auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
       if (status.ok() && status->found) {
         sample.remaining = status->remaining;
         sample.reserved = status->reserved - status->released;

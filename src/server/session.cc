@@ -194,9 +194,8 @@ asio::awaitable<void> Sessions::Serve(tcp::socket socket) {
       // The other ready connections of this thread go first (a post to the back of its
       // queue): under load, the client's next request has often come by then and the read
       // takes it at once. Read right after the reply, it would find nothing, a system call
-      // that says EAGAIN before the reactor's wait; that was 0.8 of a read per request (0.2
-      // to 0.5 with the post, as busy as the machine is: bench/README.md, seventh and eighth
-      // looks). A lone connection loses only a trip through the queue.
+      // that says EAGAIN before the reactor's wait (the reads per request, with and without the
+      // post: bench/README.md). A lone connection loses only a trip through the queue.
       co_await asio::post(io_, asio::use_awaitable);
       auto [error, bytes] = co_await socket.async_read_some(buffer.prepare(4096), kUseTuple);
       if (error) break;

@@ -3,7 +3,7 @@
 // and whether its sale is frozen and why (docs/durability.md, "Lost writes caught from the data").
 //
 // Design note. Every reserve or draw call sends the activity's floor, and the script refuses,
-// before writing anything, when Redis holds less (redis::WriteSeq, seckill_reserve.lua): that
+// before writing anything, when Redis holds less (keyspace::WriteSeq, sale_reserve.lua): that
 // Redis lost writes someone saw acknowledged. The floor is the highest sequence this process saw
 // in any reply for the activity, and at least what the record persisted (the order pipeline
 // raises it as it commits; the registry poll reads the record's for what other processes

@@ -5,8 +5,8 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "redis/activity_delete.h"
-#include "redis/service_state.h"
+#include "keyspace/activity_delete.h"
+#include "keyspace/service_state.h"
 #include "service/jobs.h"
 #include "service/redis_repair.h"
 #include "service/redis_watch.h"
@@ -20,7 +20,7 @@ using base::Result;
 
 // After a change: tell every instance, and reload here before answering.
 asio::awaitable<void> Announce(ServiceContext& context) {
-  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState state(context.redis(), context.settings().key_namespace);
   auto bumped = co_await state.BumpRegistryVersion();
   if (!bumped.ok()) {
     spdlog::warn(
@@ -41,12 +41,13 @@ asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
   ActivityState state{record, std::nullopt, {}, std::nullopt, std::nullopt};
   state.frozen_reason = context.FrozenReason(record.activity.id);
   state.frozen = state.frozen_reason != FreezeReason::kNone;
-  auto status = co_await context.seckill().AsyncStatus(record.activity.id, asio::use_awaitable);
+  auto status =
+      co_await context.activity_scripts().AsyncStatus(record.activity.id, asio::use_awaitable);
   if (status.ok()) {
     state.redis = std::move(*status);
     auto pipeline = co_await context.order_stream().Info(record.activity.id);
     if (pipeline.ok()) state.pipeline = std::move(*pipeline);
-    redis::ServiceState kept(context.redis(), context.settings().key_namespace);
+    keyspace::ServiceState kept(context.redis(), context.settings().key_namespace);
     auto report = co_await kept.ReconcileReport(record.activity.id);
     if (report.ok() && report->has_value()) state.reconciliation = std::move(**report);
     auto units = co_await kept.OversoldUnits(record.activity.id);
@@ -65,11 +66,11 @@ asio::awaitable<ActivityState> WithRedisStatus(ServiceContext& context,
 // Pushes a record's definition (never its stock) to Redis.
 asio::awaitable<base::Status> PushDefinition(ServiceContext& context,
                                              const store::ActivityRecord& record) {
-  core::SeckillActivity definition = record.activity;
+  core::Activity definition = record.activity;
   definition.items.clear();
   if (definition.kind == core::StockKind::kItemised) definition.stock = 0;
-  auto setup = co_await context.seckill().AsyncSetup(definition, redis::SetupMode::kDefinitionOnly,
-                                                     asio::use_awaitable);
+  auto setup = co_await context.activity_scripts().AsyncSetup(
+      definition, keyspace::SetupMode::kDefinitionOnly, asio::use_awaitable);
   if (!setup.ok()) co_return std::move(setup).error();
   co_return base::Status();
 }
@@ -85,7 +86,7 @@ asio::awaitable<Result<store::ActivityRecord>> LoadRecord(ServiceContext& contex
 }  // namespace
 
 asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
-                                                      const core::SeckillActivity& activity) {
+                                                      const core::Activity& activity) {
   if (auto valid = core::Validate(activity); !valid) co_return valid.error();
   auto existing = co_await LoadRecord(context, activity.id);
   if (existing.ok()) {
@@ -93,8 +94,8 @@ asio::awaitable<Result<ActivityState>> CreateActivity(ServiceContext& context,
   }
   if (existing.error().code != ErrorCode::kNotFound) co_return std::move(existing).error();
 
-  auto setup = co_await context.seckill().AsyncSetup(activity, redis::SetupMode::kCreate,
-                                                     asio::use_awaitable);
+  auto setup = co_await context.activity_scripts().AsyncSetup(
+      activity, keyspace::SetupMode::kCreate, asio::use_awaitable);
   if (!setup.ok()) {
     co_return MakeError(setup.error().code, "activity '{}' not created: Redis: {}", activity.id,
                         setup.error().message);
@@ -170,8 +171,8 @@ asio::awaitable<Result<ActivityState>> AddStock(ServiceContext& context,
   };
   auto recorded = co_await context.OnDb(record);
   if (!recorded.ok()) co_return std::move(recorded).error();
-  auto added =
-      co_await context.seckill().AsyncAddStock(activity_id, units, items, asio::use_awaitable);
+  auto added = co_await context.activity_scripts().AsyncAddStock(activity_id, units, items,
+                                                                 asio::use_awaitable);
   co_await Announce(context);
   if (!added.ok() || !added->found) {
     const std::string why =
@@ -191,9 +192,9 @@ asio::awaitable<base::Status> DeleteActivity(ServiceContext& context,
   auto record = co_await context.OnDb(find);
   if (!record.ok()) co_return std::move(record).error();
   const std::string& ns = context.settings().key_namespace;
-  auto keys = co_await redis::DeleteActivityKeys(context.runner(), ns, id);
+  auto keys = co_await keyspace::DeleteActivityKeys(context.runner(), ns, id);
   if (!keys.ok()) co_return std::move(keys).error();
-  if (*keys == redis::DeleteOutcome::kSold) {
+  if (*keys == keyspace::DeleteOutcome::kSold) {
     co_return MakeError(ErrorCode::kFailedPrecondition,
                         "'{}' has sold or reserved units: only an activity that sold nothing can "
                         "be deleted (close it instead)",
@@ -222,7 +223,7 @@ asio::awaitable<Result<std::vector<ActivityState>>> ListActivityStates(ServiceCo
   co_return states;
 }
 
-asio::awaitable<Result<std::vector<redis::StreamEntry>>> ListDeadLetters(
+asio::awaitable<Result<std::vector<keyspace::StreamEntry>>> ListDeadLetters(
     ServiceContext& context, std::string_view activity_id, int64_t count) {
   if (context.snapshot()->Find(activity_id) == nullptr) {
     co_return MakeError(ErrorCode::kNotFound, "no activity '{}'", activity_id);
@@ -267,7 +268,7 @@ asio::awaitable<base::Status> ReloadRegistry(ServiceContext& context) {
 
 asio::awaitable<void> PollRegistry(ServiceContext& context, std::chrono::milliseconds every,
                                    asio::steady_timer& timer, const bool* stop, bool may_repair) {
-  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState state(context.redis(), context.settings().key_namespace);
   std::string seen;
   bool first = true;
   RedisWatch* watch = context.settings().redis_watch;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
 #include "service/activity_guard.h"
 #include "service/context.h"
 
@@ -28,9 +28,9 @@ namespace flashsale::service {
 
 struct ActivityState {
   store::ActivityRecord record;
-  std::optional<redis::ActivityStatus> redis;  // nothing: Redis did not answer (see redis_error)
+  std::optional<keyspace::ActivityStatus> redis;  // nothing: Redis did not answer (see redis_error)
   std::string redis_error;
-  std::optional<redis::GroupInfo> pipeline;     // the order stream's consumer group
+  std::optional<keyspace::GroupInfo> pipeline;  // the order stream's consumer group
   std::optional<store::OrderCounts> persisted;  // nothing: the database did not answer
   std::string reconciliation;  // the last reconciliation report (JSON); empty: none yet
   bool frozen = false;         // purchases and draws wait for the lost-write repair
@@ -39,8 +39,8 @@ struct ActivityState {
 };
 
 // Arguments are references: await these at once, with the arguments alive meanwhile.
-boost::asio::awaitable<base::Result<ActivityState>> CreateActivity(
-    ServiceContext& context, const core::SeckillActivity& activity);
+boost::asio::awaitable<base::Result<ActivityState>> CreateActivity(ServiceContext& context,
+                                                                   const core::Activity& activity);
 boost::asio::awaitable<base::Result<ActivityState>> UpdateActivity(
     ServiceContext& context, std::string_view activity_id, const store::ActivityUpdate& update);
 boost::asio::awaitable<base::Result<ActivityState>> AddStock(ServiceContext& context,
@@ -60,7 +60,7 @@ boost::asio::awaitable<base::Result<std::vector<ActivityState>>> ListActivitySta
     ServiceContext& context);
 
 // Dead letters of an activity's order stream, and putting one back on the stream.
-boost::asio::awaitable<base::Result<std::vector<redis::StreamEntry>>> ListDeadLetters(
+boost::asio::awaitable<base::Result<std::vector<keyspace::StreamEntry>>> ListDeadLetters(
     ServiceContext& context, std::string_view activity_id, int64_t count);
 boost::asio::awaitable<base::Result<std::string>> RetryDeadLetter(ServiceContext& context,
                                                                   std::string_view activity_id,

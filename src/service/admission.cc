@@ -19,10 +19,10 @@ constexpr size_t kMaxIdempotencyKeyBytes = 128;
 
 // Step 4: the activity's rate limits (it has some), a refusal still in force first.
 asio::awaitable<base::Result<std::optional<Refusal>>> CheckRateLimits(
-    ServiceContext& context, const core::SeckillActivity& activity, const AdmissionRequest& request,
+    ServiceContext& context, const core::Activity& activity, const AdmissionRequest& request,
     int64_t now_ms) {
-  const redis::SeckillKeys keys(context.settings().key_namespace, activity.id);
-  std::vector<redis::Limiter> limiters;
+  const keyspace::ActivityKeys keys(context.settings().key_namespace, activity.id);
+  std::vector<keyspace::Limiter> limiters;
   if (activity.user_rate.enabled()) {
     limiters.push_back(
         {keys.RateLimit("user", context.KeyToken(request.user_id)), activity.user_rate});
@@ -56,7 +56,7 @@ base::Status CheckRequest(const AdmissionRequest& request, Use use) {
   return {};
 }
 
-base::Status CheckKind(const core::SeckillActivity& activity, Use use) {
+base::Status CheckKind(const core::Activity& activity, Use use) {
   if (use == Use::kPurchase && activity.is_lottery()) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "activity '{}' is a lottery: draw with POST /api/v1/activities/{}/draw",
@@ -70,7 +70,7 @@ base::Status CheckKind(const core::SeckillActivity& activity, Use use) {
   return {};
 }
 
-std::optional<Refusal> RefuseByState(const core::SeckillActivity& activity, int64_t now_ms,
+std::optional<Refusal> RefuseByState(const core::Activity& activity, int64_t now_ms,
                                      bool sold_out) {
   if (!activity.open) return Refusal{Outcome::kClosed, LocalReason::kClosed};
   switch (activity.PositionAt(now_ms)) {
@@ -110,7 +110,7 @@ asio::awaitable<base::Result<std::variant<Refusal, Admitted>>> Admit(
   if (admission.record == nullptr) {
     co_return Refusal{Outcome::kUnknownActivity, LocalReason::kUnknownActivity};
   }
-  const core::SeckillActivity& activity = admission.record->activity;
+  const core::Activity& activity = admission.record->activity;
   if (auto kind = CheckKind(activity, use); !kind) co_return std::move(kind).error();
 
   // 3. The local gate. Frozen first: an activity whose Redis lost writes (its write sequence

@@ -75,10 +75,9 @@ boost::asio::awaitable<base::Result<std::variant<Refusal, Admitted>>> Admit(
 // Step 1: kInvalidArgument naming what is wrong.
 base::Status CheckRequest(const AdmissionRequest& request, Use use);
 // Step 2's kind: a lottery cannot be bought nor a sale drawn (the error names the right route).
-base::Status CheckKind(const core::SeckillActivity& activity, Use use);
+base::Status CheckKind(const core::Activity& activity, Use use);
 // Step 3 without the freeze and the rate limits: closed, outside the window, or sold out.
-std::optional<Refusal> RefuseByState(const core::SeckillActivity& activity, int64_t now_ms,
-                                     bool sold_out);
+std::optional<Refusal> RefuseByState(const core::Activity& activity, int64_t now_ms, bool sold_out);
 // Step 3's rate limits: a refusal Redis gave until `refused_until_ms`, still in force at `now_ms`.
 std::optional<Refusal> RefuseByEarlierLimit(int64_t refused_until_ms, int64_t now_ms);
 

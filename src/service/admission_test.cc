@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/ids.h"
+#include "keyspace/embedded_scripts.h"
 #include "service/purchase.h"
 #include "service/redis_watch.h"
 #include "store/sqlite_store.h"
@@ -44,8 +45,8 @@ T RunToEnd(asio::awaitable<T> task) {
   return std::move(*result);
 }
 
-core::SeckillActivity Sale(std::string id) {
-  core::SeckillActivity activity;
+core::Activity Sale(std::string id) {
+  core::Activity activity;
   activity.id = std::move(id);
   activity.start_ms = kNow - 1000;
   activity.end_ms = kNow + 60'000;
@@ -54,8 +55,8 @@ core::SeckillActivity Sale(std::string id) {
   return activity;
 }
 
-core::SeckillActivity Lottery(std::string id) {
-  core::SeckillActivity activity = Sale(std::move(id));
+core::Activity Lottery(std::string id) {
+  core::Activity activity = Sale(std::move(id));
   activity.lottery = core::Lottery{.prizes = {{"cup", "A cup", 1, 5}}, .no_prize_weight = 1};
   return activity;
 }
@@ -73,12 +74,12 @@ class AdmissionTest : public ::testing::Test {
     settings_.key_namespace = "admission-test";
     settings_.secret = "secret";
     connection_ = redis::Connection::Create(io_.get_executor(), redis::ConnectionOptions{});
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
     std::vector<store::ActivityRecord> records;
     for (auto activity : {Sale("sale"), Lottery("lottery")}) {
       records.push_back(store::ActivityRecord{.activity = std::move(activity), .total_units = 10});
     }
-    core::SeckillActivity closed = Sale("closed");
+    core::Activity closed = Sale("closed");
     closed.open = false;
     records.push_back(store::ActivityRecord{.activity = std::move(closed)});
     registry_.Publish(std::move(records));
@@ -154,7 +155,7 @@ TEST(CheckKindTest, ALotteryIsDrawnAndASaleBought) {
 }
 
 TEST(RefuseByStateTest, ClosedThenWindowThenSoldOut) {
-  core::SeckillActivity sale = Sale("s");
+  core::Activity sale = Sale("s");
   EXPECT_FALSE(RefuseByState(sale, kNow, false).has_value());
   auto sold_out = RefuseByState(sale, kNow, true);
   ASSERT_TRUE(sold_out.has_value());
@@ -261,10 +262,10 @@ TEST_F(AdmissionTest, OnlyARefusalOfAKnownActivityWithAKeyIsReplayable) {
 }
 
 TEST_F(AdmissionTest, ARateLimitRefusalInForceIsAnsweredLocally) {
-  core::SeckillActivity limited = Sale("limited");
+  core::Activity limited = Sale("limited");
   limited.user_rate = core::RateLimit{.per_second = 1, .burst = 1};
   registry_.Publish({store::ActivityRecord{.activity = limited, .total_units = 10}});
-  const redis::SeckillKeys keys(settings_.key_namespace, "limited");
+  const keyspace::ActivityKeys keys(settings_.key_namespace, "limited");
   context_->RememberRefusal(keys.RateLimit("user", context_->KeyToken("alice")), kNow + 1500);
   const Refusal refusal = RefusalOf("limited");
   EXPECT_EQ(refusal.outcome, Outcome::kRateLimited);

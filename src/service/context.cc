@@ -20,10 +20,10 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
                                base::Random& random)
     : settings_(settings),
       runner_(runner),
-      seckill_(runner, settings.key_namespace),
+      activity_scripts_(runner, settings.key_namespace),
       reserves_(
           runner.connection().executor(),
-          [this](std::string_view activity_id, std::span<const redis::ReserveRequest> requests,
+          [this](std::string_view activity_id, std::span<const keyspace::ReserveRequest> requests,
                  ReserveCoalescer::Done done) {
             // Admitted before a freeze, sent after it: not sent (the activity's Redis may have
             // lost writes); the floor read now, the freshest.
@@ -31,18 +31,20 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
               CountFrozenRefusals(activity_id, static_cast<int64_t>(requests.size()));
               return std::move(done)(base::Status(FrozenError()));
             }
-            SendReserveBatch(seckill_, activity_id, requests, Floor(activity_id), std::move(done));
+            SendReserveBatch(activity_scripts_, activity_id, requests, Floor(activity_id),
+                             std::move(done));
           },
           static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
       draws_(
           runner.connection().executor(),
-          [this](std::string_view activity_id, std::span<const redis::DrawRequest> requests,
+          [this](std::string_view activity_id, std::span<const keyspace::DrawRequest> requests,
                  DrawCoalescer::Done done) {
             if (Frozen(activity_id)) {
               CountFrozenRefusals(activity_id, static_cast<int64_t>(requests.size()));
               return std::move(done)(base::Status(FrozenError()));
             }
-            SendDrawBatch(seckill_, activity_id, requests, Floor(activity_id), std::move(done));
+            SendDrawBatch(activity_scripts_, activity_id, requests, Floor(activity_id),
+                          std::move(done));
           },
           static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
       limiter_(runner),
@@ -78,7 +80,7 @@ boost::asio::awaitable<base::Status> WaitForReplicas(redis::ReplicaWait& replica
   const std::string order(order_id);
   // Every key of the activity has its {id} hash tag: on a cluster, the WAIT goes to the node that
   // took the write.
-  const redis::SeckillKeys keys(key_namespace, activity_id);
+  const keyspace::ActivityKeys keys(key_namespace, activity_id);
   auto acked = co_await replica_wait.AsyncConfirm(keys.stock(), boost::asio::use_awaitable);
   if (acked.ok() && *acked >= replica_wait.replicas()) co_return base::Status{};
   const std::string why =

@@ -20,12 +20,12 @@
 #include "core/cache_key.h"
 #include "core/outcome.h"
 #include "core/write_seq.h"
-#include "redis/draw_queue.h"
-#include "redis/idempotency.h"
-#include "redis/order_stream.h"
-#include "redis/rate_limiter.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/draw_queue.h"
+#include "keyspace/idempotency.h"
+#include "keyspace/order_stream.h"
+#include "keyspace/rate_limiter.h"
 #include "redis/replica_wait.h"
-#include "redis/seckill.h"
 #include "service/activity_guard.h"
 #include "service/blocking.h"
 #include "service/registry.h"
@@ -76,15 +76,15 @@ class ServiceContext {
   const ServiceSettings& settings() const { return settings_; }
   redis::Connection& redis() { return runner_.connection(); }
   redis::ScriptRunner& runner() { return runner_; }
-  redis::SeckillScripts& seckill() { return seckill_; }
+  keyspace::ActivityScripts& activity_scripts() { return activity_scripts_; }
   // The reserve and draw script calls, coalesced per activity (base/coalescer.h): what the
   // purchase and the direct draw send through.
   ReserveCoalescer& reserves() { return reserves_; }
   DrawCoalescer& draws() { return draws_; }
-  redis::RateLimiter& limiter() { return limiter_; }
-  redis::OrderStream& order_stream() { return order_stream_; }
-  redis::DrawQueue& draw_queue() { return draw_queue_; }
-  redis::IdempotencyRecords& idempotency() { return idempotency_; }
+  keyspace::RateLimiter& limiter() { return limiter_; }
+  keyspace::OrderStream& order_stream() { return order_stream_; }
+  keyspace::DrawQueue& draw_queue() { return draw_queue_; }
+  keyspace::IdempotencyRecords& idempotency() { return idempotency_; }
   store::Store& store() { return store_; }
   const boost::asio::any_io_executor& db_executor() const { return db_executor_; }
   ActivityRegistry& registry() { return registry_; }
@@ -146,13 +146,13 @@ class ServiceContext {
  private:
   const ServiceSettings& settings_;
   redis::ScriptRunner& runner_;
-  redis::SeckillScripts seckill_;
-  ReserveCoalescer reserves_;  // send through seckill_, so destroyed before it
+  keyspace::ActivityScripts activity_scripts_;
+  ReserveCoalescer reserves_;  // send through activity_scripts_, so destroyed before it
   DrawCoalescer draws_;
-  redis::RateLimiter limiter_;
-  redis::OrderStream order_stream_;
-  redis::DrawQueue draw_queue_;
-  redis::IdempotencyRecords idempotency_;
+  keyspace::RateLimiter limiter_;
+  keyspace::OrderStream order_stream_;
+  keyspace::DrawQueue draw_queue_;
+  keyspace::IdempotencyRecords idempotency_;
   store::Store& store_;
   boost::asio::any_io_executor db_executor_;
   ActivityRegistry& registry_;

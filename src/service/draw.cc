@@ -37,10 +37,10 @@ DrawResult Decided(const store::ActivityRecord* record, Outcome outcome, std::st
 asio::awaitable<Result<DrawResult>> Enqueue(ServiceContext& context,
                                             const AdmissionRequest& request,
                                             const Admitted& admission) {
-  const core::SeckillActivity& activity = admission.record->activity;
+  const core::Activity& activity = admission.record->activity;
   const std::string user_token =
       context.KeyToken(std::string("pending-tickets\n").append(request.user_id));
-  const redis::EnqueueRequest enqueue{
+  const keyspace::EnqueueRequest enqueue{
       .ticket_id = admission.order_id,
       .user_id = request.user_id,
       .now_ms = admission.now_ms,
@@ -56,20 +56,20 @@ asio::awaitable<Result<DrawResult>> Enqueue(ServiceContext& context,
   if (!queued.ok()) co_return std::move(queued).error();
   DrawResult result;
   switch (queued->outcome) {
-    case redis::EnqueueOutcome::kQueued:
-    case redis::EnqueueOutcome::kReplayed:
+    case keyspace::EnqueueOutcome::kQueued:
+    case keyspace::EnqueueOutcome::kReplayed:
       result.ticket = std::move(queued->ticket_id);
-      result.replayed = queued->outcome == redis::EnqueueOutcome::kReplayed;
+      result.replayed = queued->outcome == keyspace::EnqueueOutcome::kReplayed;
       break;
-    case redis::EnqueueOutcome::kLimitReached:
+    case keyspace::EnqueueOutcome::kLimitReached:
       result.outcome = Outcome::kLimitReached;
       result.draws = queued->draws;
       break;
-    case redis::EnqueueOutcome::kFull:
+    case keyspace::EnqueueOutcome::kFull:
       result.outcome = Outcome::kOverloaded;
       result.retry_after_ms = kQueueFullRetryAfterMs;
       break;
-    case redis::EnqueueOutcome::kUnknownActivity:
+    case keyspace::EnqueueOutcome::kUnknownActivity:
       result.outcome = Outcome::kUnknownActivity;
       break;
   }
@@ -81,7 +81,7 @@ asio::awaitable<Result<DrawResult>> Enqueue(ServiceContext& context,
 // recycling cache takes only up to about 1 KiB (it was 1248 bytes in the debug build: a heap
 // allocation per draw, and each one evicted a cached frame, missed by the next frame made).
 DrawResult FromDrawn(ServiceContext& context, const Admitted& admission,
-                     redis::DrawResult&& drawn) {
+                     keyspace::DrawResult&& drawn) {
   DrawResult result = Decided(admission.record, drawn.outcome, std::move(drawn.order_id),
                               std::move(drawn.prize_id), drawn.draws);
   result.remaining = drawn.remaining;
@@ -97,19 +97,19 @@ asio::awaitable<Result<DrawResult>> DrawNow(ServiceContext& context,
                                             const AdmissionRequest& request,
                                             const Admitted& admission) {
   // Drawn once from the context's random source: every retry sends the same numbers.
-  const redis::DrawRequest draw{
+  const keyspace::DrawRequest draw{
       .order_id = admission.order_id,
       .user_id = request.user_id,
       .now_ms = admission.now_ms,
-      .pick = context.random().Uniform(redis::kDrawRandomBound),
-      .fallback = context.random().Uniform(redis::kDrawRandomBound),
+      .pick = context.random().Uniform(keyspace::kDrawRandomBound),
+      .fallback = context.random().Uniform(keyspace::kDrawRandomBound),
       .idempotency_token = admission.idempotency_token,
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
   };
   const std::string& activity_id = admission.record->activity.id;
-  auto drawn = co_await RetryWhileUnknown<redis::DrawResult>(context.settings().redis_retries, [&] {
-    return context.draws().AsyncSubmit(activity_id, draw, asio::use_awaitable);
-  });
+  auto drawn = co_await RetryWhileUnknown<keyspace::DrawResult>(
+      context.settings().redis_retries,
+      [&] { return context.draws().AsyncSubmit(activity_id, draw, asio::use_awaitable); });
   if (!drawn.ok()) {
     co_return UndecidedResult<DrawResult>(admission.order_id, std::move(drawn).error());
   }
@@ -134,7 +134,7 @@ asio::awaitable<Result<DrawResult>> ReplayOrRefuse(ServiceContext& context,
                                                    const Refusal& refusal) {
   auto found = co_await FindKeyReplay(context, request, Use::kDraw);
   if (!found.ok()) co_return std::move(found).error();
-  using Kind = redis::KeyReplay::Kind;
+  using Kind = keyspace::KeyReplay::Kind;
   if (found->kind == Kind::kNone) co_return RefusedResult<DrawResult>(refusal);
   DrawResult result;
   if (found->outcome == Outcome::kKeyReused) {
@@ -203,7 +203,7 @@ asio::awaitable<Result<std::optional<DrawResult>>> GetTicket(ServiceContext& con
   for (;;) {
     auto ticket = co_await context.draw_queue().Ticket(activity_id, ticket_id, user_id);
     if (!ticket.ok()) co_return std::move(ticket).error();
-    using State = redis::TicketState::State;
+    using State = keyspace::TicketState::State;
     if (ticket->state == State::kUnknown) {
       co_return MakeError(ErrorCode::kNotFound, "no ticket '{}' of yours in '{}'", ticket_id,
                           activity_id);

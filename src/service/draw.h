@@ -49,7 +49,8 @@ struct DrawResult {
   DrawResult& operator=(const DrawResult&) = default;
   DrawResult& operator=(DrawResult&&) = default;
   // The order id's storage goes back to the thread's pool (base/string_pool.h) for the next one:
-  // it came from there (OrderIdGenerator::Next, or the script's reply in redis/seckill.cc).
+  // it came from there (OrderIdGenerator::Next, or the script's reply in
+  // keyspace/activity_scripts.cc).
   ~DrawResult() { base::GiveString(std::move(order_id)); }
 };
 

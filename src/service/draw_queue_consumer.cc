@@ -80,8 +80,8 @@ asio::awaitable<int64_t> DrawQueueConsumer::Pass(const bool* stop) {
 asio::awaitable<int64_t> DrawQueueConsumer::PassFifo(const store::ActivityRecord& record,
                                                      const bool* stop) {
   const std::string& id = record.activity.id;
-  const redis::SeckillKeys keys(context_.settings().key_namespace, id);
-  redis::DistributedLock lock(context_.runner(), keys.queue_lock(), keys.queue_fence());
+  const keyspace::ActivityKeys keys(context_.settings().key_namespace, id);
+  keyspace::DistributedLock lock(context_.runner(), keys.queue_lock(), keys.queue_fence());
   auto held = held_.find(id);
   if (held == held_.end()) {
     auto taken = co_await lock.TryAcquire(context_.random(), options_.lock_ttl);
@@ -115,9 +115,9 @@ asio::awaitable<int64_t> DrawQueueConsumer::PassFifo(const store::ActivityRecord
   co_return co_await Decide(record, *entries, fence, stop);
 }
 
-asio::awaitable<int64_t> DrawQueueConsumer::Decide(const store::ActivityRecord& record,
-                                                   const std::vector<redis::StreamEntry>& entries,
-                                                   int64_t fence, const bool* stop) {
+asio::awaitable<int64_t> DrawQueueConsumer::Decide(
+    const store::ActivityRecord& record, const std::vector<keyspace::StreamEntry>& entries,
+    int64_t fence, const bool* stop) {
   const std::string& id = record.activity.id;
   std::vector<std::string> done;
   for (const auto& entry : entries) {
@@ -135,18 +135,18 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(const store::ActivityRecord& 
     }
     // Checked again before each draw: a freeze since the pass began holds the rest back.
     if (context_.Frozen(id)) break;
-    const redis::DrawRequest draw{
+    const keyspace::DrawRequest draw{
         .order_id = ticket,
         .user_id = user,
         .now_ms = admitted_ms,  // the window is checked at admission time
-        .pick = context_.random().Uniform(redis::kDrawRandomBound),
-        .fallback = context_.random().Uniform(redis::kDrawRandomBound),
+        .pick = context_.random().Uniform(keyspace::kDrawRandomBound),
+        .fallback = context_.random().Uniform(keyspace::kDrawRandomBound),
         .idempotency_token = ticket,
         .idempotency_ttl_ms = context_.settings().idempotency_ttl_ms,
         .fence = fence,
     };
-    auto drawn =
-        co_await context_.seckill().AsyncDraw(id, draw, context_.Floor(id), asio::use_awaitable);
+    auto drawn = co_await context_.activity_scripts().AsyncDraw(id, draw, context_.Floor(id),
+                                                                asio::use_awaitable);
     if (!drawn.ok()) {
       if (drawn.error().detail == base::ErrorDetail::kFenced) {
         metrics_.fenced.Add();
@@ -183,8 +183,8 @@ asio::awaitable<int64_t> DrawQueueConsumer::Decide(const store::ActivityRecord& 
 
 asio::awaitable<void> DrawQueueConsumer::ReleaseLocks() {
   for (const auto& [id, held] : held_) {
-    const redis::SeckillKeys keys(context_.settings().key_namespace, id);
-    redis::DistributedLock lock(context_.runner(), keys.queue_lock(), keys.queue_fence());
+    const keyspace::ActivityKeys keys(context_.settings().key_namespace, id);
+    keyspace::DistributedLock lock(context_.runner(), keys.queue_lock(), keys.queue_fence());
     auto released = co_await lock.Release(held.lease);  // when it fails, the lease expires it
     if (!released.ok()) spdlog::warn("draw queue of '{}': lock: {}", id, released.error().message);
   }

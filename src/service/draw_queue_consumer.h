@@ -1,10 +1,10 @@
 #pragma once
-// Queue consumers of lotteries with an admission queue (redis/draw_queue.h, S3-3, S3-4). Each
+// Queue consumers of lotteries with an admission queue (keyspace/draw_queue.h, S3-3, S3-4). Each
 // pass goes over the registry's queued lotteries:
 //   - admission "queue": any number of consumers read through the group "draw"; entries pending
 //     longer than claim_idle (their consumer presumed dead) are claimed;
 //   - admission "fifo" (strict first come, first served): only the holder of the activity's
-//     queue lock reads (one consumer at a time, redis/lock.h). It extends its lease every pass
+//     queue lock reads (one consumer at a time, keyspace/lock.h). It extends its lease every pass
 //     (the watchdog), takes over whatever a previous holder left pending first, and draws one
 //     entry after another with its fencing token, so a holder that lost the lock while paused has
 //     its late draws refused.
@@ -20,7 +20,7 @@
 #include <string>
 
 #include "base/metrics.h"
-#include "redis/lock.h"
+#include "keyspace/lock.h"
 #include "service/context.h"
 
 namespace flashsale::service {
@@ -51,14 +51,14 @@ class DrawQueueConsumer {
 
  private:
   struct Held {
-    redis::Lease lease;
+    keyspace::Lease lease;
     std::chrono::steady_clock::time_point next_extend;
   };
   boost::asio::awaitable<int64_t> PassFifo(const store::ActivityRecord& activity, const bool* stop);
   // Draws the entries in order; stops at the first that could not be decided (left pending).
   // The number decided.
   boost::asio::awaitable<int64_t> Decide(const store::ActivityRecord& activity,
-                                         const std::vector<redis::StreamEntry>& entries,
+                                         const std::vector<keyspace::StreamEntry>& entries,
                                          int64_t fence, const bool* stop);
 
   ServiceContext& context_;

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "base/json_writer.h"
-#include "redis/lock.h"
-#include "redis/service_state.h"
+#include "keyspace/lock.h"
+#include "keyspace/service_state.h"
 #include "service/lease_keeper.h"
 #include "service/redis_repair.h"
 #include "service/redis_watch.h"
@@ -41,7 +41,8 @@ asio::awaitable<std::string> Prewarm(ServiceContext& context, const store::Activ
     w.EndObject();
     co_return std::move(w).Take();
   }
-  auto status = co_await context.seckill().AsyncStatus(known.activity.id, asio::use_awaitable);
+  auto status =
+      co_await context.activity_scripts().AsyncStatus(known.activity.id, asio::use_awaitable);
   if (status.ok() && status->found) {
     w.Key("action").String("none").Key("why").String("loaded already").EndObject();
     co_return std::move(w).Take();
@@ -65,8 +66,8 @@ asio::awaitable<std::string> Prewarm(ServiceContext& context, const store::Activ
     w.Key("action").String("failed").Key("why").String(record.error().message).EndObject();
     co_return std::move(w).Take();
   }
-  auto setup = co_await context.seckill().AsyncSetup(
-      record->activity, redis::SetupMode::kLoadIfMissing, asio::use_awaitable);
+  auto setup = co_await context.activity_scripts().AsyncSetup(
+      record->activity, keyspace::SetupMode::kLoadIfMissing, asio::use_awaitable);
   if (!setup.ok()) {
     w.Key("action").String("failed").Key("why").String(setup.error().message).EndObject();
   } else {
@@ -96,8 +97,8 @@ asio::awaitable<Result<std::string>> Expire(ServiceContext& context,
       // The record cancelled it first: a payment racing with the expiry is refused from here on,
       // and the unit goes back exactly once.
       auto released =
-          co_await context.seckill().AsyncRelease(id, order.order_id, asio::use_awaitable);
-      if (released.ok() && released->outcome == redis::ReleaseOutcome::kReleased) {
+          co_await context.activity_scripts().AsyncRelease(id, order.order_id, asio::use_awaitable);
+      if (released.ok() && released->outcome == keyspace::ReleaseOutcome::kReleased) {
         returned += released->quantity;
       } else if (!released.ok()) {
         ++not_returned;  // reconciliation returns it (cancelled, not returned)
@@ -122,7 +123,7 @@ asio::awaitable<Result<std::string>> ReconcileOne(ServiceContext& context,
   if (!report.ok()) co_return std::move(report).error();
   std::string json = report->Json();
   if (metrics != nullptr) metrics->SetDrift(record.activity.id, report->drift);
-  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState state(context.redis(), context.settings().key_namespace);
   (void)co_await state.KeepReconcileReport(record.activity.id, json);  // best effort
   if (report->drift != 0) {
     spdlog::warn("reconcile '{}': drift {}", record.activity.id, report->drift);
@@ -198,18 +199,18 @@ void JobMetrics::AppendPrometheus(std::string& out) const {
 
 asio::awaitable<Result<std::string>> RunJob(ServiceContext& context, const JobRequest& request,
                                             JobMetrics* metrics) {
-  const redis::NamespaceKeys keys(context.settings().key_namespace);
+  const keyspace::NamespaceKeys keys(context.settings().key_namespace);
   const std::string_view job = ToString(request.job);
   // Shared with the watchdog, which may still be extending when the run ends.
-  auto lock = std::make_shared<redis::DistributedLock>(context.runner(), keys.JobLock(job),
-                                                       keys.JobFence(job));
+  auto lock = std::make_shared<keyspace::DistributedLock>(context.runner(), keys.JobLock(job),
+                                                          keys.JobFence(job));
   auto taken = co_await lock->TryAcquire(context.random(), kLease);
   if (!taken.ok()) co_return std::move(taken).error();
   if (!taken->has_value()) {
     co_return MakeError(ErrorCode::kAlreadyExists, "the {} job is running on another instance",
                         ToString(request.job));
   }
-  const redis::Lease lease = **taken;
+  const keyspace::Lease lease = **taken;
   auto keeper =
       LeaseKeeper::Start(co_await asio::this_coro::executor, lock, lease, kLease, kExtendEvery);
   const LeaseKeeper::Guard keeping(keeper);
@@ -261,7 +262,7 @@ asio::awaitable<void> RunJobSchedule(ServiceContext& context, JobSchedule schedu
       {Job::kReconcile, schedule.reconcile_every},
       {Job::kExpire, schedule.expire_every}};
   RedisWatch* watch = context.settings().redis_watch;
-  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState state(context.redis(), context.settings().key_namespace);
   while (!*stop) {
     if (watch != nullptr && watch->frozen()) {
       // Redis restarted or failed over: the lost-write repair first (or wait for the instance

@@ -10,7 +10,7 @@
 //              in the record (compare-and-set, once) and their units returned in Redis (once:
 //              the release script); a crash between the two leaves a cancelled order whose unit
 //              reconciliation returns.
-// A run takes the job's lock (redis/lock.h) and a watchdog extends it while the run goes on; a
+// A run takes the job's lock (keyspace/lock.h) and a watchdog extends it while the run goes on; a
 // run that loses its lock stops before its next activity. On a schedule (serve and worker run
 // one), an instance first claims the job's period (SET NX PX on the job's "next" key), so each
 // period's run happens on one instance only; on demand (admin API, CLI) a run only needs the

@@ -10,8 +10,8 @@ namespace flashsale::service {
 namespace asio = boost::asio;
 
 asio::awaitable<void> LeaseKeeper::Run(std::shared_ptr<LeaseKeeper> self,
-                                       std::shared_ptr<redis::DistributedLock> lock,
-                                       redis::Lease lease, std::chrono::milliseconds ttl,
+                                       std::shared_ptr<keyspace::DistributedLock> lock,
+                                       keyspace::Lease lease, std::chrono::milliseconds ttl,
                                        std::chrono::milliseconds every) {
   while (!self->done_) {
     self->timer_.expires_after(every);
@@ -26,8 +26,9 @@ asio::awaitable<void> LeaseKeeper::Run(std::shared_ptr<LeaseKeeper> self,
 }
 
 std::shared_ptr<LeaseKeeper> LeaseKeeper::Start(asio::any_io_executor executor,
-                                                std::shared_ptr<redis::DistributedLock> lock,
-                                                redis::Lease lease, std::chrono::milliseconds ttl,
+                                                std::shared_ptr<keyspace::DistributedLock> lock,
+                                                keyspace::Lease lease,
+                                                std::chrono::milliseconds ttl,
                                                 std::chrono::milliseconds every) {
   auto keeper = std::make_shared<LeaseKeeper>(executor);
   asio::co_spawn(executor, Run(keeper, std::move(lock), std::move(lease), ttl, every),

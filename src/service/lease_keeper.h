@@ -16,7 +16,7 @@
 #include <memory>
 #include <utility>
 
-#include "redis/lock.h"
+#include "keyspace/lock.h"
 
 namespace flashsale::service {
 
@@ -24,8 +24,8 @@ class LeaseKeeper {
  public:
   // Starts extending `lease` of `lock` to `ttl` every `every` (every < ttl).
   static std::shared_ptr<LeaseKeeper> Start(boost::asio::any_io_executor executor,
-                                            std::shared_ptr<redis::DistributedLock> lock,
-                                            redis::Lease lease, std::chrono::milliseconds ttl,
+                                            std::shared_ptr<keyspace::DistributedLock> lock,
+                                            keyspace::Lease lease, std::chrono::milliseconds ttl,
                                             std::chrono::milliseconds every);
 
   // True once an extension failed: the run no longer holds the lock.
@@ -53,8 +53,8 @@ class LeaseKeeper {
  private:
   // Extends until Stop or a failed extension; holds the keeper and the lock meanwhile.
   static boost::asio::awaitable<void> Run(std::shared_ptr<LeaseKeeper> self,
-                                          std::shared_ptr<redis::DistributedLock> lock,
-                                          redis::Lease lease, std::chrono::milliseconds ttl,
+                                          std::shared_ptr<keyspace::DistributedLock> lock,
+                                          keyspace::Lease lease, std::chrono::milliseconds ttl,
                                           std::chrono::milliseconds every);
   bool done_ = false;
   bool lost_ = false;

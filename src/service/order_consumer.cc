@@ -42,7 +42,7 @@ bool ParseInt(std::string_view text, int64_t& out) {
 
 }  // namespace
 
-Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
+Result<store::OrderRecord> ParseOrderIntent(const keyspace::StreamEntry& entry,
                                             const store::ActivityRecord& activity) {
   store::OrderRecord order;
   order.order_id = entry.Field("order_id");
@@ -67,7 +67,7 @@ Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
   order.items = base::SplitWords(entry.Field("items"));
   // The write sequence of the call that wrote the entry ("wepoch.wseq"): the record keeps the
   // highest it persisted. Absent or unreadable (an older version's entry): not known, {0, 0}.
-  if (const std::string_view written = entry.Field(redis::kWriteSeqField); !written.empty()) {
+  if (const std::string_view written = entry.Field(keyspace::kWriteSeqField); !written.empty()) {
     const size_t dot = written.find('.');
     core::WriteSeq seq;
     if (dot != std::string_view::npos && ParseInt(written.substr(0, dot), seq.epoch) &&
@@ -99,7 +99,7 @@ Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
   return order;
 }
 
-void PipelineMetrics::SetGauges(const std::string& activity_id, const redis::GroupInfo& info) {
+void PipelineMetrics::SetGauges(const std::string& activity_id, const keyspace::GroupInfo& info) {
   std::lock_guard lock(mutex_);
   gauges_[activity_id] = info;
 }
@@ -183,7 +183,7 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
   }
 }
 
-OrderConsumer::OrderConsumer(ServiceContext& context, redis::OrderStream& stream,
+OrderConsumer::OrderConsumer(ServiceContext& context, keyspace::OrderStream& stream,
                              ConsumerOptions options, PipelineMetrics& metrics)
     : context_(context), stream_(stream), options_(std::move(options)), metrics_(metrics) {}
 
@@ -297,7 +297,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
 }
 
 asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activity,
-                                             std::vector<redis::StreamEntry> entries,
+                                             std::vector<keyspace::StreamEntry> entries,
                                              bool redelivered, std::optional<int64_t> fence,
                                              const bool* stop) {
   const auto start = Clock::now();

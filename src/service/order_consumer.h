@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "base/metrics.h"
-#include "redis/order_stream.h"
+#include "keyspace/order_stream.h"
 #include "service/burst_gate.h"
 #include "service/context.h"
 #include "service/draw_queue_consumer.h"
@@ -87,21 +87,21 @@ struct PipelineMetrics {
   JobMetrics jobs;     // prewarm and reconciliation runs of this process
 
   // Per activity, refreshed by the consumers every trim_every.
-  void SetGauges(const std::string& activity_id, const redis::GroupInfo& info);
+  void SetGauges(const std::string& activity_id, const keyspace::GroupInfo& info);
   // Drops the series of activities not in `ids` (deleted ones), here and in `jobs`.
   void KeepOnly(const std::set<std::string>& ids);
   void AppendPrometheus(std::string& out) const;
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::string, redis::GroupInfo> gauges_;
+  std::map<std::string, keyspace::GroupInfo> gauges_;
 };
 
 class OrderConsumer {
  public:
   // `context` (its Redis connection, database executor, registry) and `stream` belong to the
   // consumer's own I/O thread.
-  OrderConsumer(ServiceContext& context, redis::OrderStream& stream, ConsumerOptions options,
+  OrderConsumer(ServiceContext& context, keyspace::OrderStream& stream, ConsumerOptions options,
                 PipelineMetrics& metrics);
 
   // Until *stop: passes over every activity the registry knows.
@@ -116,7 +116,7 @@ class OrderConsumer {
   // `redelivered`: some of `entries` were claimed (delivered before, so they may have failure
   // counts to forget once written); entries read as new have none.
   boost::asio::awaitable<void> Process(const store::ActivityRecord& activity,
-                                       std::vector<redis::StreamEntry> entries, bool redelivered,
+                                       std::vector<keyspace::StreamEntry> entries, bool redelivered,
                                        std::optional<int64_t> fence, const bool* stop);
   // The batch's outcomes; retries while the database is unavailable. Given up with kCancelled
   // (told to stop), or with detail kFenced (the record's fence refused it) or kEntriesLost (its
@@ -136,7 +136,7 @@ class OrderConsumer {
   boost::asio::awaitable<void> Pause(std::chrono::milliseconds duration);
 
   ServiceContext& context_;
-  redis::OrderStream& stream_;
+  keyspace::OrderStream& stream_;
   ConsumerOptions options_;
   PipelineMetrics& metrics_;
   std::map<std::string, bool> groups_ready_;
@@ -147,7 +147,7 @@ class OrderConsumer {
 };
 
 // An order intent's stream entry as a row; kInvalidArgument naming the bad field.
-base::Result<store::OrderRecord> ParseOrderIntent(const redis::StreamEntry& entry,
+base::Result<store::OrderRecord> ParseOrderIntent(const keyspace::StreamEntry& entry,
                                                   const store::ActivityRecord& activity);
 
 }  // namespace flashsale::service

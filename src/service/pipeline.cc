@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "base/process_stats.h"
+#include "keyspace/embedded_scripts.h"
 #include "redis/scripts.h"
 #include "service/admin.h"
 
@@ -39,7 +40,7 @@ class OrderPipeline::Runner {
         nice_(options.nice),
         work_(asio::make_work_guard(io_)),
         connection_(redis::Connection::Create(io_.get_executor(), deps.redis)),
-        runner_(connection_, redis::ScriptSet::Embedded()),
+        runner_(connection_, keyspace::Scripts()),
         random_(deps.random()),
         context_(*deps.settings, runner_, *deps.store, deps.db_executor, *deps.registry,
                  *deps.clock, *random_),
@@ -160,7 +161,7 @@ class OrderPipeline::Runner {
   redis::ScriptRunner runner_;
   std::unique_ptr<base::Random> random_;  // before context_, which uses it
   ServiceContext context_;
-  redis::OrderStream stream_;
+  keyspace::OrderStream stream_;
   std::optional<OrderConsumer> consumer_;            // kOrders
   std::optional<DrawQueueConsumer> queue_consumer_;  // kJobs
   JobSchedule jobs_;

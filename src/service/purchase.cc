@@ -15,8 +15,8 @@ namespace {
 
 // The reserve script's reply as the purchase's outcome.
 PurchaseResult FromReservation(ServiceContext& context, const PurchaseRequest& request,
-                               const Admitted& admission, redis::Reservation reservation) {
-  const core::SeckillActivity& activity = admission.record->activity;
+                               const Admitted& admission, keyspace::Reservation reservation) {
+  const core::Activity& activity = admission.record->activity;
   PurchaseResult result;
   result.outcome = reservation.outcome;
   result.order_id = std::move(reservation.order_id);
@@ -48,7 +48,7 @@ PurchaseResult FromReservation(ServiceContext& context, const PurchaseRequest& r
 asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
                                                 const PurchaseRequest& request,
                                                 const Admitted& admission) {
-  const redis::ReserveRequest reserve{
+  const keyspace::ReserveRequest reserve{
       .order_id = admission.order_id,
       .user_id = request.user_id,
       .quantity = request.quantity,
@@ -57,7 +57,7 @@ asio::awaitable<Result<PurchaseResult>> Reserve(ServiceContext& context,
       .idempotency_ttl_ms = context.settings().idempotency_ttl_ms,
   };
   const std::string& activity_id = admission.record->activity.id;
-  auto reservation = co_await RetryWhileUnknown<redis::Reservation>(
+  auto reservation = co_await RetryWhileUnknown<keyspace::Reservation>(
       context.settings().redis_retries,
       [&] { return context.reserves().AsyncSubmit(activity_id, reserve, asio::use_awaitable); });
   if (!reservation.ok()) {
@@ -85,7 +85,7 @@ asio::awaitable<Result<PurchaseResult>> ReplayOrRefuse(ServiceContext& context,
                                                        const Refusal& refusal) {
   auto found = co_await FindKeyReplay(context, request, Use::kPurchase);
   if (!found.ok()) co_return std::move(found).error();
-  if (found->kind != redis::KeyReplay::Kind::kOutcome) {
+  if (found->kind != keyspace::KeyReplay::Kind::kOutcome) {
     co_return RefusedResult<PurchaseResult>(refusal);
   }
   PurchaseResult result;

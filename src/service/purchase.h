@@ -52,7 +52,8 @@ struct PurchaseResult {
   PurchaseResult& operator=(const PurchaseResult&) = default;
   PurchaseResult& operator=(PurchaseResult&&) = default;
   // The order id's storage goes back to the thread's pool (base/string_pool.h) for the next one:
-  // it came from there (OrderIdGenerator::Next, or the script's reply in redis/seckill.cc).
+  // it came from there (OrderIdGenerator::Next, or the script's reply in
+  // keyspace/activity_scripts.cc).
   ~PurchaseResult() { base::GiveString(std::move(order_id)); }
 };
 

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "base/json_writer.h"
-#include "redis/service_state.h"
+#include "keyspace/service_state.h"
 
 namespace flashsale::service {
 
@@ -15,7 +15,7 @@ using base::MakeError;
 using base::Result;
 
 std::string RenderActivityDefinition(const store::ActivityRecord& record) {
-  const core::SeckillActivity& a = record.activity;
+  const core::Activity& a = record.activity;
   base::JsonWriter w;
   w.BeginObject()
       .Key("id")
@@ -43,7 +43,7 @@ std::string RenderActivityDefinition(const store::ActivityRecord& record) {
   return std::move(w).Take();
 }
 
-void WriteLotteryFields(base::JsonWriter& w, const core::SeckillActivity& activity) {
+void WriteLotteryFields(base::JsonWriter& w, const core::Activity& activity) {
   if (!activity.is_lottery()) return;
   const core::Lottery& lottery = *activity.lottery;
   w.Key("prizes").BeginArray();
@@ -80,7 +80,7 @@ asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
       context.cache_keys().Key("seckill:activity", {{"activity_id", id}}, known->version);
 
   ActivityInfo info;
-  redis::ServiceState cache(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState cache(context.redis(), context.settings().key_namespace);
   auto cached = co_await cache.CacheGet(key);
   if (cached.ok() && cached->has_value()) {
     info.definition_json = std::move(**cached);
@@ -97,7 +97,7 @@ asio::awaitable<Result<ActivityInfo>> GetActivityInfo(ServiceContext& context,
       (void)co_await cache.CachePut(key, info.definition_json, context.settings().cache_ttl_s);
     }
   }
-  auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+  auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
   if (status.ok() && status->found) {
     info.remaining = status->remaining;
     info.sold_out = status->remaining == 0;
@@ -116,12 +116,12 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
   std::vector<UserOrder> orders;
   std::set<std::string, std::less<>> in_db;
   // Per activity, what the record has: Redis is asked only for the rest (the stream it reads is
-  // the pipeline's backlog, seckill_user_orders.lua).
-  std::map<std::string, redis::PersistedOrders, std::less<>> of_activity;
+  // the pipeline's backlog, activity_user_orders.lua).
+  std::map<std::string, keyspace::PersistedOrders, std::less<>> of_activity;
   if (persisted.ok()) {
     for (auto& row : *persisted) {
       in_db.insert(row.order_id);
-      redis::PersistedOrders& known = of_activity[row.activity_id];
+      keyspace::PersistedOrders& known = of_activity[row.activity_id];
       known.order_ids.push_back(row.order_id);
       if (row.state != store::OrderState::kCancelled) known.live_units += row.quantity;
       UserOrder order{
@@ -132,10 +132,10 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
       orders.push_back(std::move(order));
     }
   }
-  const redis::PersistedOrders none;
+  const keyspace::PersistedOrders none;
   for (const auto& record : snapshot->all()) {
     const auto known = of_activity.find(record.activity.id);
-    auto recorded = co_await context.seckill().AsyncUserOrders(
+    auto recorded = co_await context.activity_scripts().AsyncUserOrders(
         record.activity.id, user_id, known == of_activity.end() ? none : known->second,
         asio::use_awaitable);
     if (!recorded.ok()) {

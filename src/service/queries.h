@@ -8,7 +8,7 @@
 
 #include "base/json_writer.h"
 #include "base/result.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
 #include "service/context.h"
 
 namespace flashsale::service {
@@ -25,7 +25,7 @@ struct ActivityInfo {
 std::string RenderActivityDefinition(const store::ActivityRecord& record);
 // A lottery's fields of that JSON ("prizes", "no_prize_weight", "admission"), written into the
 // object `w` is in; nothing for a sale.
-void WriteLotteryFields(base::JsonWriter& w, const core::SeckillActivity& activity);
+void WriteLotteryFields(base::JsonWriter& w, const core::Activity& activity);
 
 // kNotFound for an activity this instance does not know. The definition comes from the cache
 // key <ns>:cache:seckill:activity:<md5({"activity_id":...})>:v<record version>, filled from the
@@ -43,7 +43,7 @@ boost::asio::awaitable<base::Result<store::PayOutcome>> ConfirmPayment(ServiceCo
 
 struct UserOrder {
   std::string activity_id;
-  redis::RecordedOrder order;
+  keyspace::RecordedOrder order;
   bool persisted = false;  // the database has it (state below is the database's then)
   // reserved | paid | cancelled | released | refused (released, refused: Redis only; refused: the
   // record refused it and its units went back to stock)
@@ -53,7 +53,7 @@ struct UserOrder {
 // The user's orders: the database's, plus those Redis recorded that the order pipeline has not
 // persisted yet, so a user told "reserved" always finds the order (newest first). Those are found
 // on each activity's order stream (and dead-letter stream), which holds every intent until it is
-// persisted (seckill_user_orders.lua): the reserve script keeps no per-user index. When the
+// persisted (activity_user_orders.lua): the reserve script keeps no per-user index. When the
 // database cannot answer, Redis's records of the orders not yet persisted alone (persisted =
 // false).
 boost::asio::awaitable<base::Result<std::vector<UserOrder>>> GetUserOrders(

@@ -7,8 +7,8 @@
 #include <set>
 
 #include "base/json_writer.h"
-#include "redis/inspect.h"
-#include "redis/service_state.h"
+#include "keyspace/inspect.h"
+#include "keyspace/service_state.h"
 #include "service/admin.h"
 
 namespace flashsale::service {
@@ -24,8 +24,8 @@ constexpr std::chrono::milliseconds kMissingMarkTtl{86'400'000};
 
 bool Live(const store::OrderRecord& order) { return order.state != store::OrderState::kCancelled; }
 
-std::vector<redis::RestoredOrder> LiveOrders(const std::vector<store::OrderRecord>& orders) {
-  std::vector<redis::RestoredOrder> live;
+std::vector<keyspace::RestoredOrder> LiveOrders(const std::vector<store::OrderRecord>& orders) {
+  std::vector<keyspace::RestoredOrder> live;
   for (const auto& order : orders) {
     if (!Live(order)) continue;
     live.push_back({order.order_id, order.user_id, order.quantity, order.created_ms, order.items,
@@ -40,8 +40,8 @@ std::vector<redis::RestoredOrder> LiveOrders(const std::vector<store::OrderRecor
 asio::awaitable<base::Status> Reapply(ServiceContext& context, const store::ActivityRecord& record,
                                       const std::vector<store::OrderRecord>& orders,
                                       ReconcileReport& report) {
-  redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
-  const std::vector<redis::RestoredOrder> live = LiveOrders(orders);
+  keyspace::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
+  const std::vector<keyspace::RestoredOrder> live = LiveOrders(orders);
   auto applied = co_await inspector.ReapplyOrders(record.activity.id, live);
   if (!applied.ok()) co_return std::move(applied).error();
   report.reapplied_orders += applied->applied;
@@ -93,16 +93,16 @@ asio::awaitable<base::Status> Reapply(ServiceContext& context, const store::Acti
 asio::awaitable<base::Status> Rebuild(ServiceContext& context, const store::ActivityRecord& record,
                                       const std::vector<store::OrderRecord>& orders,
                                       ReconcileReport& report, int64_t oversold = 0) {
-  core::SeckillActivity closed = record.activity;
+  core::Activity closed = record.activity;
   closed.open = false;
-  auto loaded = co_await context.seckill().AsyncSetup(closed, redis::SetupMode::kLoadIfMissing,
-                                                      asio::use_awaitable);
+  auto loaded = co_await context.activity_scripts().AsyncSetup(
+      closed, keyspace::SetupMode::kLoadIfMissing, asio::use_awaitable);
   if (!loaded.ok()) co_return std::move(loaded).error();
   auto applied = co_await Reapply(context, record, orders, report);
   if (!applied.ok()) co_return applied;
   if (report.oversold_units == 0 && oversold == 0) {
-    auto opened = co_await context.seckill().AsyncSetup(
-        record.activity, redis::SetupMode::kDefinitionOnly, asio::use_awaitable);
+    auto opened = co_await context.activity_scripts().AsyncSetup(
+        record.activity, keyspace::SetupMode::kDefinitionOnly, asio::use_awaitable);
     if (!opened.ok()) co_return std::move(opened).error();
   }
   report.rebuilt = true;
@@ -152,7 +152,7 @@ asio::awaitable<Result<bool>> RebuildIfMissing(ServiceContext& context, const Re
   }
   // Missing since when (by the first run that saw it, on any instance)?
   const std::string& id = view.record.activity.id;
-  redis::ServiceState kept(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState kept(context.redis(), context.settings().key_namespace);
   auto since = co_await kept.MarkMissing(id, context.clock().NowMs(), kMissingMarkTtl);
   if (!since.ok()) co_return std::move(since).error();
   const int64_t waited = context.clock().NowMs() - *since;
@@ -176,7 +176,7 @@ asio::awaitable<Result<bool>> RebuildIfMissing(ServiceContext& context, const Re
 asio::awaitable<Result<bool>> FinishStoppedRebuild(ServiceContext& context, const RecordView& view,
                                                    int64_t oversold, ReconcileReport& report) {
   const std::string& id = view.record.activity.id;
-  redis::ServiceState kept(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState kept(context.redis(), context.settings().key_namespace);
   auto unfinished = co_await kept.IsMarkedMissing(id);
   if (!unfinished.ok()) co_return std::move(unfinished).error();
   if (!*unfinished) co_return false;
@@ -189,7 +189,7 @@ asio::awaitable<Result<bool>> FinishStoppedRebuild(ServiceContext& context, cons
 // 3b. Live orders of the record that Redis does not hold (it lost writes it had acknowledged):
 // applied again. True when there were some (Redis's counters and records are then stale).
 asio::awaitable<Result<bool>> ReapplyMissing(ServiceContext& context, const RecordView& view,
-                                             const std::vector<redis::OrderRecordEntry>& records,
+                                             const std::vector<keyspace::OrderRecordEntry>& records,
                                              ReconcileReport& report) {
   std::set<std::string> in_redis;
   for (const auto& entry : records) in_redis.insert(entry.order.order_id);
@@ -217,8 +217,8 @@ asio::awaitable<Result<bool>> InRecordNow(ServiceContext& context, const std::st
 // records, stream entries), whose order is neither in Redis's records nor in the record:
 // acknowledged, lost.
 asio::awaitable<base::Status> CountAcknowledgedLost(
-    ServiceContext& context, redis::ActivityInspector& inspector, const RecordView& view,
-    const std::vector<redis::OrderRecordEntry>& records, ReconcileReport& report) {
+    ServiceContext& context, keyspace::ActivityInspector& inspector, const RecordView& view,
+    const std::vector<keyspace::OrderRecordEntry>& records, ReconcileReport& report) {
   const std::string& id = view.record.activity.id;
   std::set<std::string> known_ids;
   for (const auto& entry : records) known_ids.insert(entry.order.order_id);
@@ -250,14 +250,14 @@ asio::awaitable<base::Status> CountAcknowledgedLost(
 
 // 4. Repairs: units of orders the record cancelled returned; intents lost on the way to the
 // record appended again (unless on their way, or persisted since the record was read).
-asio::awaitable<base::Status> Repair(ServiceContext& context, redis::ActivityInspector& inspector,
-                                     const RecordView& view, const Accounting& accounting,
-                                     ReconcileReport& report) {
+asio::awaitable<base::Status> Repair(ServiceContext& context,
+                                     keyspace::ActivityInspector& inspector, const RecordView& view,
+                                     const Accounting& accounting, ReconcileReport& report) {
   const std::string& id = view.record.activity.id;
   for (const auto* entry : accounting.to_release) {
-    auto released =
-        co_await context.seckill().AsyncRelease(id, entry->order.order_id, asio::use_awaitable);
-    if (released.ok() && released->outcome == redis::ReleaseOutcome::kReleased) {
+    auto released = co_await context.activity_scripts().AsyncRelease(id, entry->order.order_id,
+                                                                     asio::use_awaitable);
+    if (released.ok() && released->outcome == keyspace::ReleaseOutcome::kReleased) {
       report.returned += released->quantity;
     }
   }
@@ -299,8 +299,8 @@ std::string ReconcileReport::Json() const {
   return std::move(w).Take();
 }
 
-Accounting Account(const redis::ActivityStatus& status,
-                   const std::vector<redis::OrderRecordEntry>& records,
+Accounting Account(const keyspace::ActivityStatus& status,
+                   const std::vector<keyspace::OrderRecordEntry>& records,
                    const std::vector<store::OrderRecord>& orders, ReconcileReport& report) {
   std::map<std::string_view, const store::OrderRecord*> in_db;
   for (const auto& order : orders) in_db[order.order_id] = &order;
@@ -353,33 +353,33 @@ asio::awaitable<Result<ReconcileReport>> Reconcile(ServiceContext& context,
   if (!view.ok()) co_return std::move(view).error();
 
   // 2. Redis's counters, in one atomic read.
-  auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+  auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
   if (!status.ok()) co_return std::move(status).error();
   report.loaded = status->found;
   if (!status->found) {
     auto rebuilt = co_await RebuildIfMissing(context, *view, repair, after_event, report);
     if (!rebuilt.ok()) co_return std::move(rebuilt).error();
     if (!*rebuilt) co_return report;
-    status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+    status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) co_return std::move(status).error();
   } else if (repair) {
     auto finished = co_await FinishStoppedRebuild(context, *view, status->oversold, report);
     if (!finished.ok()) co_return std::move(finished).error();
     if (*finished) {
-      status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
       if (!status.ok()) co_return std::move(status).error();
     }
   }
 
   // 3. Redis's order records: which the record has (and in which state).
-  redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
+  keyspace::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
   auto records = co_await inspector.Orders(id);
   if (!records.ok()) co_return std::move(records).error();
   if (repair && !report.rebuilt) {
     auto reapplied = co_await ReapplyMissing(context, *view, *records, report);
     if (!reapplied.ok()) co_return std::move(reapplied).error();
     if (*reapplied) {
-      status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
       if (!status.ok()) co_return std::move(status).error();
       records = co_await inspector.Orders(id);
       if (!records.ok()) co_return std::move(records).error();

@@ -14,7 +14,7 @@
 // find which of them the record already has).
 //
 // Repairs, each provably safe while the sale runs:
-//   - an order the record cancelled whose unit Redis still holds: released (seckill_release.lua:
+//   - an order the record cancelled whose unit Redis still holds: released (sale_release.lua:
 //     once, the record moves R -> X with the units);
 //   - an order Redis reserved that is in neither the stream, the dead letters nor the record (its
 //     intent was lost): its intent is appended again from the order record;
@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "redis/inspect.h"
+#include "keyspace/inspect.h"
 #include "service/context.h"
 
 namespace flashsale::service {
@@ -74,13 +74,13 @@ struct ReconcileReport {
 // orders, with report.initial and report.db_live filled: sets remaining, not_in_db,
 // cancelled_not_returned and drift, and notes what cannot be repaired. What a repair may act on:
 struct Accounting {
-  // Reserved in Redis, cancelled in the record: the units go back (seckill_release.lua).
-  std::vector<const redis::OrderRecordEntry*> to_release;
+  // Reserved in Redis, cancelled in the record: the units go back (sale_release.lua).
+  std::vector<const keyspace::OrderRecordEntry*> to_release;
   // Reserved in Redis, not in the record: lost intents, unless on their way.
-  std::vector<const redis::OrderRecordEntry*> lost_candidates;
+  std::vector<const keyspace::OrderRecordEntry*> lost_candidates;
 };
-Accounting Account(const redis::ActivityStatus& status,
-                   const std::vector<redis::OrderRecordEntry>& records,
+Accounting Account(const keyspace::ActivityStatus& status,
+                   const std::vector<keyspace::OrderRecordEntry>& records,
                    const std::vector<store::OrderRecord>& orders, ReconcileReport& report);
 
 // One activity; repairs only when `repair`. `after_event`: Redis restarted or failed over

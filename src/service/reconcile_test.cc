@@ -13,8 +13,8 @@ store::OrderRecord Order(std::string id, int64_t quantity, store::OrderState sta
   return order;
 }
 
-redis::OrderRecordEntry InRedis(std::string id, int64_t quantity, char state) {
-  redis::OrderRecordEntry entry;
+keyspace::OrderRecordEntry InRedis(std::string id, int64_t quantity, char state) {
+  keyspace::OrderRecordEntry entry;
   entry.state = state;
   entry.user_id = "u-" + id;
   entry.order.order_id = std::move(id);
@@ -22,8 +22,8 @@ redis::OrderRecordEntry InRedis(std::string id, int64_t quantity, char state) {
   return entry;
 }
 
-redis::ActivityStatus Status(int64_t remaining, int64_t reserved, int64_t released) {
-  redis::ActivityStatus status;
+keyspace::ActivityStatus Status(int64_t remaining, int64_t reserved, int64_t released) {
+  keyspace::ActivityStatus status;
   status.found = true;
   status.remaining = remaining;
   status.reserved = reserved;
@@ -34,8 +34,8 @@ redis::ActivityStatus Status(int64_t remaining, int64_t reserved, int64_t releas
 TEST(AccountTest, InvariantHoldsWithAnIntentNotYetInTheRecord) {
   const std::vector<store::OrderRecord> orders = {Order("a", 1, store::OrderState::kReserved),
                                                   Order("b", 2, store::OrderState::kPaid)};
-  const std::vector<redis::OrderRecordEntry> records = {InRedis("a", 1, 'R'), InRedis("b", 2, 'R'),
-                                                        InRedis("c", 1, 'R')};
+  const std::vector<keyspace::OrderRecordEntry> records = {
+      InRedis("a", 1, 'R'), InRedis("b", 2, 'R'), InRedis("c", 1, 'R')};
   ReconcileReport report;
   report.initial = 10;
   report.db_live = 3;
@@ -53,7 +53,8 @@ TEST(AccountTest, InvariantHoldsWithAnIntentNotYetInTheRecord) {
 TEST(AccountTest, ACancelledOrderWhoseUnitsRedisHoldsIsToRelease) {
   const std::vector<store::OrderRecord> orders = {Order("a", 2, store::OrderState::kReserved),
                                                   Order("b", 1, store::OrderState::kCancelled)};
-  const std::vector<redis::OrderRecordEntry> records = {InRedis("a", 2, 'R'), InRedis("b", 1, 'R')};
+  const std::vector<keyspace::OrderRecordEntry> records = {InRedis("a", 2, 'R'),
+                                                           InRedis("b", 1, 'R')};
   ReconcileReport report;
   report.initial = 5;
   report.db_live = 2;
@@ -68,7 +69,7 @@ TEST(AccountTest, ACancelledOrderWhoseUnitsRedisHoldsIsToRelease) {
 
 TEST(AccountTest, DriftAndAReleasedButLiveOrderAreReportedNotRepaired) {
   const std::vector<store::OrderRecord> orders = {Order("a", 1, store::OrderState::kReserved)};
-  const std::vector<redis::OrderRecordEntry> records = {InRedis("a", 1, 'X')};
+  const std::vector<keyspace::OrderRecordEntry> records = {InRedis("a", 1, 'X')};
   ReconcileReport report;
   report.initial = 5;
   report.db_live = 1;

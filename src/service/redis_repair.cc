@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "keyspace/inspect.h"
+#include "keyspace/lock.h"
+#include "keyspace/service_state.h"
 #include "redis/cluster.h"
-#include "redis/inspect.h"
-#include "redis/lock.h"
-#include "redis/service_state.h"
 #include "service/admin.h"
 #include "service/jobs.h"
 #include "service/lease_keeper.h"
@@ -35,7 +35,7 @@ constexpr std::chrono::milliseconds kRepairLease{30'000};
 constexpr std::chrono::milliseconds kRepairExtendEvery{10'000};
 constexpr std::string_view kRepairJob = "repair";  // its lock: the job lock of "repair"
 
-RepairSummary FromMarker(const redis::RepairMarker& marker) {
+RepairSummary FromMarker(const keyspace::RepairMarker& marker) {
   RepairSummary summary;
   summary.activities = marker.activities;
   summary.orders_applied = marker.orders_applied;
@@ -48,8 +48,8 @@ RepairSummary FromMarker(const redis::RepairMarker& marker) {
   return summary;
 }
 
-redis::RepairMarker ToMarker(std::string_view run_id, const RepairSummary& summary,
-                             int64_t now_ms) {
+keyspace::RepairMarker ToMarker(std::string_view run_id, const RepairSummary& summary,
+                                int64_t now_ms) {
   return {.run_id = std::string(run_id),
           .epoch = summary.epoch,
           .activities = summary.activities,
@@ -82,7 +82,7 @@ struct Marked {
   RepairSummary summary;
 };
 
-asio::awaitable<Result<Marked>> ReadMarkers(ServiceContext& context, redis::ServiceState& state,
+asio::awaitable<Result<Marked>> ReadMarkers(ServiceContext& context, keyspace::ServiceState& state,
                                             const std::vector<std::string>& run_ids,
                                             int64_t min_epoch) {
   const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
@@ -109,15 +109,15 @@ asio::awaitable<Result<ReconcileReport>> RepairActivity(ServiceContext& context,
                                                         const store::ActivityRecord& record,
                                                         int64_t epoch) {
   const std::string& id = record.activity.id;
-  auto before = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+  auto before = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
   if (!before.ok()) co_return std::move(before).error();
-  const redis::WriteSeq seen = before->found ? before->written : redis::WriteSeq{};
+  const keyspace::WriteSeq seen = before->found ? before->written : keyspace::WriteSeq{};
   auto report = co_await Reconcile(context, record, /*repair=*/true, /*after_event=*/true);
   if (!report.ok()) co_return report;
-  redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
+  keyspace::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
   auto rebased = co_await inspector.Rebase(id, epoch, seen);
   if (!rebased.ok()) co_return std::move(rebased).error();
-  using Outcome = redis::RebaseResult::Outcome;
+  using Outcome = keyspace::RebaseResult::Outcome;
   if (rebased->outcome == Outcome::kBehind) {
     co_return base::MakeError(
         base::ErrorCode::kUnavailable,
@@ -127,7 +127,7 @@ asio::awaitable<Result<ReconcileReport>> RepairActivity(ServiceContext& context,
   }
   // Not loaded: an activity the record holds that reconciliation did not (re)build (it could
   // not: a note says why); nothing of it is sold, so nothing to re-base.
-  (void)co_await redis::ServiceState(context.redis(), context.settings().key_namespace)
+  (void)co_await keyspace::ServiceState(context.redis(), context.settings().key_namespace)
       .KeepReconcileReport(id, report->Json());  // best effort, as for the job's runs
   co_return report;
 }
@@ -179,7 +179,7 @@ struct Repaired {
 // Under the repair lock: done by another instance between our first look and the lock (markers
 // since the event), or repaired here and the markers written for the servers that did not
 // change while it ran.
-asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::ServiceState& state,
+asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, keyspace::ServiceState& state,
                                              const RedisWatch& watch,
                                              const std::map<std::string, std::string>& pending,
                                              const LeaseKeeper& keeper) {
@@ -206,7 +206,7 @@ asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::Ser
     if (!listed.ok()) co_return std::move(listed).error();
     for (const auto& activity : *listed) {
       const std::string& id = activity.activity.id;
-      auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+      auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
       if (!status.ok()) {
         co_return base::MakeError(base::ErrorCode::kUnavailable,
                                   "redis {}: '{}' not read before the repair ({}); repaired once "
@@ -260,9 +260,9 @@ asio::awaitable<Result<Repaired>> RepairOnce(ServiceContext& context, redis::Ser
 // Under the repair lock, one activity frozen for its sequence: thawed if a repair ran since it
 // froze (Redis holds a later epoch), else repaired here.
 asio::awaitable<base::Status> RepairFrozenActivity(ServiceContext& context, RedisWatch& watch,
-                                                   const std::string& id, redis::WriteSeq floor,
+                                                   const std::string& id, keyspace::WriteSeq floor,
                                                    const LeaseKeeper& keeper) {
-  auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+  auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
   if (!status.ok()) co_return std::move(status).error();
   if (status->found && status->written.epoch > floor.epoch) {
     watch.activities().Thaw(id, status->written, status->written.epoch, 0, 0);
@@ -289,7 +289,7 @@ asio::awaitable<base::Status> RepairFrozenActivity(ServiceContext& context, Redi
   summary.epoch = *epoch;
   Add(summary, *report);
   watch.CountActivityRepair(summary);
-  watch.activities().Thaw(id, redis::WriteSeq{*epoch, 0}, *epoch, report->reapplied_orders,
+  watch.activities().Thaw(id, keyspace::WriteSeq{*epoch, 0}, *epoch, report->reapplied_orders,
                           report->oversold_units);
   watch.RequestLostCheck();
   if (report->rebuilt || report->oversold_units > 0) co_await Announce(context);
@@ -299,9 +299,9 @@ asio::awaitable<base::Status> RepairFrozenActivity(ServiceContext& context, Redi
 // The repair lock held for `work` (one repair at a time across instances): false when another
 // instance holds it (its repair frees us).
 template <typename Work>
-asio::awaitable<Result<bool>> UnderRepairLock(ServiceContext& context, redis::ServiceState& state,
-                                              Work work) {
-  auto lock = std::make_shared<redis::DistributedLock>(
+asio::awaitable<Result<bool>> UnderRepairLock(ServiceContext& context,
+                                              keyspace::ServiceState& state, Work work) {
+  auto lock = std::make_shared<keyspace::DistributedLock>(
       context.runner(), state.keys().JobLock(kRepairJob), state.keys().JobFence(kRepairJob));
   auto taken = co_await lock->TryAcquire(context.random(), kRepairLease);
   if (!taken.ok()) co_return std::move(taken).error();
@@ -321,7 +321,7 @@ asio::awaitable<Result<bool>> UnderRepairLock(ServiceContext& context, redis::Se
 
 asio::awaitable<void> CountAcknowledgedLost(ServiceContext& context, RedisWatch& watch) {
   if (!watch.TakeLostCheckDue()) co_return;
-  redis::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
+  keyspace::ActivityInspector inspector(context.runner(), context.settings().key_namespace);
   std::vector<std::string> lost;
   for (const auto& [activity_id, order_ids] : watch.AcknowledgedOrders()) {
     auto records = co_await inspector.Orders(activity_id);
@@ -362,7 +362,7 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
   if (pending.empty()) co_return !watch.frozen();
   std::vector<std::string> run_ids;
   for (const auto& [node, run_id] : pending) run_ids.push_back(run_id);
-  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState state(context.redis(), context.settings().key_namespace);
   if (watch.event_fence() < 0) {
     const auto read_fence = [](store::Store& store) { return store.ReadFence(); };
     auto fence = co_await context.OnDb(read_fence);
@@ -397,13 +397,13 @@ asio::awaitable<Result<bool>> ResolveRedisEvent(ServiceContext& context, RedisWa
 asio::awaitable<void> ResolveFrozenActivities(ServiceContext& context, RedisWatch& watch,
                                               bool may_repair) {
   if (!watch.activities().any_frozen()) co_return;
-  redis::ServiceState state(context.redis(), context.settings().key_namespace);
+  keyspace::ServiceState state(context.redis(), context.settings().key_namespace);
   for (const auto& frozen : watch.activities().FrozenFloors()) {
     // (Named copies: clang 14 cannot capture a structured binding in the lambda below.)
     const std::string& id = frozen.first;
-    const redis::WriteSeq floor = frozen.second;
+    const keyspace::WriteSeq floor = frozen.second;
     // Repaired elsewhere since it froze? Only a repair writes a later epoch.
-    auto status = co_await context.seckill().AsyncStatus(id, asio::use_awaitable);
+    auto status = co_await context.activity_scripts().AsyncStatus(id, asio::use_awaitable);
     if (!status.ok()) continue;  // Redis unreachable: next round
     if (status->found && status->written.epoch > floor.epoch) {
       watch.activities().Thaw(id, status->written, status->written.epoch, 0, 0);

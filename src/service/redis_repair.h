@@ -20,7 +20,7 @@
 // servers pending):
 //   1. takes the servers the watch has seen and not confirmed (one on a single server; on a
 //      cluster, one per node that restarted or took over slots);
-//   2. if the marker <namespace>:redis:repaired:{<run_id>} of each (redis::ServiceState) exists
+//   2. if the marker <namespace>:redis:repaired:{<run_id>} of each (keyspace::ServiceState) exists
 //      under an epoch at least the record's fence when the event was first handled, a repair for
 //      these servers ran since the event (here or on another instance): the watch is confirmed
 //      and their activities sell again;

@@ -5,9 +5,9 @@
 // trip.
 //
 // Freshness across instances: every admin change bumps the Redis key <namespace>:registry:version
-// (redis::ServiceState::BumpRegistryVersion); each instance polls it (registry-poll-ms) and reloads
-// from the database when it moves. On the instance that made the change, the reload happens before
-// the admin call answers.
+// (keyspace::ServiceState::BumpRegistryVersion); each instance polls it (registry-poll-ms) and
+// reloads from the database when it moves. On the instance that made the change, the reload happens
+// before the admin call answers.
 //
 // Reloads may overlap (the poll's and an admin call's): each list read from the database is
 // numbered in the order of the reads, and a list read earlier than the one published already is

@@ -16,8 +16,8 @@ namespace {
 
 constexpr int64_t kNow = 1'800'000'000'000;
 
-core::SeckillActivity Sale(std::string id) {
-  core::SeckillActivity activity;
+core::Activity Sale(std::string id) {
+  core::Activity activity;
   activity.id = std::move(id);
   activity.start_ms = kNow;
   activity.end_ms = kNow + 60'000;

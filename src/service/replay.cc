@@ -39,15 +39,15 @@ std::string Fingerprint(const AdmissionRequest& request, Use use) {
                      use == Use::kDraw ? 1 : request.quantity);
 }
 
-asio::awaitable<base::Result<redis::KeyReplay>> FindKeyReplay(ServiceContext& context,
-                                                              const AdmissionRequest& request,
-                                                              Use use) {
+asio::awaitable<base::Result<keyspace::KeyReplay>> FindKeyReplay(ServiceContext& context,
+                                                                 const AdmissionRequest& request,
+                                                                 Use use) {
   const std::string token = IdempotencyToken(context, request);
   auto claimed = co_await context.idempotency().Claimed(token);
   if (!claimed.ok()) co_return std::move(claimed).error();
   if (claimed->has_value() && **claimed != Fingerprint(request, use)) {
-    redis::KeyReplay reused;
-    reused.kind = redis::KeyReplay::Kind::kOutcome;
+    keyspace::KeyReplay reused;
+    reused.kind = keyspace::KeyReplay::Kind::kOutcome;
     reused.outcome = Outcome::kKeyReused;
     co_return reused;
   }
@@ -71,8 +71,8 @@ asio::awaitable<base::Result<ClaimedKey>> ClaimKey(ServiceContext& context,
     co_return base::MakeError(base::ErrorCode::kUnavailable, "claiming the Idempotency-Key: {}",
                               claim.error().message);
   }
-  co_return ClaimedKey{.reused = claim->state == redis::KeyClaim::State::kOther,
-                       .claimed_now = claim->state == redis::KeyClaim::State::kClaimed};
+  co_return ClaimedKey{.reused = claim->state == keyspace::KeyClaim::State::kOther,
+                       .claimed_now = claim->state == keyspace::KeyClaim::State::kClaimed};
 }
 
 asio::awaitable<void> SettleKey(ServiceContext& context, const AdmissionRequest& request, Use use,

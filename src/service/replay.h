@@ -12,7 +12,7 @@
 // gets the gate's answer. The freeze after a Redis event comes before and answers nobody.
 //
 // A key is the user's for one request: its first request's fingerprint (the activity, the action,
-// the quantity) is kept with a service-wide claim of the key (redis/idempotency.h), so that the
+// the quantity) is kept with a service-wide claim of the key (keyspace/idempotency.h), so that the
 // same key with another request is refused, kKeyReused (HTTP 422), nothing done. The claim is
 // taken before the script (DecideWithKey) and dropped again when the request made nothing (a
 // refusal keeps no key, as the scripts keep no record of it).
@@ -22,7 +22,7 @@
 
 #include "base/result.h"
 #include "core/outcome.h"
-#include "redis/idempotency.h"
+#include "keyspace/idempotency.h"
 #include "service/admission.h"
 #include "service/context.h"
 
@@ -43,7 +43,7 @@ std::string Fingerprint(const AdmissionRequest& request, Use use);
 // Redis has it now: kNone when the key is not known there; an outcome kKeyReused when the key was
 // used with another request (its claim's fingerprint, or a sale's record of another quantity).
 // Errors: Redis's (nothing known).
-boost::asio::awaitable<base::Result<redis::KeyReplay>> FindKeyReplay(
+boost::asio::awaitable<base::Result<keyspace::KeyReplay>> FindKeyReplay(
     ServiceContext& context, const AdmissionRequest& request, Use use);
 
 // A keyed request's claim, taken before its script: refused (the key holds another request), or

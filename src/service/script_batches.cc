@@ -4,19 +4,20 @@
 
 namespace flashsale::service {
 
-void SendReserveBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
-                      std::span<const redis::ReserveRequest> requests, core::WriteSeq floor,
+void SendReserveBatch(keyspace::ActivityScripts& activity_scripts, std::string_view activity_id,
+                      std::span<const keyspace::ReserveRequest> requests, core::WriteSeq floor,
                       ReserveCoalescer::Done done) {
   auto& replies = done.replies();
-  seckill.ReserveBatch(activity_id, requests, floor, replies,
-                       redis::Handler<void>(std::move(done)));
+  activity_scripts.ReserveBatch(activity_id, requests, floor, replies,
+                                keyspace::Handler<void>(std::move(done)));
 }
 
-void SendDrawBatch(redis::SeckillScripts& seckill, std::string_view activity_id,
-                   std::span<const redis::DrawRequest> requests, core::WriteSeq floor,
+void SendDrawBatch(keyspace::ActivityScripts& activity_scripts, std::string_view activity_id,
+                   std::span<const keyspace::DrawRequest> requests, core::WriteSeq floor,
                    DrawCoalescer::Done done) {
   auto& replies = done.replies();
-  seckill.DrawBatch(activity_id, requests, floor, replies, redis::Handler<void>(std::move(done)));
+  activity_scripts.DrawBatch(activity_id, requests, floor, replies,
+                             keyspace::Handler<void>(std::move(done)));
 }
 
 }  // namespace flashsale::service

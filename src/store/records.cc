@@ -7,8 +7,8 @@ namespace flashsale::store::records {
 using base::ErrorCode;
 using base::MakeError;
 
-std::array<SqlValue, 16> ActivityInsertValues(const core::SeckillActivity& a,
-                                              const std::string& lottery, int64_t now_ms) {
+std::array<SqlValue, 16> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
+                                              int64_t now_ms) {
   return {a.id,
           a.title,
           core::ToString(a.kind),
@@ -27,9 +27,9 @@ std::array<SqlValue, 16> ActivityInsertValues(const core::SeckillActivity& a,
           a.payment_window_ms};
 }
 
-std::array<SqlValue, 12> ActivityUpdateValues(const core::SeckillActivity& merged,
-                                              std::string_view id, int64_t now_ms) {
-  const core::SeckillActivity& a = merged;
+std::array<SqlValue, 12> ActivityUpdateValues(const core::Activity& merged, std::string_view id,
+                                              int64_t now_ms) {
+  const core::Activity& a = merged;
   return {a.title,
           a.start_ms,
           a.end_ms,
@@ -44,9 +44,9 @@ std::array<SqlValue, 12> ActivityUpdateValues(const core::SeckillActivity& merge
           id};
 }
 
-base::Result<core::SeckillActivity> MergeUpdate(const ActivityRecord& current,
-                                                const ActivityUpdate& update) {
-  core::SeckillActivity a = current.activity;
+base::Result<core::Activity> MergeUpdate(const ActivityRecord& current,
+                                         const ActivityUpdate& update) {
+  core::Activity a = current.activity;
   if (update.title) a.title = *update.title;
   if (update.start_ms) a.start_ms = *update.start_ms;
   if (update.end_ms) a.end_ms = *update.end_ms;
@@ -74,7 +74,7 @@ base::Status CheckAddedStock(std::string_view id, const ActivityRecord& current,
                      core::kMaxUnits);
   }
   if (itemised) {
-    core::SeckillActivity check = current.activity;
+    core::Activity check = current.activity;
     check.items.assign(items.begin(), items.end());
     if (auto valid = core::Validate(check); !valid) return valid.error();
   }

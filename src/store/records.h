@@ -53,7 +53,7 @@ inline constexpr std::string_view kInsertItem =
 template <typename Row>
 ActivityRecord ReadActivity(const Row& row) {
   ActivityRecord record;
-  core::SeckillActivity& a = record.activity;
+  core::Activity& a = record.activity;
   a.id = row.Text(0);
   a.title = row.Text(1);
   a.kind = row.Text(2) == "items" ? core::StockKind::kItemised : core::StockKind::kCounted;
@@ -74,16 +74,16 @@ ActivityRecord ReadActivity(const Row& row) {
 }
 
 // For kInsertActivity; `lottery` is EncodeLottery(a.lottery) and must outlive the values.
-std::array<SqlValue, 16> ActivityInsertValues(const core::SeckillActivity& a,
-                                              const std::string& lottery, int64_t now_ms);
+std::array<SqlValue, 16> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
+                                              int64_t now_ms);
 // For kUpdateActivity: `merged` as MergeUpdate returned it.
-std::array<SqlValue, 12> ActivityUpdateValues(const core::SeckillActivity& merged,
-                                              std::string_view id, int64_t now_ms);
+std::array<SqlValue, 12> ActivityUpdateValues(const core::Activity& merged, std::string_view id,
+                                              int64_t now_ms);
 
 // The activity `current` with `update` applied, validated (kInvalidArgument otherwise). Items are
 // not part of it: stock is added by AddStock only.
-base::Result<core::SeckillActivity> MergeUpdate(const ActivityRecord& current,
-                                                const ActivityUpdate& update);
+base::Result<core::Activity> MergeUpdate(const ActivityRecord& current,
+                                         const ActivityUpdate& update);
 
 // kInvalidArgument unless `units` (and `items`, for itemised stock) may be added to `current`.
 base::Status CheckAddedStock(std::string_view id, const ActivityRecord& current, int64_t units,

@@ -392,7 +392,7 @@ Result<ActivityRecord> SqliteStore::GetLocked(std::string_view id, bool with_ite
   return record;
 }
 
-Result<ActivityRecord> SqliteStore::CreateActivity(const core::SeckillActivity& a, int64_t now_ms) {
+Result<ActivityRecord> SqliteStore::CreateActivity(const core::Activity& a, int64_t now_ms) {
   if (auto valid = core::Validate(a); !valid) return valid.error();
   std::lock_guard lock(mutex_);
   Transaction tx(db_);

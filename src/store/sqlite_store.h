@@ -26,7 +26,7 @@ class SqliteStore final : public Store {
 
   base::Result<std::vector<ActivityRecord>> ListActivities() override;
   base::Result<ActivityRecord> GetActivity(std::string_view id, bool with_items) override;
-  base::Result<ActivityRecord> CreateActivity(const core::SeckillActivity& activity,
+  base::Result<ActivityRecord> CreateActivity(const core::Activity& activity,
                                               int64_t now_ms) override;
   base::Result<ActivityRecord> UpdateActivity(std::string_view id, const ActivityUpdate& update,
                                               int64_t now_ms) override;

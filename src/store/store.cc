@@ -73,7 +73,7 @@ base::Result<std::optional<core::Lottery>> DecodeLottery(std::string_view text) 
   return std::optional<core::Lottery>(std::move(lottery));
 }
 
-void SetLotteryFromColumn(core::SeckillActivity& activity, std::string_view text) {
+void SetLotteryFromColumn(core::Activity& activity, std::string_view text) {
   auto lottery = DecodeLottery(text);
   if (lottery.ok()) {
     activity.lottery = std::move(*lottery);

@@ -24,7 +24,7 @@ namespace flashsale::store {
 struct ActivityRecord {
   // For kCounted, activity.stock is total_units; for kItemised, activity.items holds every item
   // id ever added when asked for (GetActivity(id, true)), else it is empty.
-  core::SeckillActivity activity;
+  core::Activity activity;
   int64_t total_units = 0;  // units ever loaded or added
   int64_t version = 1;      // bumped on every change of the record
   int64_t created_ms = 0;
@@ -54,7 +54,7 @@ std::string EncodeLottery(const std::optional<core::Lottery>& lottery);
 base::Result<std::optional<core::Lottery>> DecodeLottery(std::string_view text);
 // Sets the lottery of a row just read from its column; a column that does not decode leaves the
 // activity closed, and says so in the log, rather than selling a lottery's stock as a sale.
-void SetLotteryFromColumn(core::SeckillActivity& activity, std::string_view text);
+void SetLotteryFromColumn(core::Activity& activity, std::string_view text);
 
 struct OrderRecord {
   std::string order_id;
@@ -129,7 +129,7 @@ class Store {
   // kNotFound if there is no such activity.
   virtual base::Result<ActivityRecord> GetActivity(std::string_view id, bool with_items) = 0;
   // kAlreadyExists if the id is taken. The activity must pass core::Validate.
-  virtual base::Result<ActivityRecord> CreateActivity(const core::SeckillActivity& activity,
+  virtual base::Result<ActivityRecord> CreateActivity(const core::Activity& activity,
                                                       int64_t now_ms) = 0;
   // The updated record; the result must still pass core::Validate (else kInvalidArgument and
   // nothing changes).

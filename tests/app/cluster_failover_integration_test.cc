@@ -30,8 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "keyspace/activity_scripts.h"
 #include "redis/cluster.h"
-#include "redis/seckill.h"
 #include "support/flashsale_process.h"
 #include "support/http_client.h"
 #include "support/redis_cluster.h"
@@ -196,7 +196,7 @@ void ClusterFailover(const std::string& durability) {
                          tmp / "serve.log", data_dir);
   ASSERT_TRUE(testing::WaitHealthy(serve, port, seconds(60))) << serve.Log();
 
-  const int slot = cluster.Keyslot(redis::SeckillKeys("fs", "demo").stock());
+  const int slot = cluster.Keyslot(keyspace::ActivityKeys("fs", "demo").stock());
   const uint16_t primary = cluster.PrimaryOf(slot);
   uint16_t other = 0;  // a primary that stays up, to ask about the cluster
   for (uint16_t candidate : cluster.ports()) {
@@ -301,7 +301,7 @@ TEST(ClusterDurabilityTest, WaitGoesToTheNodeThatTookTheWrite) {
        "--durability-wait-ms", "1000", "--redis-timeout-ms", "5000"},
       tmp / "serve.log", data_dir);
   ASSERT_TRUE(testing::WaitHealthy(serve, port, seconds(60))) << serve.Log();
-  const int slot = cluster.Keyslot(redis::SeckillKeys("fs", "demo").stock());
+  const int slot = cluster.Keyslot(keyspace::ActivityKeys("fs", "demo").stock());
   const uint16_t primary = cluster.PrimaryOf(slot);
   uint16_t other = 0;
   for (uint16_t candidate : cluster.ports()) {
@@ -608,7 +608,7 @@ class FreezeDrill {
   }
 
   std::string StockOn(uint16_t node, const std::string& id) {
-    auto reply = cluster_.Command(node, {"GET", redis::SeckillKeys(kNamespace, id).stock()});
+    auto reply = cluster_.Command(node, {"GET", keyspace::ActivityKeys(kNamespace, id).stock()});
     return reply->type == REDIS_REPLY_STRING ? std::string(reply->str, reply->len) : "(none)";
   }
 
@@ -618,7 +618,7 @@ class FreezeDrill {
   int64_t RecordOrdersMissingOn(uint16_t node, const std::string& id) {
     const std::vector<std::string> recorded = testing::SqliteColumn(
         db(), fmt::format("SELECT order_id FROM orders WHERE activity_id = '{}'", id));
-    const std::string key = redis::SeckillKeys(kNamespace, id).orders();
+    const std::string key = keyspace::ActivityKeys(kNamespace, id).orders();
     int64_t missing = 0;
     for (const std::string& order : recorded) {
       auto reply = cluster_.Command(node, {"HEXISTS", key, order});
@@ -933,7 +933,7 @@ TEST(ClusterFreezeDrill, OneNodesEventFreezesItsActivitiesOnlyAndANodePromotedBa
   if (::testing::Test::HasFailure()) {
     for (const std::string& id : {a, b}) {
       const uint16_t node = cluster.PrimaryOf(redis::KeySlot(fmt::format("{{{}}}", id)));
-      const std::string stream = redis::SeckillKeys(kNamespace, id).stream();
+      const std::string stream = keyspace::ActivityKeys(kNamespace, id).stream();
       std::cout << id << "'s stream on " << node << ": "
                 << Describe(cluster.Command(node, {"XINFO", "STREAM", stream}).get())
                 << "\ngroups: "

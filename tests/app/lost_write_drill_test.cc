@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "keyspace/activity_scripts.h"
 #include "load/load_generator.h"
-#include "redis/seckill.h"
 #include "support/flashsale_process.h"
 #include "support/http_client.h"
 #include "support/redis_server.h"
@@ -249,7 +249,7 @@ TEST_F(ProxyDrill, AnOlderCopyBehindTheSameConnectionsIsCaughtFromTheSequence) {
   b.Kill();
   fs::copy_file(older, b.dir() + "/dump.rdb", fs::copy_options::overwrite_existing);
   b.Start();
-  const redis::SeckillKeys keys(ns_, "drill");
+  const keyspace::ActivityKeys keys(ns_, "drill");
   ASSERT_EQ(b.String({"GET", keys.stock()}), "7");
   ASSERT_EQ(b.Integer({"EXISTS", lock}), 1);
   ASSERT_EQ(a_.String({"GET", keys.stock()}), "4");
@@ -480,7 +480,7 @@ TEST(LostWriteDrill, RedisRestartedFromAnAofCutSecondsBackUnderLoadIsRepairedExa
   fs::copy(cut, redis.dir() + "/appendonlydir", fs::copy_options::recursive);
   redis.Start();
   const int64_t back_ms = NowMs();
-  StreamFollower follower(redis, redis::SeckillKeys(ns, "demo").stream(), kill_ms);
+  StreamFollower follower(redis, keyspace::ActivityKeys(ns, "demo").stream(), kill_ms);
 
   loading.join();
   ASSERT_TRUE(report.has_value() && report->ok())

@@ -23,9 +23,10 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
 #include "redis/connection.h"
 #include "redis/scripts.h"
-#include "redis/seckill.h"
 #include "store/store.h"
 #include "support/flashsale_process.h"
 #include "support/http_client.h"
@@ -137,7 +138,7 @@ class RedisRepairDrill : public ::testing::Test {
   // The whole check: sold <= stock; the record's live units = the units Redis holds; nobody
   // above the limit; no order twice (the record's audit).
   void WholeCheck(int64_t stock, int64_t expected_sold) {
-    const redis::SeckillKeys keys(ns_, "drill");
+    const keyspace::ActivityKeys keys(ns_, "drill");
     const int64_t remaining = std::stoll(redis_.String({"GET", keys.stock()}));
     // The units the buyers hold (a release lowers the count): the reserve script keeps no
     // separate counter of units reserved.
@@ -192,7 +193,7 @@ TEST_F(RedisRepairDrill, RestartFromAnOlderSnapshotIsFrozenRepairedAndNeverOvers
 
   redis_.Kill();
   redis_.Start();  // from the snapshot: 3 orders, 7 units left
-  const redis::SeckillKeys keys(ns_, "drill");
+  const keyspace::ActivityKeys keys(ns_, "drill");
   ASSERT_EQ(redis_.String({"GET", keys.stock()}), "7");
 
   // Frozen: noticed on reconnect (another run_id); refused without touching Redis.
@@ -300,7 +301,7 @@ TEST_F(RedisRepairDrill, AnOlderSnapshotLoadedIntoTheRunningServerIsCaughtFromTh
   std::filesystem::copy_file(older, snapshot, std::filesystem::copy_options::overwrite_existing);
   ASSERT_EQ(redis_.String({"DEBUG", "RELOAD", "NOSAVE"}), "OK");
   ASSERT_EQ(redis_.String({"SET", ns_ + ":jobs:{repair}:lock", "held-by-the-drill"}), "OK");
-  const redis::SeckillKeys keys(ns_, "drill");
+  const keyspace::ActivityKeys keys(ns_, "drill");
   ASSERT_EQ(redis_.String({"GET", keys.stock()}), "7");
   EXPECT_EQ(redis::InfoField(redis_.String({"INFO", "server"}), "run_id"),
             redis::InfoField(run_id, "run_id"))
@@ -391,15 +392,15 @@ TEST_F(RedisRepairDrill, UnitsResoldBeforeTheRepairAreCountedClosedAndFlagged) {
   {
     testing::IoThread io;
     auto connection = testing::Connect(io, redis_.tcp_url());
-    redis::ScriptRunner runner(connection, redis::ScriptSet::Embedded());
-    redis::SeckillScripts scripts(runner, ns_);
+    redis::ScriptRunner runner(connection, keyspace::Scripts());
+    keyspace::ActivityScripts scripts(runner, ns_);
     for (int i = 0; i < 7; ++i) {
       const std::string order = fmt::format("x{}", i);
       const std::string user = fmt::format("x{}", i);
-      const redis::ReserveRequest request{.order_id = order,
-                                          .user_id = user,
-                                          .quantity = 1,
-                                          .now_ms = base::SystemClock::Instance().NowMs()};
+      const keyspace::ReserveRequest request{.order_id = order,
+                                             .user_id = user,
+                                             .quantity = 1,
+                                             .now_ms = base::SystemClock::Instance().NowMs()};
       auto reserved = io.Run(scripts.AsyncReserve("drill", request, asio::use_awaitable));
       ASSERT_TRUE(reserved.ok()) << reserved.error().ToString();
       ASSERT_EQ(reserved->outcome, core::Outcome::kReserved);

@@ -21,7 +21,7 @@
 
 #include "base/clock.h"
 #include "base/random.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
 #include "service/admin.h"
 #include "service/order_consumer.h"
 #include "service/queries.h"
@@ -103,7 +103,7 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
   }
 
   void CreateSale(const std::string& id, int64_t stock, int64_t limit) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.start_ms = 0;
     activity.end_ms = 4'000'000'000'000;
@@ -115,9 +115,9 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
 
   core::Outcome Buy(const std::string& activity, const std::string& order, const std::string& user,
                     int64_t quantity = 1) {
-    redis::ReserveRequest request{
+    keyspace::ReserveRequest request{
         .order_id = order, .user_id = user, .quantity = quantity, .now_ms = 1000};
-    auto r = Run(context_->seckill().AsyncReserve(activity, request, asio::use_awaitable));
+    auto r = Run(context_->activity_scripts().AsyncReserve(activity, request, asio::use_awaitable));
     EXPECT_TRUE(r.ok()) << r.error().ToString();
     return r.ok() ? r->outcome : core::Outcome::kUnknownActivity;
   }
@@ -148,7 +148,7 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
   }
 
   int64_t Remaining(const std::string& activity) {
-    auto status = Run(context_->seckill().AsyncStatus(activity, asio::use_awaitable));
+    auto status = Run(context_->activity_scripts().AsyncStatus(activity, asio::use_awaitable));
     EXPECT_TRUE(status.ok() && status->found);
     return status.ok() ? status->remaining : -1;
   }
@@ -165,7 +165,7 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
   std::string Buyers(const std::string& activity, const std::string& user) {
     return redis_->String({"HGET", Keys(activity).buyers(), user});
   }
-  redis::SeckillKeys Keys(const std::string& activity) {
+  keyspace::ActivityKeys Keys(const std::string& activity) {
     return {settings_.key_namespace, activity};
   }
 
@@ -192,9 +192,10 @@ class DeadLetterTest : public testing::ServiceFixture<::testing::TestWithParam<B
     EXPECT_EQ(Buyers(activity, user), buyers_after);
     EXPECT_EQ(StateShown(user, order_id), "refused");
     // Releasing again (the expiry or reconciliation path) returns nothing more.
-    auto again = Run(context_->seckill().AsyncRelease(activity, order_id, asio::use_awaitable));
+    auto again =
+        Run(context_->activity_scripts().AsyncRelease(activity, order_id, asio::use_awaitable));
     ASSERT_TRUE(again.ok()) << again.error().ToString();
-    EXPECT_EQ(again->outcome, redis::ReleaseOutcome::kAlreadyReleased);
+    EXPECT_EQ(again->outcome, keyspace::ReleaseOutcome::kAlreadyReleased);
     EXPECT_EQ(Remaining(activity), remaining_before_sale);
     // Retrying the dead letter would write an order whose unit is back on sale: refused.
     auto dead = Run(ListDeadLetters(*context_, activity, 10));
@@ -280,12 +281,12 @@ TEST_P(DeadLetterTest, AnUnreadableIntentReturnsItsUnit) {
 TEST_P(DeadLetterTest, ARefusedIntentOfABatchEntryIsDeadLetteredAloneTheOthersAreWritten) {
   CreateSale("batch", 10, 1);
   ASSERT_NO_FATAL_FAILURE(RecordLiveOrderOf("batch", "u"));
-  const std::vector<redis::ReserveRequest> requests = {
+  const std::vector<keyspace::ReserveRequest> requests = {
       {.order_id = "batch-a", .user_id = "a", .quantity = 1, .now_ms = 1000},
       {.order_id = "batch-u", .user_id = "u", .quantity = 1, .now_ms = 1000},
       {.order_id = "batch-b", .user_id = "b", .quantity = 1, .now_ms = 1000}};
   auto reserved =
-      Run(context_->seckill().AsyncReserveBatch("batch", requests, asio::use_awaitable));
+      Run(context_->activity_scripts().AsyncReserveBatch("batch", requests, asio::use_awaitable));
   ASSERT_TRUE(reserved.ok()) << reserved.error().ToString();
   for (const auto& one : *reserved) ASSERT_EQ(one->outcome, core::Outcome::kReserved);
   ASSERT_EQ(redis_->Integer({"XLEN", Keys("batch").stream()}), 1) << "one entry for the batch";
@@ -359,7 +360,7 @@ TEST_P(DeadLetterTest, AnOrderTheRecordCannotHoldReturnsItsUnit) {
 
 // Itemised stock: the very items go back to the list.
 TEST_P(DeadLetterTest, ARefusedItemisedOrderReturnsItsItems) {
-  core::SeckillActivity activity;
+  core::Activity activity;
   activity.id = "seats";
   activity.start_ms = 0;
   activity.end_ms = 4'000'000'000'000;
@@ -384,7 +385,7 @@ TEST_P(DeadLetterTest, ARefusedItemisedOrderReturnsItsItems) {
 // A lottery win the record refuses (a second win under one draw number) gives its prize back;
 // the draw itself stays counted (the user did draw).
 TEST_P(DeadLetterTest, ARefusedLotteryWinReturnsItsPrize) {
-  core::SeckillActivity lottery;
+  core::Activity lottery;
   lottery.id = "lot";
   lottery.start_ms = 0;
   lottery.end_ms = 4'000'000'000'000;
@@ -402,8 +403,9 @@ TEST_P(DeadLetterTest, ARefusedLotteryWinReturnsItsPrize) {
                              .created_ms = 500,
                              .stream_id = "0-1"};
   ASSERT_TRUE(store_->InsertOrders(std::span(&earlier, 1), 600).ok());
-  const redis::DrawRequest request{.order_id = "lot-d1", .user_id = "u", .now_ms = 1000, .pick = 0};
-  auto drawn = Run(context_->seckill().AsyncDraw("lot", request, asio::use_awaitable));
+  const keyspace::DrawRequest request{
+      .order_id = "lot-d1", .user_id = "u", .now_ms = 1000, .pick = 0};
+  auto drawn = Run(context_->activity_scripts().AsyncDraw("lot", request, asio::use_awaitable));
   ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
   ASSERT_EQ(drawn->outcome, core::Outcome::kReserved);
   ASSERT_EQ(redis_->String({"HGET", Keys("lot").prizes(), "mug"}), "4");

@@ -28,10 +28,11 @@
 
 #include "base/clock.h"
 #include "base/subprocess.h"
-#include "redis/order_stream.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/order_stream.h"
+#include "keyspace/service_state.h"
 #include "redis/scripts.h"
-#include "redis/seckill.h"
-#include "redis/service_state.h"
 #include "store/mysql/store.h"
 #include "support/flashsale_process.h"
 #include "support/galera_cluster.h"
@@ -86,9 +87,9 @@ class GaleraDrillTest : public ::testing::Test {
     ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
     namespace_ = testing::UniqueNamespace();
     connection_ = testing::Connect(io_, redis_->unix_url());
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
-    scripts_ = std::make_unique<redis::SeckillScripts>(*runner_, namespace_);
-    stream_ = std::make_unique<redis::OrderStream>(*runner_, namespace_);
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, namespace_);
+    stream_ = std::make_unique<keyspace::OrderStream>(*runner_, namespace_);
   }
 
   void TearDown() override {
@@ -99,7 +100,7 @@ class GaleraDrillTest : public ::testing::Test {
 
   // An open counted activity, one unit per user, in the database and in Redis.
   void CreateActivity(const std::string& id, int64_t stock) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.title = "galera drill";
     activity.start_ms = 0;
@@ -111,10 +112,10 @@ class GaleraDrillTest : public ::testing::Test {
     auto setup = io_.Run(SetUpActivity(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
     ASSERT_TRUE(setup->loaded);
-    redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
+    redis_->Command({"INCR", keyspace::NamespaceKeys(namespace_).registry_version()});
   }
-  asio::awaitable<base::Result<redis::SetupResult>> SetUpActivity(core::SeckillActivity activity) {
-    co_return co_await scripts_->AsyncSetup(activity, redis::SetupMode::kLoadIfMissing,
+  asio::awaitable<base::Result<keyspace::SetupResult>> SetUpActivity(core::Activity activity) {
+    co_return co_await scripts_->AsyncSetup(activity, keyspace::SetupMode::kLoadIfMissing,
                                             asio::use_awaitable);
   }
 
@@ -128,10 +129,10 @@ class GaleraDrillTest : public ::testing::Test {
     for (int64_t i = first; i < first + count; ++i) {
       const std::string order_id = fmt::format("o{}", i);  // the request holds views of them
       const std::string user_id = fmt::format("u{}", i);
-      const redis::ReserveRequest request{.order_id = order_id,
-                                          .user_id = user_id,
-                                          .quantity = 1,
-                                          .now_ms = base::SystemClock::Instance().NowMs()};
+      const keyspace::ReserveRequest request{.order_id = order_id,
+                                             .user_id = user_id,
+                                             .quantity = 1,
+                                             .now_ms = base::SystemClock::Instance().NowMs()};
       for (int attempt = 0; attempt < 50; ++attempt) {
         auto reply = co_await scripts_->AsyncReserve(activity, request, asio::use_awaitable);
         if (!reply.ok()) {
@@ -193,7 +194,7 @@ class GaleraDrillTest : public ::testing::Test {
     if (info->lag == 0) return true;
     if (info->lag > 0) return false;
     auto stream =
-        redis_->Command({"XINFO", "STREAM", redis::SeckillKeys{namespace_, activity}.stream()});
+        redis_->Command({"XINFO", "STREAM", keyspace::ActivityKeys{namespace_, activity}.stream()});
     return Pairs(stream.get())["last-generated-id"] == info->last_delivered_id;
   }
 
@@ -209,8 +210,8 @@ class GaleraDrillTest : public ::testing::Test {
   IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<redis::SeckillScripts> scripts_;
-  std::unique_ptr<redis::OrderStream> stream_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
+  std::unique_ptr<keyspace::OrderStream> stream_;
 };
 GaleraCluster* GaleraDrillTest::cluster_ = nullptr;
 
@@ -234,7 +235,7 @@ TEST_F(GaleraDrillTest, ANodeKilledMidSaleLosesNothingAndWritesNothingTwice) {
   ASSERT_EQ(sold, 1500) << last_error_;
   ASSERT_TRUE(Eventually([&] { return RowsOnNode(kCheckNode, activity) >= 300; }, 60s))
       << "the pipeline wrote nothing through node " << kWriterNode << " (stream length "
-      << redis_->Integer({"XLEN", redis::SeckillKeys{namespace_, activity}.stream()})
+      << redis_->Integer({"XLEN", keyspace::ActivityKeys{namespace_, activity}.stream()})
       << "); worker log:\n"
       << WorkerLog();
 
@@ -260,7 +261,7 @@ TEST_F(GaleraDrillTest, ANodeKilledMidSaleLosesNothingAndWritesNothingTwice) {
   ASSERT_TRUE(Eventually([&] { return RowsOnNode(kCheckNode, activity) == sold; }, 60s, 100ms))
       << "rows on node " << kCheckNode << ": " << RowsOnNode(kCheckNode, activity) << ", sold "
       << sold;
-  const redis::SeckillKeys keys{namespace_, activity};
+  const keyspace::ActivityKeys keys{namespace_, activity};
   EXPECT_EQ(redis_->SumOfHash(keys.buyers()), sold);  // the units the buyers hold
 
   auto totals = cluster_->Query(

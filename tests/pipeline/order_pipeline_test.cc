@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "base/clock.h"
-#include "redis/draw_queue.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/draw_queue.h"
 #include "redis/url.h"
 #include "service/admin.h"
 #include "service/draw.h"
@@ -51,7 +51,7 @@ class PipelineTest : public testing::ServiceFixture<> {
 
   // An open activity in the database, the registry and Redis.
   void CreateActivity(const std::string& id, int64_t stock, int64_t limit = 1) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.start_ms = 0;
     activity.end_ms = 4'000'000'000'000;
@@ -60,7 +60,7 @@ class PipelineTest : public testing::ServiceFixture<> {
     auto created = io_.Run(CreateActivityAsync(activity));
     ASSERT_TRUE(created.ok()) << created.error().ToString();
   }
-  asio::awaitable<base::Result<ActivityState>> CreateActivityAsync(core::SeckillActivity activity) {
+  asio::awaitable<base::Result<ActivityState>> CreateActivityAsync(core::Activity activity) {
     co_return co_await service::CreateActivity(*context_, activity);
   }
 
@@ -71,9 +71,10 @@ class PipelineTest : public testing::ServiceFixture<> {
     for (int i = first; i < first + n; ++i) {
       const std::string order = activity + "-o" + std::to_string(i);
       const std::string user = "u" + std::to_string(i);
-      redis::ReserveRequest request{
+      keyspace::ReserveRequest request{
           .order_id = order, .user_id = user, .quantity = quantity, .now_ms = 1000 + i};
-      auto r = io_.Run(context_->seckill().AsyncReserve(activity, request, asio::use_awaitable));
+      auto r = io_.Run(
+          context_->activity_scripts().AsyncReserve(activity, request, asio::use_awaitable));
       EXPECT_TRUE(r.ok() && r->outcome == core::Outcome::kReserved);
       orders.push_back(order);
     }
@@ -118,7 +119,7 @@ class PipelineTest : public testing::ServiceFixture<> {
     return ids;
   }
 
-  redis::SeckillKeys Keys(const std::string& activity) {
+  keyspace::ActivityKeys Keys(const std::string& activity) {
     return {settings_.key_namespace, activity};
   }
 
@@ -152,7 +153,7 @@ TEST_F(PipelineTest, EveryIntentBecomesExactlyOneRow) {
 TEST_F(PipelineTest, TheRecordKeepsTheHighestWriteSequenceItPersisted) {
   CreateActivity("marked", 50);
   Reserve("marked", 20);
-  auto status = io_.Run(context_->seckill().AsyncStatus("marked", asio::use_awaitable));
+  auto status = io_.Run(context_->activity_scripts().AsyncStatus("marked", asio::use_awaitable));
   ASSERT_TRUE(status.ok());
   ASSERT_EQ(status->written, (core::WriteSeq{0, 20})) << "one call each";
   OrderConsumer consumer(*context_, context_->order_stream(), Options("c1"), metrics_);
@@ -178,9 +179,9 @@ TEST_F(PipelineTest, AnIntentInTheOlderSixFieldShapeIsReadAsItSays) {
   redis_->Command({"XADD", Keys("upgrade").stream(), "*", "order_id", orders[0], "user_id", "u0",
                    "quantity", "1", "items", "", "ts", "1000", "limit", "3"});
 
-  const redis::PersistedOrders none;
-  auto pending =
-      io_.Run(context_->seckill().AsyncUserOrders("upgrade", "u0", none, asio::use_awaitable));
+  const keyspace::PersistedOrders none;
+  auto pending = io_.Run(
+      context_->activity_scripts().AsyncUserOrders("upgrade", "u0", none, asio::use_awaitable));
   ASSERT_TRUE(pending.ok()) << pending.error().ToString();
   ASSERT_EQ(pending->size(), 1u);
   EXPECT_EQ((*pending)[0].order_id, orders[0]);
@@ -265,7 +266,7 @@ TEST_F(PipelineTest, AStreamLostFromUnderTheConsumerGetsItsGroupAgain) {
 // script (FENCED, the error's detail): counted, its lock forgotten, the ticket left pending for the
 // new holder, which draws it.
 TEST_F(PipelineTest, AStrictQueueConsumerThatLostItsLockHasItsLateDrawFenced) {
-  core::SeckillActivity lottery;
+  core::Activity lottery;
   lottery.id = "fifo";
   lottery.start_ms = 0;
   lottery.end_ms = 4'000'000'000'000;
@@ -277,18 +278,18 @@ TEST_F(PipelineTest, AStrictQueueConsumerThatLostItsLockHasItsLateDrawFenced) {
   lottery.stock = lottery.lottery->TotalStock();
   auto created = io_.Run(CreateActivityAsync(lottery));
   ASSERT_TRUE(created.ok()) << created.error().ToString();
-  redis::DrawQueue queue(*runner_, settings_.key_namespace);
+  keyspace::DrawQueue queue(*runner_, settings_.key_namespace);
   const auto enqueue = [&](const std::string& user) {
     const std::string ticket = "t-" + user;
-    const redis::EnqueueRequest request{.ticket_id = ticket,
-                                        .user_id = user,
-                                        .now_ms = clock_.NowMs(),
-                                        .capacity = 100,
-                                        .ticket_ttl_ms = 3'600'000,
-                                        .user_token = user};
+    const keyspace::EnqueueRequest request{.ticket_id = ticket,
+                                           .user_id = user,
+                                           .now_ms = clock_.NowMs(),
+                                           .capacity = 100,
+                                           .ticket_ttl_ms = 3'600'000,
+                                           .user_token = user};
     auto queued = io_.Run(queue.Enqueue("fifo", request));
     ASSERT_TRUE(queued.ok()) << queued.error().ToString();
-    ASSERT_EQ(queued->outcome, redis::EnqueueOutcome::kQueued);
+    ASSERT_EQ(queued->outcome, keyspace::EnqueueOutcome::kQueued);
   };
   // Leases that are not extended during the test: the lock moves only when it is deleted.
   const QueueConsumerOptions options{
@@ -671,7 +672,7 @@ TEST_F(PipelineTest, TheBuyerFindsTheOrderBeforeAndAfterItIsPersisted) {
 // --- Holes of the audit (issue 15): each a test that failed before its fix. ---
 
 // Every key of an activity in Redis gone, as after Redis lost it.
-void Forget(const RedisServer& redis, const redis::SeckillKeys& keys) {
+void Forget(const RedisServer& redis, const keyspace::ActivityKeys& keys) {
   for (const std::string* key :
        {&keys.meta(), &keys.stock(), &keys.items(), &keys.prizes(), &keys.buyers(), &keys.orders(),
         &keys.user_orders(), &keys.stream(), &keys.dead(), &keys.failures()}) {
@@ -698,7 +699,7 @@ TEST_F(PipelineTest, PrewarmNeverLoadsAnActivityWithOrdersInTheRecord) {
   const JobRequest prewarm{.job = Job::kPrewarm};
   auto ran = io_.Run(RunJob(*context_, prewarm, nullptr));
   ASSERT_TRUE(ran.ok()) << ran.error().ToString();
-  auto status = io_.Run(context_->seckill().AsyncStatus("moved", asio::use_awaitable));
+  auto status = io_.Run(context_->activity_scripts().AsyncStatus("moved", asio::use_awaitable));
   ASSERT_TRUE(status.ok());
   EXPECT_FALSE(status->found) << "prewarm loaded " << status->remaining
                               << " units of a sale whose record holds 3 orders: " << *ran;
@@ -708,7 +709,7 @@ TEST_F(PipelineTest, PrewarmNeverLoadsAnActivityWithOrdersInTheRecord) {
   auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
   ASSERT_TRUE(report.ok()) << report.error().ToString();
   EXPECT_TRUE(report->rebuilt);
-  status = io_.Run(context_->seckill().AsyncStatus("moved", asio::use_awaitable));
+  status = io_.Run(context_->activity_scripts().AsyncStatus("moved", asio::use_awaitable));
   EXPECT_EQ(status->remaining, 7);
 }
 
@@ -719,10 +720,11 @@ TEST_F(PipelineTest, AReleaseOnAnActivityRedisDoesNotHoldCreatesNothing) {
   CreateActivity("gone", 5);
   const auto orders = Reserve("gone", 1);
   ASSERT_EQ(redis_->Integer({"DEL", Keys("gone").meta()}), 1);
-  auto released = io_.Run(context_->seckill().AsyncRelease("gone", orders[0], asio::use_awaitable));
+  auto released =
+      io_.Run(context_->activity_scripts().AsyncRelease("gone", orders[0], asio::use_awaitable));
   EXPECT_EQ(redis_->Integer({"EXISTS", Keys("gone").meta()}), 0)
       << "the release created the activity's meta hash";
-  EXPECT_TRUE(released.ok() && released->outcome != redis::ReleaseOutcome::kReleased);
+  EXPECT_TRUE(released.ok() && released->outcome != keyspace::ReleaseOutcome::kReleased);
   // A restore of orders into it is not refused as "loaded" either: the rebuild goes through.
   settings_.rebuild_grace = 0ms;
   const store::ActivityRecord record = *store_->GetActivity("gone", false);
@@ -735,7 +737,7 @@ TEST_F(PipelineTest, AReleaseOnAnActivityRedisDoesNotHoldCreatesNothing) {
 // record's draw numbers (draws that won nothing are not in the record), not the number of wins:
 // a user who drew 3 times and won once keeps 3 draws, so no extra draws, no draw number clash.
 TEST_F(PipelineTest, ALotteryRebuildRestoresDrawCountsFromDrawNumbers) {
-  core::SeckillActivity lottery;
+  core::Activity lottery;
   lottery.id = "lot";
   lottery.start_ms = 0;
   lottery.end_ms = 4'000'000'000'000;
@@ -746,12 +748,13 @@ TEST_F(PipelineTest, ALotteryRebuildRestoresDrawCountsFromDrawNumbers) {
   // u0: no prize, no prize, then a win (draw 3). pick % 2: 0 = no prize, 1 = the mug.
   for (int draw = 1; draw <= 3; ++draw) {
     const std::string order = fmt::format("lot-d{}", draw);
-    const redis::DrawRequest request{.order_id = order,
-                                     .user_id = "u0",
-                                     .now_ms = 1000 + draw,
-                                     .pick = draw == 3 ? 1u : 0u,
-                                     .fallback = 0};
-    auto drawn = io_.Run(context_->seckill().AsyncDraw("lot", request, asio::use_awaitable));
+    const keyspace::DrawRequest request{.order_id = order,
+                                        .user_id = "u0",
+                                        .now_ms = 1000 + draw,
+                                        .pick = draw == 3 ? 1u : 0u,
+                                        .fallback = 0};
+    auto drawn =
+        io_.Run(context_->activity_scripts().AsyncDraw("lot", request, asio::use_awaitable));
     ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
     ASSERT_EQ(drawn->outcome, draw == 3 ? core::Outcome::kReserved : core::Outcome::kNoPrize);
   }
@@ -768,8 +771,10 @@ TEST_F(PipelineTest, ALotteryRebuildRestoresDrawCountsFromDrawNumbers) {
   EXPECT_EQ(redis_->String({"HGET", Keys("lot").buyers(), "u0"}), "3")
       << "the draw count became the win count";
   EXPECT_EQ(redis_->String({"HGET", Keys("lot").prizes(), "mug"}), "9");
-  const redis::DrawRequest fourth{.order_id = "lot-d4", .user_id = "u0", .now_ms = 2000, .pick = 1};
-  auto refused = io_.Run(context_->seckill().AsyncDraw("lot", fourth, asio::use_awaitable));
+  const keyspace::DrawRequest fourth{
+      .order_id = "lot-d4", .user_id = "u0", .now_ms = 2000, .pick = 1};
+  auto refused =
+      io_.Run(context_->activity_scripts().AsyncDraw("lot", fourth, asio::use_awaitable));
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->outcome, core::Outcome::kLimitReached);
 }
@@ -778,7 +783,7 @@ TEST_F(PipelineTest, ALotteryRebuildRestoresDrawCountsFromDrawNumbers) {
 // the whole draw use case (admission, the draw script, the prize named from the registry).
 TEST_F(PipelineTest, TheSameSeedReplaysTheSameDraws) {
   for (const std::string id : {"replay-a", "replay-b"}) {
-    core::SeckillActivity lottery;
+    core::Activity lottery;
     lottery.id = id;
     lottery.start_ms = 0;
     lottery.end_ms = 4'000'000'000'000;
@@ -842,7 +847,7 @@ TEST_F(PipelineTest, TwoRebuildsAtOnceCountEachOrderOnce) {
     EXPECT_TRUE(first.get());
     ASSERT_TRUE(second.ok()) << second.error().ToString();
 
-    auto status = io_.Run(context_->seckill().AsyncStatus(id, asio::use_awaitable));
+    auto status = io_.Run(context_->activity_scripts().AsyncStatus(id, asio::use_awaitable));
     ASSERT_TRUE(status.ok() && status->found);
     EXPECT_EQ(status->remaining, 4) << id;
     EXPECT_EQ(status->total, 10) << id << ": total counted twice";
@@ -872,19 +877,19 @@ TEST_F(PipelineTest, ARebuildStoppedAfterLoadingIsFinishedByTheNextRun) {
     // A run sees it missing (and marks it so), then the process dies after the first step of
     // the rebuild: the activity loaded closed with the record's stock.
     redis_->Command({"SET", Keys(id).meta() + ":missing_since", "1", "PX", "86400000"});
-    core::SeckillActivity closed = record.activity;
+    core::Activity closed = record.activity;
     closed.open = false;
-    auto loaded = io_.Run(context_->seckill().AsyncSetup(closed, redis::SetupMode::kLoadIfMissing,
-                                                         asio::use_awaitable));
+    auto loaded = io_.Run(context_->activity_scripts().AsyncSetup(
+        closed, keyspace::SetupMode::kLoadIfMissing, asio::use_awaitable));
     ASSERT_TRUE(loaded.ok()) << loaded.error().ToString();
     // The mark alone, without the shortage an earlier run would have applied with it: units
-    // reserved are derived (total + released + oversold - remaining, seckill_status.lua), so the
+    // reserved are derived (total + released + oversold - remaining, activity_status.lua), so the
     // forged mark reads as one unit sold beyond the stock, and as a drift of one.
     if (oversold) redis_->Command({"HSET", Keys(id).meta(), "oversold", "1"});
 
     auto report = io_.Run(Reconcile(*context_, record, /*repair=*/true));
     ASSERT_TRUE(report.ok()) << report.error().ToString();
-    auto status = io_.Run(context_->seckill().AsyncStatus(id, asio::use_awaitable));
+    auto status = io_.Run(context_->activity_scripts().AsyncStatus(id, asio::use_awaitable));
     ASSERT_TRUE(status.ok() && status->found);
     EXPECT_EQ(status->remaining, 4) << id;
     EXPECT_EQ(status->reserved - status->released, oversold ? 7 : 6) << id;

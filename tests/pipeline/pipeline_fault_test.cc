@@ -47,11 +47,12 @@
 
 #include "base/clock.h"
 #include "base/subprocess.h"
-#include "redis/draw_queue.h"
-#include "redis/order_stream.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/draw_queue.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/order_stream.h"
+#include "keyspace/service_state.h"
 #include "redis/scripts.h"
-#include "redis/seckill.h"
-#include "redis/service_state.h"
 #include "service/jobs.h"
 #include "service/order_consumer.h"
 #include "store/mysql/store.h"
@@ -223,8 +224,8 @@ class Producer {
   Producer(const std::string& url, const std::string& key_namespace, std::string activity)
       : activity_(std::move(activity)) {
     connection_ = testing::Connect(io_, url);
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
-    scripts_ = std::make_unique<redis::SeckillScripts>(*runner_, key_namespace);
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, key_namespace);
   }
   ~Producer() { testing::Stop(io_, connection_); }
   Producer(const Producer&) = delete;
@@ -263,17 +264,17 @@ class Producer {
   };
 
   static asio::awaitable<void> Caller(std::shared_ptr<Batch> batch,
-                                      redis::SeckillScripts& scripts) {
+                                      keyspace::ActivityScripts& scripts) {
     asio::steady_timer pause(co_await asio::this_coro::executor);
     while (batch->next < batch->end) {
       const int64_t index = batch->next++;
       const std::string order_id = fmt::format("o{}", index);
       const std::string user_id = fmt::format("u{}", index);
       const int64_t quantity = batch->quantity(index);
-      const redis::ReserveRequest request{.order_id = order_id,
-                                          .user_id = user_id,
-                                          .quantity = quantity,
-                                          .now_ms = base::SystemClock::Instance().NowMs()};
+      const keyspace::ReserveRequest request{.order_id = order_id,
+                                             .user_id = user_id,
+                                             .quantity = quantity,
+                                             .now_ms = base::SystemClock::Instance().NowMs()};
       bool resolved = false;
       for (int attempt = 0; attempt < 200 && !resolved; ++attempt) {
         auto reply = co_await scripts.AsyncReserve(batch->activity, request, asio::use_awaitable);
@@ -298,7 +299,7 @@ class Producer {
   IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<redis::SeckillScripts> scripts_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
 };
 
 // Reservations that keep coming while a test does its damage: chunks of `chunk` users with a pause
@@ -418,9 +419,9 @@ class PipelineFaultTest : public ::testing::Test {
     ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
     namespace_ = testing::UniqueNamespace();
     connection_ = testing::Connect(io_, redis_->unix_url());
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
-    scripts_ = std::make_unique<redis::SeckillScripts>(*runner_, namespace_);
-    stream_ = std::make_unique<redis::OrderStream>(*runner_, namespace_);
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, namespace_);
+    stream_ = std::make_unique<keyspace::OrderStream>(*runner_, namespace_);
   }
 
   void TearDown() override {
@@ -431,7 +432,7 @@ class PipelineFaultTest : public ::testing::Test {
 
   // An open counted activity in the database and in Redis (stock loaded once).
   void CreateActivity(const std::string& id, int64_t stock, int64_t per_user_limit = 1) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.title = "fault test";
     activity.start_ms = 0;
@@ -443,10 +444,10 @@ class PipelineFaultTest : public ::testing::Test {
     auto setup = io_.Run(SetUpActivity(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
     ASSERT_TRUE(setup->loaded);
-    redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
+    redis_->Command({"INCR", keyspace::NamespaceKeys(namespace_).registry_version()});
   }
-  asio::awaitable<base::Result<redis::SetupResult>> SetUpActivity(core::SeckillActivity activity) {
-    co_return co_await scripts_->AsyncSetup(activity, redis::SetupMode::kLoadIfMissing,
+  asio::awaitable<base::Result<keyspace::SetupResult>> SetUpActivity(core::Activity activity) {
+    co_return co_await scripts_->AsyncSetup(activity, keyspace::SetupMode::kLoadIfMissing,
                                             asio::use_awaitable);
   }
 
@@ -470,12 +471,12 @@ class PipelineFaultTest : public ::testing::Test {
     return std::make_unique<Worker>(args, tmp_ / (name + ".log"), options.failpoints);
   }
 
-  redis::SeckillKeys Keys(const std::string& activity) const { return {namespace_, activity}; }
+  keyspace::ActivityKeys Keys(const std::string& activity) const { return {namespace_, activity}; }
 
   // A read, so retried while our connection is not back yet (after a Redis restart it waits out
   // its reconnect backoff, and a command meanwhile is refused unsent), for at most 5 s.
-  redis::GroupInfo Group(const std::string& activity) {
-    std::optional<base::Result<redis::GroupInfo>> info;
+  keyspace::GroupInfo Group(const std::string& activity) {
+    std::optional<base::Result<keyspace::GroupInfo>> info;
     Eventually(
         [&] {
           info.emplace(io_.Run(stream_->Info(activity)));
@@ -488,8 +489,8 @@ class PipelineFaultTest : public ::testing::Test {
 
   // Nothing pending and nothing undelivered. Redis cannot always tell the lag (-1, after
   // deletions); then every entry was delivered if the last delivered id is the stream's last id.
-  bool Drained(const std::string& activity, redis::GroupInfo* seen = nullptr) {
-    const redis::GroupInfo info = Group(activity);
+  bool Drained(const std::string& activity, keyspace::GroupInfo* seen = nullptr) {
+    const keyspace::GroupInfo info = Group(activity);
     if (seen != nullptr) *seen = info;
     if (info.pending != 0) return false;
     if (info.lag == 0) return true;
@@ -507,7 +508,7 @@ class PipelineFaultTest : public ::testing::Test {
   std::map<std::string, int64_t> PendingPerConsumer(const std::string& activity) {
     std::map<std::string, int64_t> out;
     auto consumers = redis_->Command(
-        {"XINFO", "CONSUMERS", Keys(activity).stream(), redis::OrderStream::kGroup});
+        {"XINFO", "CONSUMERS", Keys(activity).stream(), keyspace::OrderStream::kGroup});
     for (size_t i = 0; i < consumers->elements; ++i) {
       auto consumer = Pairs(consumers->element[i]);
       const int64_t pending = std::stoll(consumer["pending"]);
@@ -533,7 +534,7 @@ class PipelineFaultTest : public ::testing::Test {
       }
       return logs;
     };
-    redis::GroupInfo info;
+    keyspace::GroupInfo info;
     const bool drained = Eventually([&] { return Drained(activity, &info); }, kDrainTimeout, 50ms);
     ASSERT_TRUE(drained) << "the group of '" << activity << "' did not drain within 60 s: pending "
                          << info.pending << ", lag " << info.lag << ", length " << info.length
@@ -541,14 +542,14 @@ class PipelineFaultTest : public ::testing::Test {
                          << describe();
 
     // What Redis recorded: order id -> (user, quantity), and the units it reserved.
-    const redis::SeckillKeys keys = Keys(activity);
-    std::map<std::string, redis::RecordedOrder> recorded;
+    const keyspace::ActivityKeys keys = Keys(activity);
+    std::map<std::string, keyspace::RecordedOrder> recorded;
     std::map<std::string, std::string> recorded_user;
     {
       auto all = redis_->Command({"HGETALL", keys.orders()});
       for (const auto& [order_id, record] : Pairs(all.get())) {
         ASSERT_TRUE(record.starts_with("R|")) << order_id << " -> " << record;
-        auto parsed = redis::ParseOrderRecord(order_id, record);
+        auto parsed = keyspace::ParseOrderRecord(order_id, record);
         ASSERT_TRUE(parsed.has_value()) << order_id << " -> " << record;
         recorded[order_id] = *parsed;
         recorded_user[order_id] = record.substr(2, record.find('|', 2) - 2);
@@ -640,8 +641,8 @@ class PipelineFaultTest : public ::testing::Test {
   IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<redis::SeckillScripts> scripts_;
-  std::unique_ptr<redis::OrderStream> stream_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
+  std::unique_ptr<keyspace::OrderStream> stream_;
 };
 MariaDbServer* PipelineFaultTest::mariadb_ = nullptr;
 
@@ -666,12 +667,12 @@ TEST_F(PipelineFaultTest, KilledBetweenCommitAndAckLosesNothingAndWritesNothingT
       "SELECT order_id, stream_id FROM orders WHERE activity_id = 'commit'", db_name_);
   const int64_t rows_before = static_cast<int64_t>(committed.rows.size());
   ASSERT_GT(rows_before, 0) << "nothing committed before the kill";
-  const redis::GroupInfo after_kill = Group("commit");
+  const keyspace::GroupInfo after_kill = Group("commit");
   EXPECT_EQ(after_kill.pending, rows_before) << "the one batch it read was committed, not acked";
   std::set<std::string> pending_ids;
   {
     auto pending = redis_->Command(
-        {"XPENDING", Keys("commit").stream(), redis::OrderStream::kGroup, "-", "+", "10000"});
+        {"XPENDING", Keys("commit").stream(), keyspace::OrderStream::kGroup, "-", "+", "10000"});
     for (size_t i = 0; i < pending->elements; ++i) {
       pending_ids.insert(Str(pending->element[i]->element[0]));
     }
@@ -716,7 +717,7 @@ TEST_F(PipelineFaultTest, KilledMidBatchUnderLoadLosesNothing) {
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL)
       << base::DescribeExitStatus(*status);
-  const redis::GroupInfo at_kill = Group("midbatch");
+  const keyspace::GroupInfo at_kill = Group("midbatch");
   const bool load_running = !load.finished();
   RecordProperty("pending_at_kill", std::to_string(at_kill.pending));
   RecordProperty("load_running_at_kill", load_running ? "yes" : "no");
@@ -757,7 +758,7 @@ TEST_F(PipelineFaultTest, AnUnreachableDatabaseHoldsTheBacklogUntilItIsBack) {
   const auto outage_end = Clock::now() + 3s;
   while (Clock::now() < outage_end && worker->Running()) std::this_thread::sleep_for(100ms);
   ASSERT_TRUE(worker->Running()) << worker->Describe();
-  const redis::GroupInfo held = Group("outage");
+  const keyspace::GroupInfo held = Group("outage");
   EXPECT_GT(held.pending, 0) << "the consumers hold their batches";
   EXPECT_EQ(held.pending + held.lag, 1500)
       << "nothing acknowledged while the database is down (pending " << held.pending << ", lag "
@@ -962,7 +963,7 @@ class QueueFaultTest : public PipelineFaultTest {
   // An open lottery with an admission queue, in the database and in Redis: prizes a (weight 1,
   // 40 units) and b (weight 2, 60 units), "no prize" weight 3, one draw per user.
   void CreateQueuedLottery(const std::string& id, core::Admission admission) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.title = "queue fault test";
     activity.start_ms = 0;
@@ -976,24 +977,24 @@ class QueueFaultTest : public PipelineFaultTest {
     ASSERT_TRUE(created.ok()) << created.error().ToString();
     auto setup = io_.Run(SetUpActivity(activity));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
-    redis_->Command({"INCR", redis::NamespaceKeys(namespace_).registry_version()});
+    redis_->Command({"INCR", keyspace::NamespaceKeys(namespace_).registry_version()});
   }
 
   // Tickets t<i> for users u<i>, i in [0, count), straight into the queue.
   void Enqueue(const std::string& activity, int count) {
-    redis::DrawQueue queue(*runner_, namespace_);
+    keyspace::DrawQueue queue(*runner_, namespace_);
     for (int i = 0; i < count; ++i) {
       const std::string ticket = fmt::format("t{}", i);
       const std::string user = fmt::format("u{}", i);
-      const redis::EnqueueRequest request{.ticket_id = ticket,
-                                          .user_id = user,
-                                          .now_ms = base::SystemClock::Instance().NowMs(),
-                                          .capacity = 100'000,
-                                          .ticket_ttl_ms = 3'600'000,
-                                          .user_token = user};
+      const keyspace::EnqueueRequest request{.ticket_id = ticket,
+                                             .user_id = user,
+                                             .now_ms = base::SystemClock::Instance().NowMs(),
+                                             .capacity = 100'000,
+                                             .ticket_ttl_ms = 3'600'000,
+                                             .user_token = user};
       auto queued = io_.Run(queue.Enqueue(activity, request));
       ASSERT_TRUE(queued.ok()) << queued.error().ToString();
-      ASSERT_EQ(queued->outcome, redis::EnqueueOutcome::kQueued);
+      ASSERT_EQ(queued->outcome, keyspace::EnqueueOutcome::kQueued);
     }
   }
 
@@ -1004,14 +1005,14 @@ class QueueFaultTest : public PipelineFaultTest {
                                      const std::vector<Worker*>& workers) {
     std::string logs;
     for (Worker* worker : workers) logs += worker->Describe() + "\n";
-    redis::DrawQueue queue(*runner_, namespace_);
-    std::map<std::string, redis::TicketState> states;
+    keyspace::DrawQueue queue(*runner_, namespace_);
+    std::map<std::string, keyspace::TicketState> states;
     const bool decided = Eventually(
         [&] {
           for (int i = static_cast<int>(states.size()); i < count; ++i) {
             auto state =
                 io_.Run(queue.Ticket(activity, fmt::format("t{}", i), fmt::format("u{}", i)));
-            if (!state.ok() || state->state != redis::TicketState::State::kDecided) return false;
+            if (!state.ok() || state->state != keyspace::TicketState::State::kDecided) return false;
             states[fmt::format("t{}", i)] = *state;
           }
           return true;
@@ -1043,7 +1044,7 @@ class QueueFaultTest : public PipelineFaultTest {
     EXPECT_LE(won["a"], 40);
     EXPECT_LE(won["b"], 60);
     EXPECT_EQ(won["a"] + won["b"] + no_prize + gone, count);
-    const redis::SeckillKeys keys = Keys(activity);
+    const keyspace::ActivityKeys keys = Keys(activity);
     for (const auto& [user, draws] : Pairs(redis_->Command({"HGETALL", keys.buyers()}).get())) {
       EXPECT_EQ(draws, "1") << user << " drew more than once";
     }
@@ -1126,9 +1127,9 @@ class DrillTest : public PipelineFaultTest {
     redis_ = std::make_unique<RedisServer>(
         testing::RedisServerOptions{.appendonly = true, .appendfsync = "always"});
     connection_ = testing::Connect(io_, redis_->unix_url());
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
-    scripts_ = std::make_unique<redis::SeckillScripts>(*runner_, namespace_);
-    stream_ = std::make_unique<redis::OrderStream>(*runner_, namespace_);
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, namespace_);
+    stream_ = std::make_unique<keyspace::OrderStream>(*runner_, namespace_);
   }
 
   int64_t Remaining(const std::string& activity) {
@@ -1188,7 +1189,7 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   redis_->Command({"FLUSHALL"});
   const int64_t persisted_at_wipe = RowsInDb("wipe");
   {  // The sale has stopped at once: nothing to sell from until the rebuild (a grace of 1 s).
-    const redis::ReserveRequest probe{
+    const keyspace::ReserveRequest probe{
         .order_id = "probe", .user_id = "probe", .now_ms = base::SystemClock::Instance().NowMs()};
     auto refused = io_.Run(scripts_->AsyncReserve("wipe", probe, asio::use_awaitable));
     ASSERT_TRUE(refused.ok()) << refused.error().ToString();
@@ -1223,7 +1224,7 @@ TEST_F(DrillTest, RedisWipedMidSaleStopsTheSaleUntilReconciliationRebuildsItNoth
   EXPECT_EQ(Remaining("wipe"), 0);
   EXPECT_EQ(UsersTwiceInDb("wipe"), 0);
   const std::string report =
-      redis_->String({"GET", redis::SeckillKeys(namespace_, "wipe").reconcile_report()});
+      redis_->String({"GET", keyspace::ActivityKeys(namespace_, "wipe").reconcile_report()});
   EXPECT_NE(report.find("\"drift\":0"), std::string::npos) << report;
   EXPECT_NE(worker->Log().find("rebuilt"), std::string::npos) << worker->Describe();
 }
@@ -1247,13 +1248,13 @@ TEST_F(DrillTest, DatabaseWritesFailingForAWhileLoseNothingAndTheInvariantHolds)
   EXPECT_EQ(UnitsInDb("dbdown"), 1200);
   ASSERT_TRUE(Eventually(
       [&] {
-        const std::string report =
-            redis_->String({"GET", redis::SeckillKeys(namespace_, "dbdown").reconcile_report()});
+        const std::string report = redis_->String(
+            {"GET", keyspace::ActivityKeys(namespace_, "dbdown").reconcile_report()});
         return report.find("\"db_live\":1200") != std::string::npos &&
                report.find("\"drift\":0") != std::string::npos;
       },
       kProgressTimeout))
-      << redis_->String({"GET", redis::SeckillKeys(namespace_, "dbdown").reconcile_report()});
+      << redis_->String({"GET", keyspace::ActivityKeys(namespace_, "dbdown").reconcile_report()});
 }
 
 }  // namespace

@@ -14,13 +14,14 @@
 #include <thread>
 
 #include "core/activity.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/inspect.h"
 #include "redis/cluster.h"
-#include "redis/inspect.h"
-#include "redis/seckill.h"
 #include "support/redis_cluster.h"
 #include "support/redis_helpers.h"
 
-namespace flashsale::redis {
+namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
@@ -28,8 +29,8 @@ using testing::IoThread;
 using testing::RedisCluster;
 using namespace std::chrono_literals;
 
-core::SeckillActivity Activity(std::string id, int64_t stock) {
-  core::SeckillActivity activity;
+core::Activity Activity(std::string id, int64_t stock) {
+  core::Activity activity;
   activity.id = std::move(id);
   activity.start_ms = 1000;
   activity.end_ms = 2000;
@@ -46,11 +47,11 @@ class ClusterTest : public ::testing::Test {
     cluster_ = nullptr;
   }
   void SetUp() override {
-    ConnectionOptions options;
+    redis::ConnectionOptions options;
     options.command_timeout = 5s;
     connection_ = testing::Connect(io_, cluster_->url(), options);
-    runner_ = std::make_unique<ScriptRunner>(connection_, ScriptSet::Embedded());
-    scripts_ = std::make_unique<SeckillScripts>(*runner_, ns_);
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, Scripts());
+    scripts_ = std::make_unique<ActivityScripts>(*runner_, ns_);
   }
   void TearDown() override { testing::Stop(io_, connection_); }
 
@@ -68,16 +69,16 @@ class ClusterTest : public ::testing::Test {
   std::string ActivityOn(uint16_t port, std::string_view stem) {
     for (int i = 0;; ++i) {
       std::string id = fmt::format("{}{}", stem, i);
-      if (cluster_->PrimaryOf(KeySlot(id)) == port) return id;
+      if (cluster_->PrimaryOf(redis::KeySlot(id)) == port) return id;
     }
   }
 
   static RedisCluster* cluster_;
   std::string ns_ = testing::UniqueNamespace();
   IoThread io_;
-  std::shared_ptr<Connection> connection_;
-  std::unique_ptr<ScriptRunner> runner_;
-  std::unique_ptr<SeckillScripts> scripts_;
+  std::shared_ptr<redis::Connection> connection_;
+  std::unique_ptr<redis::ScriptRunner> runner_;
+  std::unique_ptr<ActivityScripts> scripts_;
 };
 
 RedisCluster* ClusterTest::cluster_ = nullptr;
@@ -108,9 +109,10 @@ TEST_F(ClusterTest, SlotOfRandomKeysMatchesClusterKeyslot) {
     ASSERT_EQ(redisGetReply(context, &raw), REDIS_OK);
     testing::SyncReply reply(static_cast<redisReply*>(raw));
     ASSERT_EQ(reply->type, REDIS_REPLY_INTEGER);
-    if (reply->integer != KeySlot(key)) {
+    if (reply->integer != redis::KeySlot(key)) {
       ++mismatches;
-      ADD_FAILURE() << "key '" << key << "': redis " << reply->integer << ", ours " << KeySlot(key);
+      ADD_FAILURE() << "key '" << key << "': redis " << reply->integer << ", ours "
+                    << redis::KeySlot(key);
     }
   }
   redisFree(context);
@@ -123,7 +125,7 @@ TEST_F(ClusterTest, CommandsLandOnTheirSlotsPrimary) {
     const std::string key = fmt::format("{}:k{}", ns_, i);
     auto set = testing::Exec(io_, *connection_, {"SET", key, std::to_string(i)}, 10s);
     ASSERT_TRUE(set.ok()) << set.error().ToString();
-    const uint16_t port = cluster_->PrimaryOf(KeySlot(key));
+    const uint16_t port = cluster_->PrimaryOf(redis::KeySlot(key));
     used.insert(port);
     auto direct = cluster_->Command(port, {"GET", key});
     ASSERT_EQ(direct->type, REDIS_REPLY_STRING) << key;
@@ -133,7 +135,7 @@ TEST_F(ClusterTest, CommandsLandOnTheirSlotsPrimary) {
     EXPECT_EQ(read->str(), std::to_string(i));
   }
   EXPECT_EQ(used.size(), 3u);  // every primary got keys
-  const ClusterRouter* router = connection_->cluster();
+  const redis::ClusterRouter* router = connection_->cluster();
   ASSERT_NE(router, nullptr);
   EXPECT_EQ(io_.Call([&] { return router->primaries(); }), 3u);
   EXPECT_EQ(io_.Call([&] { return router->moved(); }), 0u);  // the map was right
@@ -145,7 +147,7 @@ TEST_F(ClusterTest, CommandsLandOnTheirSlotsPrimary) {
 TEST_F(ClusterTest, AScriptAcrossSlotsIsRefusedBeforeSending) {
   const std::string a = ns_ + ":a";
   const std::string b = ns_ + ":b-other";
-  ASSERT_NE(KeySlot(a), KeySlot(b));
+  ASSERT_NE(redis::KeySlot(a), redis::KeySlot(b));
   auto refused = testing::Exec(io_, *connection_,
                                {"EVAL", "redis.call('SET', KEYS[1], 1) return 1", "2", a, b}, 10s);
   ASSERT_FALSE(refused.ok());
@@ -182,8 +184,8 @@ TEST_F(ClusterTest, ActivitiesOnEveryPrimaryAndNoScriptPerNode) {
 // router never resends it (the INCR runs once, when the node comes back).
 TEST_F(ClusterTest, ALostReplyIsAnUnknownOutcomeNeverResent) {
   const std::string key = ns_ + ":counter";
-  const uint16_t port = cluster_->PrimaryOf(KeySlot(key));
-  ConnectionOptions options;
+  const uint16_t port = cluster_->PrimaryOf(redis::KeySlot(key));
+  redis::ConnectionOptions options;
   options.command_timeout = 300ms;
   auto connection = testing::Connect(io_, cluster_->url(), options);
   auto warm = testing::Exec(io_, *connection, {"GET", key}, 5s);  // the map is loaded
@@ -219,7 +221,7 @@ TEST_F(ClusterTest, TryAgainIsRetriedABoundedNumberOfTimesThenUnavailable) {
   const uint16_t from = cluster_->ports()[1];
   const uint16_t to = cluster_->ports()[0];
   const std::string id = ActivityOn(from, "stuck");
-  const int slot = KeySlot(id);
+  const int slot = redis::KeySlot(id);
   auto setup = io_.Run(scripts_->AsyncSetup(Activity(id, 5), boost::asio::use_awaitable));
   ASSERT_TRUE(setup.ok()) << setup.error().ToString();
   auto first = Reserve(id, "o0", "u0");  // creates the buyers, orders and stream keys
@@ -233,7 +235,7 @@ TEST_F(ClusterTest, TryAgainIsRetriedABoundedNumberOfTimesThenUnavailable) {
   EXPECT_NE(stuck.error().message.find("TRYAGAIN"), std::string::npos) << stuck.error().message;
   const uint64_t retried = io_.Call([&] { return connection_->cluster()->retried(); });
   EXPECT_GE(retried - retried_before, 1u);
-  EXPECT_LE(retried - retried_before, static_cast<uint64_t>(ClusterRouter::kMaxRetries));
+  EXPECT_LE(retried - retried_before, static_cast<uint64_t>(redis::ClusterRouter::kMaxRetries));
 
   while (cluster_->MoveKeys(slot, from, to, 10) > 0) {
   }
@@ -254,7 +256,7 @@ TEST_F(ClusterTest, SlotMigratedMidSaleEveryReservationAnsweredSaleExact) {
   const uint16_t from = cluster_->ports()[0];
   const uint16_t to = cluster_->ports()[2];
   const std::string id = ActivityOn(from, "moving");
-  const int slot = KeySlot(id);
+  const int slot = redis::KeySlot(id);
   constexpr int kStock = 300;
   constexpr int kBuyers = 400;
   auto setup = io_.Run(scripts_->AsyncSetup(Activity(id, kStock), boost::asio::use_awaitable));
@@ -312,7 +314,7 @@ TEST_F(ClusterTest, SlotMigratedMidSaleEveryReservationAnsweredSaleExact) {
   EXPECT_EQ(status.stream_length, reserved.load());
   EXPECT_EQ(status.buyers, reserved.load());
   EXPECT_EQ(reserved.load(), kStock);  // 400 buyers for 300 units: sold out, even with retries
-  const ClusterRouter* router = connection_->cluster();
+  const redis::ClusterRouter* router = connection_->cluster();
   const auto [moved, asked, retried] =
       io_.Call([&] { return std::tuple(router->moved(), router->asked(), router->retried()); });
   std::printf(
@@ -327,12 +329,12 @@ TEST_F(ClusterTest, SlotMigratedMidSaleEveryReservationAnsweredSaleExact) {
 // that node (before: SCAN was routed by its cursor as if it were a key, so the records of an
 // activity on any other node than the one "0" hashes to were never seen).
 TEST_F(ClusterTest, IdempotencyRecordsAreFoundOnEveryPrimary) {
-  const uint16_t cursor_node = cluster_->PrimaryOf(KeySlot("0"));
+  const uint16_t cursor_node = cluster_->PrimaryOf(redis::KeySlot("0"));
   ActivityInspector inspector(*runner_, ns_);
   int checked_elsewhere = 0;
   for (const uint16_t port : cluster_->ports()) {
     const std::string id = ActivityOn(port, "idem");
-    const SeckillKeys keys(ns_, id);
+    const ActivityKeys keys(ns_, id);
     // Enough records for several SCAN pages on the node (COUNT 1000), written on the node that
     // owns the slot: decided sales, decided draws, and records that name no order.
     constexpr int kRecords = 2500;
@@ -370,4 +372,4 @@ TEST_F(ClusterTest, IdempotencyRecordsAreFoundOnEveryPrimary) {
 }
 
 }  // namespace
-}  // namespace flashsale::redis
+}  // namespace flashsale::keyspace

@@ -7,10 +7,11 @@
 #include <set>
 #include <thread>
 
-#include "redis/seckill_fixture.h"
-#include "support/seckill_load.h"
+#include "keyspace/activity_fixture.h"
+#include "keyspace/embedded_scripts.h"
+#include "support/reserve_load.h"
 
-namespace flashsale::redis {
+namespace flashsale::keyspace {
 namespace {
 
 using core::Outcome;
@@ -20,8 +21,8 @@ using namespace std::chrono_literals;
 
 // Checks a finished sale against Redis: the stream holds exactly the orders reported reserved,
 // each once, and the counters add up.
-void ExpectExactSale(const RedisServer& server, const SeckillKeys& keys,
-                     const testing::SeckillLoadReport& report, int64_t stock) {
+void ExpectExactSale(const RedisServer& server, const ActivityKeys& keys,
+                     const testing::ReserveLoadReport& report, int64_t stock) {
   std::set<std::string> reserved;
   for (const auto& attempt : report.attempts) {
     if (attempt.resolved && attempt.outcome == Outcome::kReserved) {
@@ -39,12 +40,12 @@ void ExpectExactSale(const RedisServer& server, const SeckillKeys& keys,
   EXPECT_EQ(remaining + static_cast<int64_t>(reserved.size()), stock);
 }
 
-class ScriptFlushTest : public testing::SeckillFixture {};
+class ScriptFlushTest : public testing::ActivityFixture {};
 
 TEST_F(ScriptFlushTest, FlushesInTheMiddleOfASaleFailNoCall) {
   constexpr int64_t kStock = 5000;
   ASSERT_TRUE(SetUpActivity(Activity("flush", kStock, 1)).ok());
-  testing::SeckillLoadOptions options;
+  testing::ReserveLoadOptions options;
   options.url = server_->unix_url();
   options.key_namespace = ns_;
   options.activity_id = "flush";
@@ -58,7 +59,7 @@ TEST_F(ScriptFlushTest, FlushesInTheMiddleOfASaleFailNoCall) {
       std::this_thread::sleep_for(20ms);
     }
   };
-  const auto report = testing::RunSeckillLoad(options);
+  const auto report = testing::RunReserveLoad(options);
   ASSERT_EQ(report.caller_exceptions, 0);
   EXPECT_EQ(report.failed_calls, 0)
       << (report.sample_errors.empty() ? "" : report.sample_errors[0]);
@@ -77,15 +78,15 @@ TEST(RedisRestartTest, KilledAndRestartedMidSaleNothingReservedTwice) {
   {
     testing::IoThread io;
     auto connection = testing::Connect(io, server.tcp_url());
-    ScriptRunner runner(connection, ScriptSet::Embedded());
-    SeckillScripts scripts(runner, ns);
-    core::SeckillActivity activity = testing::SeckillFixture::Activity("crash", kStock, 1);
+    redis::ScriptRunner runner(connection, keyspace::Scripts());
+    ActivityScripts scripts(runner, ns);
+    core::Activity activity = testing::ActivityFixture::Activity("crash", kStock, 1);
     auto setup = io.Run(scripts.AsyncSetup(activity, boost::asio::use_awaitable));
     ASSERT_TRUE(setup.ok()) << setup.error().ToString();
     testing::Stop(io, connection);
   }
 
-  testing::SeckillLoadOptions options;
+  testing::ReserveLoadOptions options;
   options.url = server.tcp_url();
   options.key_namespace = ns;
   options.activity_id = "crash";
@@ -99,7 +100,7 @@ TEST(RedisRestartTest, KilledAndRestartedMidSaleNothingReservedTwice) {
     std::this_thread::sleep_for(500ms);  // down for a while, under load
     server.Start();
   };
-  const auto report = testing::RunSeckillLoad(options);
+  const auto report = testing::RunReserveLoad(options);
 
   ASSERT_EQ(report.caller_exceptions, 0);
   EXPECT_EQ(report.Unresolved(), 0);
@@ -115,9 +116,9 @@ TEST(RedisRestartTest, KilledAndRestartedMidSaleNothingReservedTwice) {
   }
   // After the restart the sale went on: it sold out.
   EXPECT_EQ(report.Count(Outcome::kReserved), kStock);
-  SeckillKeys keys(ns, "crash");
+  ActivityKeys keys(ns, "crash");
   ExpectExactSale(server, keys, report, kStock);
 }
 
 }  // namespace
-}  // namespace flashsale::redis
+}  // namespace flashsale::keyspace

@@ -352,9 +352,9 @@ RedisServer* AllocTest::redis_ = nullptr;
 // each site cost before (debug build, FLASHSALE_ALLOC_TRACE=1: reserve 1.56 per request, 1.08 of
 // them the request's own and the rest the stray reload below; draw 3.62; sold out 0):
 //   - the reply's order id (26 characters, longer than a short string) goes into
-//     Reservation/DrawResult::order_id in a string from the thread's pool (src/redis/seckill.cc),
-//     and the purchase or draw result that ends up owning it gives it back (service/purchase.h,
-//     service/draw.h): was 1 per reserve and per draw;
+//     Reservation/DrawResult::order_id in a string from the thread's pool
+//     (src/keyspace/activity_scripts.cc), and the purchase or draw result that ends up owning it
+//     gives it back (service/purchase.h, service/draw.h): was 1 per reserve and per draw;
 //   - coroutine frames fit Asio's recycling cache, which never keeps a frame over 1020 bytes and
 //     evicts a cached one each time it allocates such a frame: DrawNow (src/service/draw.cc) was
 //     1248 bytes in debug, its reply now built in a plain function and ConfirmTaken filling the
@@ -365,12 +365,12 @@ RedisServer* AllocTest::redis_ = nullptr;
 //   - the Redis connection's in-flight queue is a ring (base/ring_queue.h), not a deque that
 //     allocated a node as it slid: was about 0.09 per request.
 // The coalescer (src/base/coalescer.h: per-lane queue and batch slots, replies filled in
-// place, one posted completion per call) and the batch binding (src/redis/seckill.cc: arguments
-// in reused strings, results in the coalescer's slot, its handlers from Asio's recycling cache)
-// allocate nothing in steady state either.
-// The stray allocations a loaded machine used to add (about 190 over 400 requests of any kind)
-// were the registry poll's reload after the test created its activity (SQLite's statements on the
-// database thread, the new snapshot): see SetUp, where the poll is kept out of the window.
+// place, one posted completion per call) and the batch binding (src/keyspace/activity_scripts.cc:
+// arguments in reused strings, results in the coalescer's slot, its handlers from Asio's recycling
+// cache) allocate nothing in steady state either. The stray allocations a loaded machine used to
+// add (about 190 over 400 requests of any kind) were the registry poll's reload after the test
+// created its activity (SQLite's statements on the database thread, the new snapshot): see SetUp,
+// where the poll is kept out of the window.
 constexpr double kReserveBound = 0.05;
 constexpr double kDrawBound = 0.05;
 constexpr double kSoldOutBound = 0;

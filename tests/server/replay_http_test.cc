@@ -18,9 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "redis/order_stream.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/order_stream.h"
 #include "redis/scripts.h"
-#include "redis/seckill.h"
 #include "server/server_fixture.h"
 #include "service/order_consumer.h"
 #include "store/sqlite_store.h"
@@ -59,9 +60,9 @@ class ReplayHttpTest : public ::testing::Test {
     options.server.registry_poll = std::chrono::hours(1);
     server_ = std::make_unique<ServerFixture>(*redis_, options);
     connection_ = testing::Connect(io_, redis_->unix_url());
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
-    stream_ = std::make_unique<redis::OrderStream>(*runner_, server_->key_namespace());
-    scripts_ = std::make_unique<redis::SeckillScripts>(*runner_, server_->key_namespace());
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
+    stream_ = std::make_unique<keyspace::OrderStream>(*runner_, server_->key_namespace());
+    scripts_ = std::make_unique<keyspace::ActivityScripts>(*runner_, server_->key_namespace());
     auto record = store::SqliteStore::Open(server_->data_dir() + "/flashsale.db");
     ASSERT_TRUE(record.ok()) << record.error().ToString();
     record_ = std::move(*record);
@@ -132,8 +133,8 @@ class ReplayHttpTest : public ::testing::Test {
   testing::IoThread io_;
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
-  std::unique_ptr<redis::OrderStream> stream_;
-  std::unique_ptr<redis::SeckillScripts> scripts_;
+  std::unique_ptr<keyspace::OrderStream> stream_;
+  std::unique_ptr<keyspace::ActivityScripts> scripts_;
   std::unique_ptr<store::SqliteStore> record_;
 };
 RedisServer* ReplayHttpTest::redis_ = nullptr;
@@ -249,11 +250,11 @@ TEST_F(ReplayHttpTest, ARefusedOrderWinAndTicketReplayAsRefused) {
   ASSERT_EQ(queued.status, 202) << queued.body;
   const std::string ticket = Str(Json(queued), "ticket");
   // The queue consumer's draw: the ticket is the order id and the idempotency key.
-  const redis::DrawRequest draw{.order_id = ticket,
-                                .user_id = "alice",
-                                .now_ms = server_->clock().NowMs(),
-                                .idempotency_token = ticket,
-                                .idempotency_ttl_ms = 60'000};
+  const keyspace::DrawRequest draw{.order_id = ticket,
+                                   .user_id = "alice",
+                                   .now_ms = server_->clock().NowMs(),
+                                   .idempotency_token = ticket,
+                                   .idempotency_ttl_ms = 60'000};
   auto drawn = io_.Run(scripts_->AsyncDraw("lq", draw, boost::asio::use_awaitable));
   ASSERT_TRUE(drawn.ok()) << drawn.error().ToString();
   const std::string ticket_url = "/api/v1/activities/lq/tickets/" + ticket;

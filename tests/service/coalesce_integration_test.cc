@@ -22,7 +22,8 @@
 
 #include "base/clock.h"
 #include "base/random.h"
-#include "redis/seckill.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/embedded_scripts.h"
 #include "service/admin.h"
 #include "service/draw.h"
 #include "service/purchase.h"
@@ -68,15 +69,15 @@ class CoalesceTest : public testing::ServiceFixture<> {
     ASSERT_NO_FATAL_FAILURE(StartService({}, options));
   }
 
-  void Create(const core::SeckillActivity& activity) {
+  void Create(const core::Activity& activity) {
     auto created = io_.Run(CreateAsync(activity));
     ASSERT_TRUE(created.ok()) << created.error().ToString();
   }
-  asio::awaitable<base::Result<ActivityState>> CreateAsync(core::SeckillActivity activity) {
+  asio::awaitable<base::Result<ActivityState>> CreateAsync(core::Activity activity) {
     co_return co_await CreateActivity(*context_, activity);
   }
-  static core::SeckillActivity Sale(std::string id, int64_t limit) {
-    core::SeckillActivity activity;
+  static core::Activity Sale(std::string id, int64_t limit) {
+    core::Activity activity;
     activity.id = std::move(id);
     activity.start_ms = 0;
     activity.end_ms = 4'000'000'000'000;
@@ -140,7 +141,7 @@ class CoalesceTest : public testing::ServiceFixture<> {
 
   // The activity's order intents, from its stream.
   std::vector<Intent> Intents(const std::string& activity) {
-    const redis::SeckillKeys keys(settings_.key_namespace, activity);
+    const keyspace::ActivityKeys keys(settings_.key_namespace, activity);
     auto reply = redis_->Command({"XRANGE", keys.stream(), "-", "+"});
     std::vector<Intent> intents;
     for (auto& fields : testing::StreamIntents(reply.get())) {
@@ -205,7 +206,7 @@ class CoalesceTest : public testing::ServiceFixture<> {
 constexpr int kCallers = 64;
 
 TEST_F(CoalesceTest, ALonePurchaseIsSentAloneAtOnce) {
-  core::SeckillActivity sale = Sale("lone", 1);
+  core::Activity sale = Sale("lone", 1);
   sale.stock = 5;
   Create(sale);
   auto result = io_.Run(Buy("lone", {.user = "alice"}));
@@ -221,7 +222,7 @@ TEST_F(CoalesceTest, CountedStockMixedQuantitiesAndDuplicateUsers) {
   constexpr int64_t kLimit = 3;
   constexpr int64_t kStock = 40;
   for (const std::string id : {"counted", "counted-twin"}) {
-    core::SeckillActivity sale = Sale(id, kLimit);
+    core::Activity sale = Sale(id, kLimit);
     sale.stock = kStock;
     Create(sale);
   }
@@ -245,7 +246,7 @@ TEST_F(CoalesceTest, CountedStockMixedQuantitiesAndDuplicateUsers) {
     if (result.outcome == Outcome::kReserved) sold += result.quantity;
   }
   EXPECT_EQ(sold, kStock) << "demand is above the stock: every unit sold, none twice";
-  const redis::SeckillKeys keys(settings_.key_namespace, "counted");
+  const keyspace::ActivityKeys keys(settings_.key_namespace, "counted");
   EXPECT_EQ(redis_->String({"GET", keys.stock()}), "0");
   EXPECT_TRUE(outcomes.contains(Outcome::kSoldOut));
   EXPECT_TRUE(outcomes.contains(Outcome::kLimitExceeded) ||
@@ -265,7 +266,7 @@ TEST_F(CoalesceTest, ItemisedStockInBatches) {
   std::vector<std::string> items;
   for (int i = 0; i < 30; ++i) items.push_back("seat-" + std::to_string(i));
   for (const std::string id : {"seats", "seats-twin"}) {
-    core::SeckillActivity sale = Sale(id, kLimit);
+    core::Activity sale = Sale(id, kLimit);
     sale.kind = core::StockKind::kItemised;
     sale.items = items;
     sale.stock = static_cast<int64_t>(items.size());
@@ -293,7 +294,7 @@ TEST_F(CoalesceTest, ItemisedStockInBatches) {
     }
   }
   EXPECT_EQ(taken, std::set<std::string>(items.begin(), items.end())) << "every seat sold";
-  const redis::SeckillKeys keys(settings_.key_namespace, "seats");
+  const keyspace::ActivityKeys keys(settings_.key_namespace, "seats");
   EXPECT_EQ(redis_->Integer({"LLEN", keys.items()}), 0);
 }
 
@@ -302,7 +303,7 @@ TEST_F(CoalesceTest, ItemisedStockInBatches) {
 TEST_F(CoalesceTest, AnIdempotencyKeyTwiceInOneBatchReservesOnce) {
   constexpr int64_t kLimit = 5;
   for (const std::string id : {"keyed", "keyed-twin"}) {
-    core::SeckillActivity sale = Sale(id, kLimit);
+    core::Activity sale = Sale(id, kLimit);
     sale.stock = 100;
     Create(sale);
   }
@@ -338,7 +339,7 @@ TEST_F(CoalesceTest, AnIdempotencyKeyTwiceInOneBatchReservesOnce) {
 // two. With the same seed, the sequential twin draws the same prizes in the same order.
 TEST_F(CoalesceTest, DrawsInBatchesAreTheSequentialDraws) {
   for (const std::string id : {"lottery", "lottery-twin"}) {
-    core::SeckillActivity lottery = Sale(id, 2);
+    core::Activity lottery = Sale(id, 2);
     lottery.lottery = core::Lottery{.prizes = {{"cup", "A cup", 1, 5}, {"pen", "A pen", 2, 10}},
                                     .no_prize_weight = 5};
     lottery.stock = lottery.lottery->TotalStock();
@@ -380,7 +381,7 @@ TEST_F(CoalesceTest, DrawsInBatchesAreTheSequentialDraws) {
   for (const auto& [user, made] : draws) EXPECT_LE(made, 2) << user;
   EXPECT_LE(won["cup"], 5);
   EXPECT_LE(won["pen"], 10);
-  const redis::SeckillKeys keys(settings_.key_namespace, "lottery");
+  const keyspace::ActivityKeys keys(settings_.key_namespace, "lottery");
   EXPECT_EQ(std::stoll(redis_->String({"HGET", keys.prizes(), "cup"})), 5 - won["cup"]);
   EXPECT_EQ(std::stoll(redis_->String({"HGET", keys.prizes(), "pen"})), 10 - won["pen"]);
 }
@@ -390,7 +391,7 @@ TEST_F(CoalesceTest, DrawsInBatchesAreTheSequentialDraws) {
 // the orders it recorded are exactly those ids (nothing recorded that no caller was told about),
 // and purchases are decided again.
 TEST_F(CoalesceTest, ARedisThatStopsAnsweringReachesEveryWaiterOfTheBatch) {
-  core::SeckillActivity sale = Sale("paused", 1);
+  core::Activity sale = Sale("paused", 1);
   sale.stock = 100;
   Create(sale);
   // This test's own connection: a short command timeout, no retry.
@@ -399,7 +400,7 @@ TEST_F(CoalesceTest, ARedisThatStopsAnsweringReachesEveryWaiterOfTheBatch) {
   redis::ConnectionOptions options;
   options.command_timeout = 300ms;
   connection_ = testing::Connect(io_, redis_->unix_url(), options);
-  runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+  runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
   settings_.redis_retries = 0;
   context_ = std::make_unique<ServiceContext>(settings_, *runner_, *store_, db_.get_executor(),
                                               registry_, clock_, random_);

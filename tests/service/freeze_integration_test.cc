@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "redis/seckill.h"
-#include "redis/service_state.h"
+#include "keyspace/activity_scripts.h"
+#include "keyspace/service_state.h"
 #include "service/admin.h"
 #include "service/purchase.h"
 #include "service/redis_repair.h"
@@ -51,7 +51,7 @@ class FreezeTest : public testing::ServiceFixture<> {
   }
 
   void Create(const std::string& id, int64_t stock) {
-    core::SeckillActivity activity;
+    core::Activity activity;
     activity.id = id;
     activity.start_ms = 0;
     activity.end_ms = clock_.NowMs() + 3'600'000;
@@ -108,7 +108,7 @@ TEST_F(FreezeTest, ABatchHeldInTheCoalescerAcrossAnEventIsNeverSent) {
   Create("held", 10);
   Open();
   ASSERT_EQ(Buy("held", "warm")->outcome, Outcome::kReserved);
-  const redis::SeckillKeys keys(settings_.key_namespace, "held");
+  const keyspace::ActivityKeys keys(settings_.key_namespace, "held");
   const int64_t before = Commands();
   redis_->Pause();
   auto first = Spawn(BuyAsync("held", "u1"));
@@ -153,7 +153,7 @@ TEST_F(FreezeTest, AServerMetWhileARepairRunsIsNotConfirmedByIt) {
   EXPECT_FALSE(*repaired) << "confirmed with a server it never repaired";
   EXPECT_TRUE(watch_.frozen());
   EXPECT_TRUE(watch_.NodeFrozen(kNode));
-  redis::ServiceState state(*connection_, settings_.key_namespace);
+  keyspace::ServiceState state(*connection_, settings_.key_namespace);
   auto marker = io_.Run(state.ReadRepairMarker("r3"));
   ASSERT_TRUE(marker.ok());
   EXPECT_FALSE(marker->has_value()) << "a marker for r3, which was not repaired";
@@ -179,7 +179,7 @@ TEST_F(FreezeTest, ASequenceBehindFreezesThatActivityOnlyUntilItsRepair) {
   Create("other", 10);
   Open();
   ASSERT_EQ(Buy("lost", "u1")->outcome, Outcome::kReserved);
-  const redis::SeckillKeys keys(settings_.key_namespace, "lost");
+  const keyspace::ActivityKeys keys(settings_.key_namespace, "lost");
   // What Redis would have come back with: every key of the activity as it is now.
   std::vector<std::pair<std::string, std::string>> dumped;
   for (const std::string& key : {keys.meta(), keys.stock(), keys.buyers(), keys.orders()}) {
@@ -228,7 +228,7 @@ TEST_F(FreezeTest, ASequenceBehindFreezesThatActivityOnlyUntilItsRepair) {
   RunVoid(ResolveFrozenActivities(*context_, watch_, true));
   EXPECT_FALSE(context_->Frozen("lost"));
   EXPECT_EQ(redis_->String({"GET", keys.stock()}), "8") << "u2's order not applied again";
-  auto status = io_.Run(context_->seckill().AsyncStatus("lost", asio::use_awaitable));
+  auto status = io_.Run(context_->activity_scripts().AsyncStatus("lost", asio::use_awaitable));
   ASSERT_TRUE(status.ok());
   EXPECT_GT(status->written.epoch, 0) << "not re-based";
   EXPECT_EQ(Buy("lost", "u2")->outcome, Outcome::kLimitReached) << "u2 bought twice";
@@ -245,7 +245,7 @@ TEST_F(FreezeTest, AProcessThatSawNoReplyStartsFromTheRecordsMark) {
   Create("fresh", 10);
   Open();
   ASSERT_EQ(Buy("fresh", "u1")->outcome, Outcome::kReserved);
-  const redis::SeckillKeys keys(settings_.key_namespace, "fresh");
+  const keyspace::ActivityKeys keys(settings_.key_namespace, "fresh");
   std::vector<std::pair<std::string, std::string>> dumped;
   for (const std::string& key : {keys.meta(), keys.stock(), keys.buyers(), keys.orders()}) {
     auto dump = redis_->Command({"DUMP", key});
@@ -299,7 +299,7 @@ TEST_F(FreezeTest, AProcessThatSawNoReplyStartsFromTheRecordsMark) {
 TEST_F(FreezeTest, AnAcknowledgedOrderLostWithATraceIsCountedOnce) {
   Create("traced", 10);
   Open();
-  const redis::SeckillKeys keys(settings_.key_namespace, "traced");
+  const keyspace::ActivityKeys keys(settings_.key_namespace, "traced");
   // Before the purchase: buyers and orders do not exist yet (a DUMP of nothing: gone again).
   std::vector<std::pair<std::string, std::string>> dumped;
   for (const std::string& key : {keys.meta(), keys.stock()}) {

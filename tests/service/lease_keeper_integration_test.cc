@@ -13,7 +13,8 @@
 #include <thread>
 
 #include "base/random.h"
-#include "redis/lock.h"
+#include "keyspace/embedded_scripts.h"
+#include "keyspace/lock.h"
 #include "redis/scripts.h"
 #include "service/lease_keeper.h"
 #include "support/io_thread.h"
@@ -34,10 +35,10 @@ class LeaseKeeperTest : public ::testing::Test {
  protected:
   void SetUp() override {
     connection_ = testing::Connect(io_, redis_.unix_url());
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
     const std::string ns = testing::UniqueNamespace();
     lock_key_ = ns + ":{lease}:lock";
-    lock_ = std::make_shared<redis::DistributedLock>(*runner_, lock_key_, ns + ":{lease}:fence");
+    lock_ = std::make_shared<keyspace::DistributedLock>(*runner_, lock_key_, ns + ":{lease}:fence");
   }
   void TearDown() override {
     if (keeper_) io_.Call([&] { keeper_->Stop(); });
@@ -53,7 +54,8 @@ class LeaseKeeperTest : public ::testing::Test {
     keeper_ =
         io_.Call([&] { return LeaseKeeper::Start(io_.executor(), lock_, lease_, ttl, every); });
   }
-  asio::awaitable<base::Result<std::optional<redis::Lease>>> Take(std::chrono::milliseconds ttl) {
+  asio::awaitable<base::Result<std::optional<keyspace::Lease>>> Take(
+      std::chrono::milliseconds ttl) {
     co_return co_await lock_->TryAcquire(random_, ttl);
   }
   bool Lost() {
@@ -67,8 +69,8 @@ class LeaseKeeperTest : public ::testing::Test {
   std::shared_ptr<redis::Connection> connection_;
   std::unique_ptr<redis::ScriptRunner> runner_;
   std::string lock_key_;
-  std::shared_ptr<redis::DistributedLock> lock_;
-  redis::Lease lease_;
+  std::shared_ptr<keyspace::DistributedLock> lock_;
+  keyspace::Lease lease_;
   std::shared_ptr<LeaseKeeper> keeper_;
 };
 

@@ -74,7 +74,7 @@ OrderRecord Order(const std::string& id) {
 // Migrates, creates an activity, inserts an order and reads it back through `store`.
 void UseTheStore(MySqlStore& store) {
   ASSERT_TRUE(store.Migrate().ok());
-  auto created = store.CreateActivity(core::SeckillActivity{.id = "tls", .end_ms = 10}, 1);
+  auto created = store.CreateActivity(core::Activity{.id = "tls", .end_ms = 10}, 1);
   ASSERT_TRUE(created.ok()) << created.error().ToString();
   std::vector<OrderRecord> batch = {Order("o1")};
   auto inserted = store.InsertOrders(batch, 1);

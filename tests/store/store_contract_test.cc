@@ -181,8 +181,8 @@ class StoreContractTest : public ::testing::TestWithParam<Backend> {
     std::filesystem::remove_all(dir_);
   }
 
-  static core::SeckillActivity Counted(std::string id) {
-    core::SeckillActivity a;
+  static core::Activity Counted(std::string id) {
+    core::Activity a;
     a.id = std::move(id);
     a.title = "A phone";
     a.start_ms = 1000;
@@ -765,7 +765,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   EXPECT_EQ(socket->Describe(), fmt::format("mysql://{}@localhost/{}?socket={}",
                                             MariaDbServer::kUser, database, server.socket_path()));
   ASSERT_TRUE(socket->Migrate().ok());
-  ASSERT_TRUE(socket->CreateActivity(core::SeckillActivity{.id = "s", .end_ms = 10}, 1).ok());
+  ASSERT_TRUE(socket->CreateActivity(core::Activity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
   EXPECT_EQ(*tcp->SchemaVersion(), 5);
@@ -970,7 +970,7 @@ TEST(MariaDbStoreTest, UnavailableWhileTheServerIsDownAndBackAfterARestart) {
   MariaDbServer server;
   auto store = OpenMySql(server.url());
   ASSERT_TRUE(store->Migrate().ok());
-  ASSERT_TRUE(store->CreateActivity(core::SeckillActivity{.id = "kept", .end_ms = 10}, 1).ok());
+  ASSERT_TRUE(store->CreateActivity(core::Activity{.id = "kept", .end_ms = 10}, 1).ok());
   ASSERT_TRUE(store->InsertOrders(std::vector<OrderRecord>{Order("o1", "alice")}, 1).ok());
 
   server.Kill();
@@ -982,8 +982,7 @@ TEST(MariaDbStoreTest, UnavailableWhileTheServerIsDownAndBackAfterARestart) {
   };
   expect_unavailable(store->Ping().error());
   expect_unavailable(store->GetActivity("kept", false).error());
-  expect_unavailable(
-      store->CreateActivity(core::SeckillActivity{.id = "lost", .end_ms = 10}, 2).error());
+  expect_unavailable(store->CreateActivity(core::Activity{.id = "lost", .end_ms = 10}, 2).error());
   expect_unavailable(store->InsertOrders(std::vector<OrderRecord>{Order("o2", "bob")}, 2).error());
   expect_unavailable(store->CountOrders("act").error());
   auto fresh = MySqlStore::Open(server.url());
@@ -1013,7 +1012,7 @@ TEST(MariaDbStoreTest, UnavailableWhileTheServerIsDownAndBackAfterARestart) {
   EXPECT_EQ((*write)[0], InsertOutcome::kInserted);
   server.Kill();
   server.Start();
-  auto created = store->CreateActivity(core::SeckillActivity{.id = "after", .end_ms = 10}, 5);
+  auto created = store->CreateActivity(core::Activity{.id = "after", .end_ms = 10}, 5);
   EXPECT_TRUE(created.ok()) << created.error().ToString();
   EXPECT_EQ(store->CountOrders("act")->orders, 3);
 }

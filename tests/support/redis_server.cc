@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "redis/order_stream.h"
+#include "keyspace/order_stream.h"
 
 namespace flashsale::testing {
 namespace {
@@ -239,13 +239,13 @@ std::vector<std::map<std::string, std::string>> StreamIntents(const redisReply* 
     for (size_t i = 0; i + 1 < raw->elements; i += 2) {
       const std::string_view name(raw->element[i]->str, raw->element[i]->len);
       const std::string_view value(raw->element[i + 1]->str, raw->element[i + 1]->len);
-      if (name != redis::kPackedIntentField) {
+      if (name != keyspace::kPackedIntentField) {
         named.emplace_back(name, value);
         continue;
       }
       packed = true;
       std::vector<std::pair<std::string, std::string>> fields;
-      redis::AddEntryField(name, value, fields);
+      keyspace::AddEntryField(name, value, fields);
       out.emplace_back(fields.begin(), fields.end());
     }
     if (!packed) out.emplace_back(named.begin(), named.end());
@@ -257,9 +257,9 @@ std::map<std::string, std::string> EntryFields(const redisReply* entry) {
   std::vector<std::pair<std::string, std::string>> fields;
   const redisReply* raw = entry->element[1];
   for (size_t i = 0; i + 1 < raw->elements; i += 2) {
-    redis::AddEntryField(std::string_view(raw->element[i]->str, raw->element[i]->len),
-                         std::string_view(raw->element[i + 1]->str, raw->element[i + 1]->len),
-                         fields);
+    keyspace::AddEntryField(std::string_view(raw->element[i]->str, raw->element[i]->len),
+                            std::string_view(raw->element[i + 1]->str, raw->element[i + 1]->len),
+                            fields);
   }
   return std::map<std::string, std::string>(fields.begin(), fields.end());
 }

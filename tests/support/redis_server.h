@@ -32,7 +32,7 @@ struct FreeReply {
 using SyncReply = std::unique_ptr<redisReply, FreeReply>;
 
 // A stream entry's fields by name (`entry` an XRANGE element: {id, {name, value, ...}}), a packed
-// order intent as its named fields (redis::AddEntryField): what the order consumer reads.
+// order intent as its named fields (keyspace::AddEntryField): what the order consumer reads.
 std::map<std::string, std::string> EntryFields(const redisReply* entry);
 // The order intents of an XRANGE reply, oldest first, each as EntryFields gives it: an entry of a
 // reserve call's batch (an `o` field per intent) gives one per intent.

@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/random.h"
+#include "keyspace/embedded_scripts.h"
 #include "redis/connection.h"
 #include "redis/scripts.h"
 #include "service/context.h"
@@ -60,7 +61,7 @@ class ServiceFixture : public Base {
     ASSERT_TRUE(store_->Migrate().ok());
     settings_.key_namespace = UniqueNamespace();
     connection_ = Connect(io_, redis_->unix_url(), options);
-    runner_ = std::make_unique<redis::ScriptRunner>(connection_, redis::ScriptSet::Embedded());
+    runner_ = std::make_unique<redis::ScriptRunner>(connection_, keyspace::Scripts());
     context_ = std::make_unique<service::ServiceContext>(
         settings_, *runner_, *store_, db_.get_executor(), registry_, clock_, random_);
   }

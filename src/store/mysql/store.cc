@@ -194,7 +194,7 @@ Result<ActivityRecord> MySqlStore::GetActivity(std::string_view id, bool with_it
   return Run([&](Connection& conn) { return GetActivityOn(conn, id, with_items, false); });
 }
 
-Result<ActivityRecord> MySqlStore::CreateActivity(const core::SeckillActivity& a, int64_t now_ms) {
+Result<ActivityRecord> MySqlStore::CreateActivity(const core::Activity& a, int64_t now_ms) {
   if (auto valid = core::Validate(a); !valid) return valid.error();
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> Result<ActivityRecord> {

@@ -83,7 +83,7 @@ class MySqlStore final : public Store {
   // Writes: one transaction each. Where SQLite's BEGIN IMMEDIATE keeps every other writer out,
   // these lock the rows they read and then change (SELECT ... FOR UPDATE) until the commit.
   // The activity is read back inside the transaction: once COMMIT succeeds, nothing can fail.
-  base::Result<ActivityRecord> CreateActivity(const core::SeckillActivity& activity,
+  base::Result<ActivityRecord> CreateActivity(const core::Activity& activity,
                                               int64_t now_ms) override;
   base::Result<ActivityRecord> UpdateActivity(std::string_view id, const ActivityUpdate& update,
                                               int64_t now_ms) override;
