@@ -259,6 +259,43 @@ Result<int64_t> ParseTicketQuery(std::string_view query) {
   return wait_ms;
 }
 
+Result<EventsQuery> ParseEventsQuery(std::string_view query) {
+  EventsQuery parsed;
+  const auto bad = [] {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the query takes after=N (N >= 0), limit=N (1 to 1000) and wait_ms=N (0 to "
+                     "25000), each at most once");
+  };
+  bool seen[3] = {false, false, false};
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (amp != std::string_view::npos && query.empty()) return bad();  // a trailing '&'
+    const size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) return bad();
+    const std::string_view key = pair.substr(0, eq);
+    const std::string_view digits = pair.substr(eq + 1);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return bad();
+    int slot = -1;
+    if (key == "after" && value >= 0) {
+      slot = 0;
+      parsed.after = value;
+    } else if (key == "limit" && value >= 1 && value <= 1000) {
+      slot = 1;
+      parsed.limit = value;
+    } else if (key == "wait_ms" && value >= 0 && value <= 25'000) {
+      slot = 2;
+      parsed.wait_ms = value;
+    }
+    if (slot < 0 || seen[slot]) return bad();
+    seen[slot] = true;
+  }
+  return parsed;
+}
+
 base::Status ParseDrawBody(std::string_view body) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return {};
   auto object = ParseObject(body);

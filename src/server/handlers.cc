@@ -17,6 +17,7 @@
 #include "server/web_assets.h"
 #include "service/admin.h"
 #include "service/draw.h"
+#include "service/events.h"
 #include "service/jobs.h"
 #include "service/purchase.h"
 #include "service/queries.h"
@@ -377,6 +378,34 @@ asio::awaitable<Reply> HandleAdminRedis(Call& call) {
   reply.word = Word::kOk;
   reply.body = watch->Json();
   co_return reply;
+}
+
+asio::awaitable<Reply> HandleAdminEvents(Call& call) {
+  auto query = ParseEventsQuery(call.query);
+  if (!query) co_return ErrorToReply(query.error());
+  auto page = co_await service::ReadEvents(call.worker.service, query->after, query->limit,
+                                           std::chrono::milliseconds(query->wait_ms));
+  if (!page) co_return ErrorToReply(page.error());
+  JsonWriter w;
+  w.BeginObject().Key("events").BeginArray();
+  for (const store::OrderEvent& event : page->events) {
+    w.BeginObject()
+        .Key("seq")
+        .Int(event.seq)
+        .Key("id")
+        .String(event.event_id)
+        .Key("order_id")
+        .String(event.order_id)
+        .Key("activity_id")
+        .String(event.activity_id)
+        .Key("state")
+        .String(event.state)
+        .Key("at_ms")
+        .Int(event.at_ms)
+        .EndObject();
+  }
+  w.EndArray().Key("next").Int(page->next).EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
 }
 
 asio::awaitable<Reply> HandleAdminJob(Call& call) {
