@@ -149,6 +149,19 @@ class TimedStore final : public store::Store {
   base::Result<std::vector<store::OrderEvent>> EventsAfter(int64_t after, int64_t limit) override {
     return inner_.EventsAfter(after, limit);
   }
+  base::Result<int64_t> DeliveryCursor(std::string_view receiver) override {
+    return inner_.DeliveryCursor(receiver);
+  }
+  base::Status SaveDelivery(const store::DeliveryUpdate& update, int64_t now_ms) override {
+    return inner_.SaveDelivery(update, now_ms);
+  }
+  base::Result<std::vector<store::ParkedEvent>> ParkedEvents(std::string_view receiver,
+                                                             int64_t limit) override {
+    return inner_.ParkedEvents(receiver, limit);
+  }
+  base::Result<int64_t> RequestRetry(std::string_view receiver) override {
+    return inner_.RequestRetry(receiver);
+  }
   base::Result<store::OrderAudit> AuditOrders(std::string_view activity_id,
                                               int64_t per_user_limit) override {
     return inner_.AuditOrders(activity_id, per_user_limit);

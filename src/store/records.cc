@@ -157,6 +157,13 @@ base::Status CheckEventsRead(int64_t after, int64_t limit) {
   return {};
 }
 
+std::string_view CutTo(std::string_view text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  size_t end = bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 void MarkCancelled(OrderRecord& order, int64_t now_ms) {
   order.state = OrderState::kCancelled;
   order.state_ms = now_ms;

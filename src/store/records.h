@@ -218,6 +218,45 @@ inline constexpr std::string_view kFlagCompensation =
 inline constexpr std::string_view kActivityOfOrder =
     "SELECT activity_id FROM orders WHERE order_id = ?";
 
+// ---- Webhook deliveries (Store::DeliveryCursor, SaveDelivery, ParkedEvents, RequestRetry) ----
+
+inline constexpr size_t kMaxReceiverBytes = 512;
+inline constexpr size_t kMaxDeliveryErrorBytes = 1000;
+// `text` cut to at most `bytes` bytes (not inside a UTF-8 sequence).
+std::string_view CutTo(std::string_view text, size_t bytes);
+
+// ? receiver -> after_seq.
+inline constexpr std::string_view kSelectDeliveryCursor =
+    "SELECT after_seq FROM webhook_cursors WHERE receiver = ?";
+// ? receiver, ? seq.
+inline constexpr std::string_view kUnpark =
+    "DELETE FROM webhook_parked WHERE receiver = ? AND seq = ?";
+// ? receiver, ? receiver, ? limit (an empty receiver: every one).
+inline constexpr std::string_view kSelectParked =
+    "SELECT p.receiver, e.seq, e.event_id, e.order_id, e.activity_id, e.state, e.at_ms, "
+    "p.attempts, p.last_error, p.parked_ms, p.retry FROM webhook_parked p JOIN order_events e ON "
+    "e.seq = p.seq WHERE (? = '' OR p.receiver = ?) ORDER BY p.receiver, p.seq LIMIT ?";
+// ? receiver, ? receiver.
+inline constexpr std::string_view kRequestRetry =
+    "UPDATE webhook_parked SET retry = 1 WHERE (? = '' OR receiver = ?) AND retry = 0";
+
+template <typename Row>
+ParkedEvent ReadParked(const Row& row) {
+  ParkedEvent parked;
+  parked.receiver = row.Text(0);
+  parked.event.seq = row.Int(1);
+  parked.event.event_id = row.Text(2);
+  parked.event.order_id = row.Text(3);
+  parked.event.activity_id = row.Text(4);
+  parked.event.state = row.Text(5);
+  parked.event.at_ms = row.Int(6);
+  parked.attempts = row.Int(7);
+  parked.last_error = row.Text(8);
+  parked.parked_ms = row.Int(9);
+  parked.retry = row.Int(10) != 0;
+  return parked;
+}
+
 // ---- Write marks (Store::WrittenSeqs): the highest write sequence persisted per activity ----
 
 // An activity's highest OrderRecord::written in one batch.

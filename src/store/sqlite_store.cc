@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 7> kMigrations = {
+constexpr std::array<std::string_view, 8> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -117,6 +117,25 @@ CREATE TABLE order_event_seq (
   last_seq        INTEGER NOT NULL
 );
 INSERT INTO order_event_seq (id, last_seq) VALUES (1, 0);
+)sql",
+    // Webhook deliveries (service/event_relay.h): each receiver's cursor, and the events it
+    // parked (kept, listed, retried on demand).
+    R"sql(
+CREATE TABLE webhook_cursors (
+  receiver        TEXT PRIMARY KEY,
+  after_seq       INTEGER NOT NULL,
+  updated_ms      INTEGER NOT NULL
+);
+CREATE TABLE webhook_parked (
+  receiver        TEXT NOT NULL,
+  seq             INTEGER NOT NULL,
+  activity_id     TEXT NOT NULL,
+  attempts        INTEGER NOT NULL,
+  last_error      TEXT NOT NULL,
+  parked_ms       INTEGER NOT NULL,
+  retry           INTEGER NOT NULL,
+  PRIMARY KEY (receiver, seq)
+);
 )sql",
 };
 
@@ -793,6 +812,69 @@ Result<std::vector<OrderEvent>> SqliteStore::EventsAfter(int64_t after, int64_t 
   Stmt query(db_, records::kSelectEventsAfter);
   query.Bind(after).Bind(limit);
   return ReadAll(query, &records::ReadEvent<Stmt>, "read events");
+}
+
+Result<int64_t> SqliteStore::DeliveryCursor(std::string_view receiver) {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, records::kSelectDeliveryCursor);
+  auto row = query.Bind(records::CutTo(receiver, records::kMaxReceiverBytes)).Step("read cursor");
+  if (!row) return std::move(row).error();
+  return *row ? query.Int(0) : int64_t{0};
+}
+
+base::Status SqliteStore::SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) {
+  const std::string_view receiver = records::CutTo(update.receiver, records::kMaxReceiverBytes);
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status();
+  Stmt cursor(db_,
+              "INSERT INTO webhook_cursors (receiver, after_seq, updated_ms) VALUES (?, ?, ?) ON "
+              "CONFLICT (receiver) DO UPDATE SET after_seq = MAX(after_seq, excluded.after_seq), "
+              "updated_ms = excluded.updated_ms");
+  if (auto run = cursor.Bind(receiver).Bind(update.cursor).Bind(now_ms).Run("save cursor"); !run) {
+    return run;
+  }
+  Stmt park(db_,
+            "INSERT INTO webhook_parked (receiver, seq, activity_id, attempts, last_error, "
+            "parked_ms, retry) VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (receiver, seq) DO UPDATE "
+            "SET attempts = attempts + excluded.attempts, last_error = excluded.last_error, "
+            "parked_ms = excluded.parked_ms, retry = 0");
+  for (const ParkedEvent& parked : update.parked) {
+    park.Reset();
+    if (auto run = park.Bind(receiver)
+                       .Bind(parked.event.seq)
+                       .Bind(parked.event.activity_id)
+                       .Bind(parked.attempts)
+                       .Bind(records::CutTo(parked.last_error, records::kMaxDeliveryErrorBytes))
+                       .Bind(now_ms)
+                       .Run("park event");
+        !run) {
+      return run;
+    }
+  }
+  Stmt unpark(db_, records::kUnpark);
+  for (int64_t seq : update.delivered) {
+    unpark.Reset();
+    if (auto run = unpark.Bind(receiver).Bind(seq).Run("unpark event"); !run) return run;
+  }
+  return tx.Commit();
+}
+
+Result<std::vector<ParkedEvent>> SqliteStore::ParkedEvents(std::string_view receiver,
+                                                           int64_t limit) {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, records::kSelectParked);
+  query.Bind(receiver).Bind(receiver).Bind(limit);
+  return ReadAll(query, &records::ReadParked<Stmt>, "parked events");
+}
+
+Result<int64_t> SqliteStore::RequestRetry(std::string_view receiver) {
+  std::lock_guard lock(mutex_);
+  Stmt update(db_, records::kRequestRetry);
+  if (auto run = update.Bind(receiver).Bind(receiver).Run("request retry"); !run) {
+    return run.error();
+  }
+  return static_cast<int64_t>(sqlite3_changes(db_));
 }
 
 }  // namespace flashsale::store

@@ -54,6 +54,11 @@ class SqliteStore final : public Store {
   base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override;
   base::Status RecordRefused(std::span<const RefusedOrder> orders, int64_t now_ms) override;
   base::Result<std::vector<OrderEvent>> EventsAfter(int64_t after, int64_t limit) override;
+  base::Result<int64_t> DeliveryCursor(std::string_view receiver) override;
+  base::Status SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) override;
+  base::Result<std::vector<ParkedEvent>> ParkedEvents(std::string_view receiver,
+                                                      int64_t limit) override;
+  base::Result<int64_t> RequestRetry(std::string_view receiver) override;
   base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
                                        int64_t per_user_limit) override;
 

@@ -145,6 +145,29 @@ struct RefusedOrder {
   std::string activity_id;
 };
 
+// A webhook delivery of an event the relay (service/event_relay.h) gave up on for now: kept,
+// listed, retried on demand, never dropped.
+struct ParkedEvent {
+  std::string receiver;  // the receiver's URL
+  OrderEvent event;
+  // Deliveries tried and failed; 0: never tried, held behind an earlier parked event of its
+  // activity (so a receiver gets an activity's events in order).
+  int64_t attempts = 0;
+  std::string last_error;
+  int64_t parked_ms = 0;
+  bool retry = false;  // an operator asked for it to be tried again (RequestRetry)
+};
+
+// What the relay did for one receiver in one step, saved in one transaction.
+struct DeliveryUpdate {
+  std::string receiver;
+  int64_t cursor = 0;  // every event up to this seq handled (delivered or parked); never lowered
+  // Parked now, or again: receiver, event.seq, event.activity_id, attempts (added to those
+  // before), last_error. Its retry request, if any, is done.
+  std::vector<ParkedEvent> parked;
+  std::vector<int64_t> delivered;  // seqs of parked events delivered now: no longer parked
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -236,6 +259,17 @@ class Store {
   // "reserved" or "won" per order inserted, or the state it was inserted in; CancelUnpaid,
   // PayOrder, FlagCompensation: one per order they changed).
   virtual base::Result<std::vector<OrderEvent>> EventsAfter(int64_t after, int64_t limit) = 0;
+  // Webhook deliveries (service/event_relay.h). The receiver's delivery cursor (0: none yet).
+  virtual base::Result<int64_t> DeliveryCursor(std::string_view receiver) = 0;
+  // Saves one step of the relay (DeliveryUpdate) in one transaction. A receiver over 512 bytes or
+  // an error text over 1000 bytes is cut to size.
+  virtual base::Status SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) = 0;
+  // Parked events of `receiver` (empty: of every receiver), by receiver then seq, at most `limit`.
+  virtual base::Result<std::vector<ParkedEvent>> ParkedEvents(std::string_view receiver,
+                                                              int64_t limit) = 0;
+  // Asks for the parked events of `receiver` (empty: every receiver) to be tried again; the
+  // number of them newly asked for.
+  virtual base::Result<int64_t> RequestRetry(std::string_view receiver) = 0;
   // Every order of the activity, any state, oldest first (for reconciliation).
   virtual base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) = 0;
   // Looks for a double sale in the record: see OrderAudit. For `flashsale load --verify`.

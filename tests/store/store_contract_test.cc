@@ -926,6 +926,61 @@ TEST_P(StoreContractTest, AReaderFollowingTheCursorMissesNothingWhileTwoWritersC
   }
 }
 
+// The webhook relay's state: a cursor per receiver that never goes back, parked events kept with
+// their event, retried on demand, gone once delivered.
+TEST_P(StoreContractTest, WebhookDeliveriesKeepACursorAndParkedEvents) {
+  ASSERT_TRUE(
+      store_->InsertOrders(std::vector<OrderRecord>{Order("d1", "dan"), Order("d2", "eve")}, 100)
+          .ok());
+  auto events = store_->EventsAfter(0, 10);
+  ASSERT_EQ(events->size(), 2u);
+  const std::string a = "http://127.0.0.1:1/a";
+  const std::string b = "http://127.0.0.1:1/b";
+  EXPECT_EQ(*store_->DeliveryCursor(a), 0);
+
+  DeliveryUpdate first{.receiver = a, .cursor = (*events)[1].seq};
+  ParkedEvent parked;
+  parked.event = (*events)[0];
+  parked.attempts = 3;
+  parked.last_error = "503 Service Unavailable";
+  first.parked.push_back(parked);
+  ASSERT_TRUE(store_->SaveDelivery(first, 200).ok());
+  ASSERT_TRUE(store_->SaveDelivery({.receiver = b, .cursor = (*events)[0].seq}, 210).ok());
+  ASSERT_TRUE(store_->SaveDelivery({.receiver = a, .cursor = 0}, 220).ok());  // never lowered
+  EXPECT_EQ(*store_->DeliveryCursor(a), (*events)[1].seq);
+  EXPECT_EQ(*store_->DeliveryCursor(b), (*events)[0].seq);
+
+  auto listed = store_->ParkedEvents("", 10);
+  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].receiver, a);
+  EXPECT_EQ((*listed)[0].event.event_id, "d1/reserved");
+  EXPECT_EQ((*listed)[0].event.activity_id, "act");
+  EXPECT_EQ((*listed)[0].attempts, 3);
+  EXPECT_EQ((*listed)[0].last_error, "503 Service Unavailable");
+  EXPECT_EQ((*listed)[0].parked_ms, 200);
+  EXPECT_FALSE((*listed)[0].retry);
+  EXPECT_TRUE(store_->ParkedEvents(b, 10)->empty());
+
+  EXPECT_EQ(*store_->RequestRetry(b), 0);
+  EXPECT_EQ(*store_->RequestRetry(""), 1);
+  EXPECT_EQ(*store_->RequestRetry(a), 0) << "asked for already";
+  EXPECT_TRUE((*store_->ParkedEvents(a, 10))[0].retry);
+  // Failing again: attempts add up, the retry request is done.
+  parked.attempts = 2;
+  parked.last_error = "timed out";
+  ASSERT_TRUE(store_->SaveDelivery({.receiver = a, .cursor = 0, .parked = {parked}}, 300).ok());
+  auto again = store_->ParkedEvents(a, 10);
+  EXPECT_EQ((*again)[0].attempts, 5);
+  EXPECT_EQ((*again)[0].last_error, "timed out");
+  EXPECT_FALSE((*again)[0].retry);
+  // Delivered at last: no longer parked.
+  ASSERT_TRUE(
+      store_->SaveDelivery({.receiver = a, .cursor = 0, .delivered = {(*events)[0].seq}}, 400)
+          .ok());
+  EXPECT_TRUE(store_->ParkedEvents("", 10)->empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::ValuesIn(Backends()),
                          [](const auto& info) { return info.param.name; });
 
@@ -948,7 +1003,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::SeckillActivity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 6);
+  EXPECT_EQ(*tcp->SchemaVersion(), 7);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -1010,9 +1065,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 6);
-  EXPECT_EQ(*second->SchemaVersion(), 6);
-  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "6");
+  EXPECT_EQ(*first->SchemaVersion(), 7);
+  EXPECT_EQ(*second->SchemaVersion(), 7);
+  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "7");
 }
 
 // A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
@@ -1028,7 +1083,7 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   auto second = OpenMySql(writers.second_url);
   auto migrated = second->Migrate();
   ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
-  EXPECT_EQ(*second->SchemaVersion(), 6);
+  EXPECT_EQ(*second->SchemaVersion(), 7);
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 

@@ -155,8 +155,32 @@ CREATE TABLE IF NOT EXISTS order_event_seq (
     "INSERT IGNORE INTO order_event_seq (id, last_seq) VALUES (1, 0)",
 };
 
-constexpr std::array<std::span<const std::string_view>, 6> kMigrations = {
-    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5, kMigration6};
+// Webhook deliveries (service/event_relay.h): each receiver's cursor, and the events it parked
+// (kept, listed, retried on demand).
+constexpr std::string_view kMigration7[] = {
+    R"sql(
+CREATE TABLE IF NOT EXISTS webhook_cursors (
+  receiver    VARCHAR(512) NOT NULL PRIMARY KEY,
+  after_seq   BIGINT NOT NULL,
+  updated_ms  BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+    R"sql(
+CREATE TABLE IF NOT EXISTS webhook_parked (
+  receiver     VARCHAR(512) NOT NULL,
+  seq          BIGINT NOT NULL,
+  activity_id  VARCHAR(64) NOT NULL,
+  attempts     BIGINT NOT NULL,
+  last_error   TEXT NOT NULL,
+  parked_ms    BIGINT NOT NULL,
+  retry        TINYINT NOT NULL,
+  PRIMARY KEY (receiver, seq)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+};
+
+constexpr std::array<std::span<const std::string_view>, 7> kMigrations = {
+    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5, kMigration6, kMigration7};
 
 // ---- The migration lock ----
 //

@@ -479,4 +479,69 @@ Result<std::vector<OrderEvent>> MySqlStore::EventsAfter(int64_t after, int64_t l
   });
 }
 
+Result<int64_t> MySqlStore::DeliveryCursor(std::string_view receiver) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Statement query(conn, std::string(records::kSelectDeliveryCursor), "read cursor");
+    if (auto run = query.Execute({records::CutTo(receiver, records::kMaxReceiverBytes)}); !run) {
+      return run.error();
+    }
+    return query.rows().empty() ? int64_t{0} : query.rows()[0].Int(0);
+  });
+}
+
+base::Status MySqlStore::SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) {
+  const std::string_view receiver = records::CutTo(update.receiver, records::kMaxReceiverBytes);
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> base::Status {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status();
+    Statement cursor(conn,
+                     "INSERT INTO webhook_cursors (receiver, after_seq, updated_ms) VALUES (?, ?, "
+                     "?) ON DUPLICATE KEY UPDATE after_seq = GREATEST(after_seq, "
+                     "VALUES(after_seq)), updated_ms = VALUES(updated_ms)",
+                     "save cursor");
+    if (auto run = cursor.Execute({receiver, update.cursor, now_ms}); !run) return run;
+    Statement park(conn,
+                   "INSERT INTO webhook_parked (receiver, seq, activity_id, attempts, last_error, "
+                   "parked_ms, retry) VALUES (?, ?, ?, ?, ?, ?, 0) ON DUPLICATE KEY UPDATE "
+                   "attempts = attempts + VALUES(attempts), last_error = VALUES(last_error), "
+                   "parked_ms = VALUES(parked_ms), retry = 0",
+                   "park event");
+    for (const ParkedEvent& parked : update.parked) {
+      if (auto run = park.Execute(
+              {receiver, parked.event.seq, std::string_view(parked.event.activity_id),
+               parked.attempts, records::CutTo(parked.last_error, records::kMaxDeliveryErrorBytes),
+               now_ms});
+          !run) {
+        return run;
+      }
+    }
+    Statement unpark(conn, std::string(records::kUnpark), "unpark event");
+    for (int64_t seq : update.delivered) {
+      if (auto run = unpark.Execute({receiver, seq}); !run) return run;
+    }
+    return tx.Commit();
+  });
+}
+
+Result<std::vector<ParkedEvent>> MySqlStore::ParkedEvents(std::string_view receiver,
+                                                          int64_t limit) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<ParkedEvent>> {
+    Statement query(conn, std::string(records::kSelectParked), "parked events");
+    if (auto run = query.Execute({receiver, receiver, limit}); !run) return run.error();
+    return ReadAll(query, &records::ReadParked<Row>);
+  });
+}
+
+Result<int64_t> MySqlStore::RequestRetry(std::string_view receiver) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Statement update(conn, std::string(records::kRequestRetry), "request retry");
+    if (auto run = update.Execute({receiver, receiver}); !run) return run.error();
+    return static_cast<int64_t>(update.affected_rows());
+  });
+}
+
 }  // namespace flashsale::store
