@@ -241,6 +241,20 @@ Result<JobBody> ParseJobBody(std::string_view body) {
   return job;
 }
 
+Result<std::string> ParseWebhookRetryBody(std::string_view body) {
+  std::string receiver;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return receiver;
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  Fields fields(*object, "");
+  if (auto only = fields.Only({"receiver"}); !only) return only.error();
+  FLASHSALE_FIELD(receiver, fields.String("receiver"));
+  if (receiver.size() > 512) {
+    return MakeError(ErrorCode::kInvalidArgument, "field 'receiver' is over 512 bytes");
+  }
+  return receiver;
+}
+
 Result<int64_t> ParseTicketQuery(std::string_view query) {
   constexpr int64_t kMaxWaitMs = 25'000;
   if (query.empty()) return int64_t{0};

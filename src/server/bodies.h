@@ -30,6 +30,9 @@ struct EventsQuery {
 };
 base::Result<EventsQuery> ParseEventsQuery(std::string_view query);
 
+// POST /api/v1/admin/webhooks/retry: empty (every receiver), or {"receiver": URL}.
+base::Result<std::string> ParseWebhookRetryBody(std::string_view body);
+
 // POST .../draw: empty or {}.
 base::Status ParseDrawBody(std::string_view body);
 

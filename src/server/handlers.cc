@@ -408,6 +408,55 @@ asio::awaitable<Reply> HandleAdminEvents(Call& call) {
   co_return Json(http::status::ok, Word::kOk, w);
 }
 
+asio::awaitable<Reply> HandleAdminWebhooksParked(Call& call) {
+  auto parked = co_await service::ListParked(call.worker.service, 1000);
+  if (!parked) co_return ErrorToReply(parked.error());
+  JsonWriter w;
+  w.BeginObject().Key("parked").BeginArray();
+  for (const store::ParkedEvent& held : *parked) {
+    const store::OrderEvent& event = held.event;
+    w.BeginObject()
+        .Key("receiver")
+        .String(held.receiver)
+        .Key("attempts")
+        .Int(held.attempts)
+        .Key("last_error")
+        .String(held.last_error)
+        .Key("parked_ms")
+        .Int(held.parked_ms)
+        .Key("retry")
+        .Bool(held.retry)
+        .Key("event")
+        .BeginObject()
+        .Key("seq")
+        .Int(event.seq)
+        .Key("id")
+        .String(event.event_id)
+        .Key("order_id")
+        .String(event.order_id)
+        .Key("activity_id")
+        .String(event.activity_id)
+        .Key("state")
+        .String(event.state)
+        .Key("at_ms")
+        .Int(event.at_ms)
+        .EndObject()
+        .EndObject();
+  }
+  w.EndArray().EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleAdminWebhooksRetry(Call& call) {
+  auto receiver = ParseWebhookRetryBody(call.request.body());
+  if (!receiver) co_return ErrorToReply(receiver.error());
+  auto asked = co_await service::RetryParked(call.worker.service, *receiver);
+  if (!asked) co_return ErrorToReply(asked.error());
+  JsonWriter w;
+  w.BeginObject().Key("retried").Int(*asked).EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
 asio::awaitable<Reply> HandleAdminJob(Call& call) {
   const auto job = service::JobFrom(call.params[0]);
   if (!job) {

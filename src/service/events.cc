@@ -31,4 +31,17 @@ asio::awaitable<Result<EventsPage>> ReadEvents(ServiceContext& context, int64_t 
   }
 }
 
+asio::awaitable<Result<std::vector<store::ParkedEvent>>> ListParked(ServiceContext& context,
+                                                                    int64_t limit) {
+  const auto read = [limit](store::Store& store) { return store.ParkedEvents("", limit); };
+  co_return co_await context.OnDb(read);
+}
+
+asio::awaitable<Result<int64_t>> RetryParked(ServiceContext& context, std::string receiver) {
+  const auto ask = [receiver = std::move(receiver)](store::Store& store) {
+    return store.RequestRetry(receiver);
+  };
+  co_return co_await context.OnDb(ask);
+}
+
 }  // namespace flashsale::service

@@ -5,6 +5,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/result.h"
@@ -27,5 +28,13 @@ struct EventsPage {
 boost::asio::awaitable<base::Result<EventsPage>> ReadEvents(ServiceContext& context, int64_t after,
                                                             int64_t limit,
                                                             std::chrono::milliseconds wait);
+
+// The webhook deliveries parked (service/event_relay.h), of every receiver, at most `limit`.
+boost::asio::awaitable<base::Result<std::vector<store::ParkedEvent>>> ListParked(
+    ServiceContext& context, int64_t limit);
+// Asks for the parked deliveries of `receiver` (empty: every receiver) to be tried again by the
+// relay's next pass; the number newly asked for.
+boost::asio::awaitable<base::Result<int64_t>> RetryParked(ServiceContext& context,
+                                                          std::string receiver);
 
 }  // namespace flashsale::service

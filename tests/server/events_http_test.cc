@@ -117,5 +117,47 @@ TEST_F(EventsHttpTest, OnlyAnOperatorReadsTheFeedAndABadQueryIsA400) {
   }
 }
 
+// The webhook deliveries that kept failing, as the relay parked them: listed, and retried on
+// demand (of one receiver, or all).
+TEST_F(EventsHttpTest, ParkedWebhookDeliveriesAreListedAndRetriedOnDemand) {
+  auto client = server_->Client();
+  auto none = client.Get("/api/v1/admin/webhooks/parked", server_->Admin());
+  EXPECT_EQ(none.status, 200);
+  EXPECT_TRUE(json::parse(none.body).at("parked").as_array().empty());
+
+  Insert("k1", "east", 100);
+  auto events = record_->EventsAfter(0, 10);
+  ASSERT_EQ(events->size(), 1u);
+  store::ParkedEvent parked{.receiver = "http://127.0.0.1:9/hook", .event = (*events)[0]};
+  parked.attempts = 5;
+  parked.last_error = "answered 503";
+  ASSERT_TRUE(
+      record_->SaveDelivery({.receiver = parked.receiver, .cursor = 1, .parked = {parked}}, 200)
+          .ok());
+
+  auto listed = client.Get("/api/v1/admin/webhooks/parked", server_->Admin());
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  const json::value page = json::parse(listed.body);
+  const auto& entries = page.at("parked").as_array();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].at("receiver").as_string(), "http://127.0.0.1:9/hook");
+  EXPECT_EQ(entries[0].at("attempts").as_int64(), 5);
+  EXPECT_EQ(entries[0].at("last_error").as_string(), "answered 503");
+  EXPECT_EQ(entries[0].at("event").at("id").as_string(), "k1/reserved");
+  EXPECT_FALSE(entries[0].at("retry").as_bool());
+
+  auto other = client.Post("/api/v1/admin/webhooks/retry", R"({"receiver":"http://elsewhere/"})",
+                           server_->Admin());
+  EXPECT_EQ(other.status, 200);
+  EXPECT_EQ(json::parse(other.body).at("retried").as_int64(), 0);
+  auto all = client.Post("/api/v1/admin/webhooks/retry", "", server_->Admin());
+  EXPECT_EQ(all.status, 200);
+  EXPECT_EQ(json::parse(all.body).at("retried").as_int64(), 1);
+  EXPECT_TRUE((*record_->ParkedEvents("", 10))[0].retry);
+  EXPECT_EQ(client.Post("/api/v1/admin/webhooks/retry", R"({"url":"x"})", server_->Admin()).status,
+            400);
+  EXPECT_EQ(client.Post("/api/v1/admin/webhooks/retry", "", {}).status, 401);
+}
+
 }  // namespace
 }  // namespace flashsale::server
