@@ -32,6 +32,7 @@
 #include "base/subprocess.h"
 #include "support/flashsale_process.h"
 #include "support/http_client.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
@@ -268,6 +269,72 @@ TEST(ServeProcessTest, SigtermFinishesRequestsInFlight) {
 }
 
 // --- d) ----------------------------------------------------------------------------------------
+
+// Issue 35, point 1: serve --webhook-url POSTs every order event to a receiver, signed; the
+// receiver is the README's own Python snippet (the key from `flashsale webhooks key`), which
+// accepts only a signature that verifies.
+TEST(ServeProcessTest, WebhooksReachTheReadmesReceiverSignedWithTheKeyItPrints) {
+  const TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const uint16_t port = FreePort();
+  const uint16_t hook_port = FreePort();
+  // The receiver: README.md's snippet, on a free port, reading the key from the test's directory.
+  const std::string readme = ReadFile(std::string(FLASHSALE_SOURCE_DIR) + "/README.md");
+  const size_t begin = readme.find("<!-- webhook-receiver -->\n```python\n");
+  const size_t end = readme.find("```\n<!-- /webhook-receiver -->");
+  ASSERT_TRUE(begin != std::string::npos && end != std::string::npos && end > begin);
+  std::string script = readme.substr(begin + 36, end - begin - 36);
+  const auto replace = [&](std::string_view from, const std::string& to) {
+    const size_t at = script.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    script.replace(at, from.size(), to);
+  };
+  ASSERT_NO_FATAL_FAILURE(replace("9000", std::to_string(hook_port)));
+  ASSERT_NO_FATAL_FAILURE(
+      replace("open(\"webhook-key\")", "open(\"" + (tmp / "webhook-key") + "\")"));
+  std::ofstream(tmp / "receiver.py") << script;
+
+  Flashsale serve(ServeArgs(port, data_dir,
+                            {"--demo", "--demo-stock", "3", "--webhook-url",
+                             fmt::format("http://127.0.0.1:{}/hook", hook_port)}),
+                  tmp / "serve.log", data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+  const Finished key = RunToExit({"webhooks", "key", "--data-dir", data_dir}, tmp, "key.log");
+  ASSERT_EQ(ExitCode(key.status), 0) << key.output;
+  ASSERT_EQ(key.output.size(), 65u) << key.output;  // 64 hex digits and a newline
+  std::ofstream(tmp / "webhook-key") << key.output;
+  auto receiver = base::Subprocess::Spawn({"python3", tmp / "receiver.py"}, tmp / "receiver.log");
+  ASSERT_TRUE(receiver.ok()) << receiver.error().ToString();
+  HttpClient hook("127.0.0.1", hook_port);
+  ASSERT_TRUE(testing::Eventually([&] { return hook.Get("/").status != 0; }, seconds(20)))
+      << ReadFile(tmp / "receiver.log");
+
+  HttpClient client("127.0.0.1", port);
+  std::vector<std::string> orders;
+  for (const char* user : {"ann", "ben", "cid"}) {
+    const HttpResult bought = Buy(client, user);
+    ASSERT_EQ(Code(bought), 1) << bought.body;
+    orders.emplace_back(Json(bought).at("order_id").as_string());
+  }
+  // Each reservation arrives once the pipeline wrote it, its signature checked by the receiver.
+  const auto all_arrived = [&] {
+    const std::string got = ReadFile(tmp / "receiver.log");
+    for (const auto& order : orders) {
+      if (got.find(order + "/reserved demo reserved") == std::string::npos) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(testing::Eventually(all_arrived, seconds(60)))
+      << ReadFile(tmp / "receiver.log") << serve.Log();
+  // The check can fail: a request signed with another key is refused.
+  const HttpResult forged =
+      hook.Request("POST", "/hook", R"({"id":"x/paid"})",
+                   {{"X-Flashsale-Timestamp", std::to_string(std::time(nullptr))},
+                    {"X-Flashsale-Signature", "v1=" + std::string(64, '0')}});
+  EXPECT_EQ(forged.status, 401);
+  receiver->Terminate(seconds(5));
+  EXPECT_TRUE(StopsCleanly(serve));
+}
 
 TEST(ServeProcessTest, BadSettingsExitWithAMessageNamingThem) {
   TempDir tmp;
