@@ -43,7 +43,17 @@ base::Status WriteEvents(Connection& conn, std::span<const records::EventDraft> 
                      Param(event.activity_id), Param(event.state), Param(now_ms)});
     }
     Statement insert(conn, std::move(sql), "write events");
-    if (auto run = insert.Execute(params); !run) return run;
+    if (auto run = insert.Execute(params); !run) {
+      // A number taken already: on Galera, a writer on another node took the same numbers (the
+      // lock row does not lock across nodes) and its events were applied here first. The same
+      // conflict certification finds at COMMIT: reported as one (ER_LOCK_DEADLOCK, 1213), so the
+      // call runs again on the numbers as they are now (MySqlStore::Run). Event ids cannot clash
+      // (each change happens once; RecordRefused skips those written).
+      if (run.error().code == ErrorCode::kAlreadyExists) {
+        return conn.Fail("write events", 1213, run.error().message);
+      }
+      return run;
+    }
   }
   return {};
 }
