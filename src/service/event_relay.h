@@ -28,6 +28,12 @@
 //   X-Flashsale-Signature  "v1=" + hex(HMAC-SHA256(key, timestamp + "." + body))
 // where key is WebhookKey(secret): derived from the service secret (base::DeriveKey, purpose
 // "webhook-signing"), so a receiver holds a key that signs nothing else. http:// URLs only.
+//
+// Limits: one event per request, one receiver after another, so a receiver that keeps timing out
+// slows the others (max_attempts x timeout per event before it is parked); the host name is
+// resolved outside the timeout (a numeric address or /etc/hosts resolves at once); every instance
+// that may relay must hold the same secret, or receivers see signatures under another key after
+// the lock moves.
 
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
