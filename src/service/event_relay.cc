@@ -11,10 +11,12 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
+#include <csignal>
 #include <memory>
 #include <set>
 
 #include "base/crypto.h"
+#include "base/failpoint.h"
 #include "base/json_writer.h"
 #include "redis/lock.h"
 #include "redis/service_state.h"
@@ -257,6 +259,10 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
       std::string error;
       const Delivery delivery = co_await Deliver(url, *parsed, event, attempts, error, stop);
       if (delivery == Delivery::kStopped) co_return handled;
+      // A fault test: killed after the receiver's 2xx, before the cursor is saved.
+      if (delivery == Delivery::kDelivered && base::FailpointHit("kill-after-webhook")) {
+        ::raise(SIGKILL);
+      }
       if (delivery == Delivery::kFailed) {
         spdlog::error("webhook {} to {} parked after {} attempts: {}", event.event_id, url,
                       attempts, error);
