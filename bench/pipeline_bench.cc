@@ -119,8 +119,8 @@ class TimedStore final : public store::Store {
   base::Result<std::vector<std::pair<std::string, core::WriteSeq>>> WrittenSeqs() override {
     return inner_.WrittenSeqs();
   }
-  base::Status FlagCompensation(std::span<const std::string> order_ids) override {
-    return inner_.FlagCompensation(order_ids);
+  base::Status FlagCompensation(std::span<const std::string> order_ids, int64_t now_ms) override {
+    return inner_.FlagCompensation(order_ids, now_ms);
   }
   base::Result<store::OrderRecord> GetOrder(std::string_view order_id) override {
     return inner_.GetOrder(order_id);
@@ -143,6 +143,25 @@ class TimedStore final : public store::Store {
   }
   base::Result<store::PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override {
     return inner_.PayOrder(order_id, now_ms);
+  }
+  base::Status RecordRefused(std::span<const store::RefusedOrder> orders, int64_t now_ms) override {
+    return inner_.RecordRefused(orders, now_ms);
+  }
+  base::Result<std::vector<store::OrderEvent>> EventsAfter(int64_t after, int64_t limit) override {
+    return inner_.EventsAfter(after, limit);
+  }
+  base::Result<int64_t> DeliveryCursor(std::string_view receiver) override {
+    return inner_.DeliveryCursor(receiver);
+  }
+  base::Status SaveDelivery(const store::DeliveryUpdate& update, int64_t now_ms) override {
+    return inner_.SaveDelivery(update, now_ms);
+  }
+  base::Result<std::vector<store::ParkedEvent>> ParkedEvents(std::string_view receiver,
+                                                             int64_t limit) override {
+    return inner_.ParkedEvents(receiver, limit);
+  }
+  base::Result<int64_t> RequestRetry(std::string_view receiver) override {
+    return inner_.RequestRetry(receiver);
   }
   base::Result<store::OrderAudit> AuditOrders(std::string_view activity_id,
                                               int64_t per_user_limit) override {

@@ -5,6 +5,7 @@
 //   flashsale activity list|show|create|update|stock|open|close|delete   activities (admin API)
 //   flashsale dead-letters ID [--retry ENTRY]   list or retry an activity's dead letters
 //   flashsale job prewarm|reconcile|expire [ID] [--no-repair]  a job now (admin API)
+//   flashsale webhooks [list|retry|key]   parked webhook deliveries, retry them, the signing key
 //   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
 //   flashsale config check [FILE] | config template   check a settings file; print the template
 // The admin commands and load find the running serve by --url, FLASHSALE_URL, or the URL serve
@@ -186,6 +187,35 @@ struct JobCommand {
   bool no_repair = false;
 };
 
+// `flashsale webhooks [list|retry|key]`: parked webhook deliveries, retrying them, and the key
+// receivers check signatures with.
+struct WebhooksCommand {
+  WebhooksCommand(CLI::App& app, fs_app::AdminTarget& target)
+      : command(app.add_subcommand(
+            "webhooks",
+            "Webhook deliveries that kept failing: list (default), retry [--receiver URL]; key: "
+            "the key receivers check X-Flashsale-Signature with (hex)")),
+        target(target) {
+    command->add_option("action", action, "list | retry | key")
+        ->check(CLI::IsMember({"list", "retry", "key"}));
+    command->add_option("--receiver", receiver, "retry: only this receiver's URL");
+    command
+        ->add_option("--secret", secret, "key: the server secret (default: the one in --data-dir)")
+        ->envname("FLASHSALE_SECRET");
+    AddAdminOptions(command, target);
+  }
+  int Run() const {
+    if (action == "key") return fs_app::RunWebhookKey(secret, target.data_dir);
+    return fs_app::RunWebhooks(action, receiver, target);
+  }
+
+  CLI::App* command;
+  const fs_app::AdminTarget& target;
+  std::string action = "list";
+  std::string receiver;
+  std::string secret;
+};
+
 // `flashsale config check [FILE]` (as nginx -t: OK and 0, or every problem and 1) and
 // `flashsale config template` (the commented settings file, as the package installs it).
 struct ConfigCommand {
@@ -282,6 +312,7 @@ int main(int argc, char** argv) {
   const DeadLettersCommand dead(app, target);
   const ActivitySubcommand activity(app, target);
   const JobCommand job(app, target);
+  const WebhooksCommand webhooks(app, target);
   auto* load = app.add_subcommand(
       "load",
       "Drive a sale at a running flashsale; report throughput, latency and outcomes; "
@@ -303,6 +334,7 @@ int main(int argc, char** argv) {
   if (dead.command->parsed()) return dead.Run();
   if (activity.command->parsed()) return activity.Run();
   if (job.command->parsed()) return job.Run();
+  if (webhooks.command->parsed()) return webhooks.Run();
   if (load->parsed()) return load_command.Run();
   if (config.command->parsed()) return config.Run();
   if (help.command->parsed()) return help.Run(app);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <boost/json.hpp>
 #include <fstream>
 #include <iostream>
 
@@ -62,6 +63,42 @@ int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
   return retry_id.empty()
              ? AdminCall(target, "GET", base, DeadLettersText)
              : AdminCall(target, "POST", base + "/" + retry_id + "/retry", DeadLettersText);
+}
+
+namespace {
+
+// GET /api/v1/admin/webhooks/parked as a table, or a line saying there are none.
+std::string ParkedText(std::string_view body) {
+  boost::system::error_code ec;
+  const boost::json::value value = boost::json::parse(body, ec);
+  const boost::json::object* object = ec ? nullptr : value.if_object();
+  const boost::json::value* parked = object ? object->if_contains("parked") : nullptr;
+  if (parked == nullptr || !parked->is_array()) return AnswerText(body);
+  if (parked->as_array().empty()) return "no parked webhook deliveries\n";
+  std::string text = "receiver\tevent\tattempts\tretry\tlast error\n";
+  for (const auto& entry : parked->as_array()) {
+    const auto& held = entry.as_object();
+    const auto& event = held.at("event").as_object();
+    text += fmt::format("{}\t{}\t{}\t{}\t{}\n", std::string_view(held.at("receiver").as_string()),
+                        std::string_view(event.at("id").as_string()),
+                        held.at("attempts").as_int64(), held.at("retry").as_bool() ? "asked" : "-",
+                        std::string_view(held.at("last_error").as_string()));
+  }
+  return text;
+}
+
+}  // namespace
+
+int RunWebhooks(const std::string& action, const std::string& receiver, const AdminTarget& target) {
+  if (action == "retry") {
+    base::JsonWriter body;
+    body.BeginObject();
+    if (!receiver.empty()) body.Key("receiver").String(receiver);
+    body.EndObject();
+    return AdminCall(target, "POST", "/api/v1/admin/webhooks/retry", nullptr,
+                     std::move(body).Take());
+  }
+  return AdminCall(target, "GET", "/api/v1/admin/webhooks/parked", ParkedText);
 }
 
 int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,

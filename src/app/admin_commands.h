@@ -42,4 +42,8 @@ int RunDeadLetters(const std::string& activity_id, const std::string& retry_id,
 int RunJobNow(const std::string& job, const std::string& activity_id, bool repair,
               const AdminTarget& target);
 
+// `flashsale webhooks [list|retry] [--receiver URL]`: the webhook deliveries that kept failing
+// (parked), or asks for them (of one receiver, or all) to be tried again.
+int RunWebhooks(const std::string& action, const std::string& receiver, const AdminTarget& target);
+
 }  // namespace flashsale::app

@@ -25,6 +25,7 @@
 
 #include "core/token.h"
 #include "server/cors.h"
+#include "service/event_relay.h"
 
 namespace flashsale::app {
 namespace {
@@ -246,6 +247,12 @@ std::string CheckSecret(const std::string& value) {
 // One origin of --cors-origin (server/cors.h).
 std::string CheckCorsOrigin(const std::string& value) { return server::CheckOrigin(value); }
 
+// One URL of --webhook-url (service/event_relay.h): http://host[:port][/path].
+std::string CheckWebhookUrl(const std::string& value) {
+  auto parsed = service::ParseWebhookUrl(value);
+  return parsed.ok() ? "" : parsed.error().message;
+}
+
 // Every setting, in the order of --help and of the config file template. The defaults come from
 // ServeConfig itself.
 const std::vector<Setting>& Settings() {
@@ -426,6 +433,12 @@ const std::vector<Setting>& Settings() {
                "draw, tickets, activities, config, orders; the admin routes never), each "
                "scheme://host[:port] as the browser sends it, comma-separated, or * for any; "
                "empty: none"},
+      {.name = "webhook-url",
+       .field = List(&ServeConfig::webhook_url, CheckWebhookUrl),
+       .placeholder = "URL,...",
+       .help = "Receivers of the order events (webhooks): each event POSTed as JSON, signed "
+               "(X-Flashsale-Signature), retried, parked when it keeps failing; http://host[:port]"
+               "[/path], comma-separated; empty: none"},
       {.name = "allow-evicting-redis",
        .field = Switch(&ServeConfig::allow_evicting_redis),
        .help = "Start even on a Redis whose maxmemory-policy may evict keys without a TTL "
@@ -454,7 +467,8 @@ bool ServeOnly(const Setting& setting) {
   for (std::string_view name :
        {"threads", "redis-server", "identity", "secret", "admin-token", "demo", "demo-stock",
         "max-header-bytes", "max-body-bytes", "read-timeout-ms", "idle-timeout-ms",
-        "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for", "cors-origin"}) {
+        "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for", "cors-origin",
+        "webhook-url"}) {
     if (setting.name == name) return true;
   }
   return false;

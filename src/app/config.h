@@ -107,6 +107,7 @@ struct ServeConfig {
   std::chrono::milliseconds expire_every{5000};      // 0: never
   bool trust_forwarded_for = false;
   std::vector<std::string> cors_origin;  // origins whose pages may call the public API (CORS)
+  std::vector<std::string> webhook_url;  // receivers of the order events (service/event_relay.h)
   bool allow_evicting_redis = false;     // start on a Redis whose maxmemory-policy may evict
   spdlog::level::level_enum log_level = spdlog::level::info;  // trace|debug|info|warn|error
   LogFormat log_format = LogFormat::kText;                    // text | json (JSON lines on stderr)

@@ -585,6 +585,22 @@ TEST_F(ConfigTest, CorsOriginsAreAListFromTheFlagTheVariableAndTheFile) {
   EXPECT_NE(ErrorOf({"--config", numbers}).find("cors-origin"), std::string::npos);
 }
 
+// Issue 35 point 1: the receivers of the order events.
+TEST_F(ConfigTest, WebhookUrlsAreAListAndEachIsChecked) {
+  const ServeConfig two =
+      Parse({"--webhook-url", "http://127.0.0.1:9000/hook,http://pay.internal"});
+  EXPECT_EQ(two.webhook_url,
+            (std::vector<std::string>{"http://127.0.0.1:9000/hook", "http://pay.internal"}));
+  EXPECT_TRUE(Parse({}, {{"FLASHSALE_WEBHOOK_URL",
+                          "http://127.0.0.1:9000/hook, http://pay.internal"}}) == two);
+  for (const char* bad : {"https://pay.example/hook", "pay.example", "http://", "http://a:0/",
+                          "http://a:99999/", "http://user@a/", "http://a/x y"}) {
+    SCOPED_TRACE(bad);
+    const std::string error = ErrorOf({"--webhook-url", bad});
+    EXPECT_NE(error.find("setting 'webhook-url' from --webhook-url"), std::string::npos) << error;
+  }
+}
+
 }  // namespace
 }  // namespace flashsale::app
 

@@ -31,6 +31,7 @@
 #include "redis/scripts.h"
 #include "server/http_server.h"
 #include "service/admin.h"
+#include "service/event_relay.h"
 #include "service/pipeline.h"
 #include "service/redis_watch.h"
 #include "store/store.h"
@@ -526,9 +527,14 @@ int RunServe(const ServeConfig& config) {
 
   // The order consumers share the server's registry (its first I/O thread keeps it fresh). They
   // start first, so that the repair for the Redis found at startup can run before the sale opens.
-  service::OrderPipeline pipeline(PipelineDepsFor(config, redis_options, **store, db_pool, registry,
-                                                  settings, pipeline_metrics),
-                                  ConsumerOptionsFor(config), static_cast<int>(config.consumers),
+  service::PipelineDeps pipeline_deps = PipelineDepsFor(config, redis_options, **store, db_pool,
+                                                        registry, settings, pipeline_metrics);
+  // Webhooks: relayed by serve, which holds the secret their key is derived from (one instance
+  // at a time, under the job lock "webhooks").
+  pipeline_deps.webhooks.urls = config.webhook_url;
+  pipeline_deps.webhooks.key = service::WebhookKey(secrets->secret);
+  service::OrderPipeline pipeline(std::move(pipeline_deps), ConsumerOptionsFor(config),
+                                  static_cast<int>(config.consumers),
                                   /*poll_registry=*/false, options.registry_poll);
   if (auto started = pipeline.Start(); !started) {
     db_pool.join();
@@ -616,6 +622,25 @@ int RunWorker(const ServeConfig& config, bool serve_http) {
   spdlog::info("stopped: {} orders persisted, {} duplicates, {} dead letters",
                pipeline_metrics.persisted.value(), pipeline_metrics.duplicates.value(),
                pipeline_metrics.dead_letters.value());
+  return 0;
+}
+
+int RunWebhookKey(const std::string& secret_given, const std::string& data_dir) {
+  std::string secret = secret_given;
+  if (secret.empty()) {
+    auto read = ReadSecretFile(data_dir + "/secret");
+    if (!read) {
+      std::cerr << "flashsale webhooks key: give --secret, or the --data-dir where `flashsale "
+                   "serve` keeps its secret ("
+                << read.error().message << ")\n";
+      return 2;
+    }
+    secret = std::move(*read);
+  } else if (std::string problem = core::SecretProblem(secret); !problem.empty()) {
+    std::cerr << "flashsale webhooks key: --secret " << problem << "\n";
+    return 2;
+  }
+  std::cout << base::HexEncode(service::WebhookKey(secret)) << "\n";
   return 0;
 }
 

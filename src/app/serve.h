@@ -20,6 +20,10 @@ int RunWorker(const ServeConfig& config, bool serve_http);
 int RunToken(const std::string& user_id, int64_t ttl_s, const std::string& secret,
              const std::string& data_dir);
 
+// `flashsale webhooks key`: the key webhook receivers check signatures with (hex), derived from
+// --secret or the secret in --data-dir (service/event_relay.h, WebhookKey).
+int RunWebhookKey(const std::string& secret, const std::string& data_dir);
+
 // The secret in `path` (its first line): kNotFound when there is no such file, kInvalidArgument
 // naming the file when the secret breaks the rule of secrets (core::SecretProblem).
 base::Result<std::string> ReadSecretFile(const std::string& path);

@@ -241,6 +241,20 @@ Result<JobBody> ParseJobBody(std::string_view body) {
   return job;
 }
 
+Result<std::string> ParseWebhookRetryBody(std::string_view body) {
+  std::string receiver;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return receiver;
+  auto object = ParseObject(body);
+  if (!object) return std::move(object).error();
+  Fields fields(*object, "");
+  if (auto only = fields.Only({"receiver"}); !only) return only.error();
+  FLASHSALE_FIELD(receiver, fields.String("receiver"));
+  if (receiver.size() > 512) {
+    return MakeError(ErrorCode::kInvalidArgument, "field 'receiver' is over 512 bytes");
+  }
+  return receiver;
+}
+
 Result<int64_t> ParseTicketQuery(std::string_view query) {
   constexpr int64_t kMaxWaitMs = 25'000;
   if (query.empty()) return int64_t{0};
@@ -257,6 +271,43 @@ Result<int64_t> ParseTicketQuery(std::string_view query) {
                      "the query must be empty or wait_ms=N with N from 0 to {}", kMaxWaitMs);
   }
   return wait_ms;
+}
+
+Result<EventsQuery> ParseEventsQuery(std::string_view query) {
+  EventsQuery parsed;
+  const auto bad = [] {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the query takes after=N (N >= 0), limit=N (1 to 1000) and wait_ms=N (0 to "
+                     "25000), each at most once");
+  };
+  bool seen[3] = {false, false, false};
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (amp != std::string_view::npos && query.empty()) return bad();  // a trailing '&'
+    const size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) return bad();
+    const std::string_view key = pair.substr(0, eq);
+    const std::string_view digits = pair.substr(eq + 1);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return bad();
+    int slot = -1;
+    if (key == "after" && value >= 0) {
+      slot = 0;
+      parsed.after = value;
+    } else if (key == "limit" && value >= 1 && value <= 1000) {
+      slot = 1;
+      parsed.limit = value;
+    } else if (key == "wait_ms" && value >= 0 && value <= 25'000) {
+      slot = 2;
+      parsed.wait_ms = value;
+    }
+    if (slot < 0 || seen[slot]) return bad();
+    seen[slot] = true;
+  }
+  return parsed;
 }
 
 base::Status ParseDrawBody(std::string_view body) {

@@ -21,6 +21,18 @@ base::Result<int64_t> ParsePurchaseBody(std::string_view body);
 // open waiting for the draw (a long poll).
 base::Result<int64_t> ParseTicketQuery(std::string_view query);
 
+// GET /api/v1/admin/events: "after=<cursor>&limit=N&wait_ms=M", each optional, in any order:
+// after >= 0 (default 0), limit 1..1000 (default 100), wait_ms 0..25000 (default 0).
+struct EventsQuery {
+  int64_t after = 0;
+  int64_t limit = 100;
+  int64_t wait_ms = 0;
+};
+base::Result<EventsQuery> ParseEventsQuery(std::string_view query);
+
+// POST /api/v1/admin/webhooks/retry: empty (every receiver), or {"receiver": URL}.
+base::Result<std::string> ParseWebhookRetryBody(std::string_view body);
+
 // POST .../draw: empty or {}.
 base::Status ParseDrawBody(std::string_view body);
 

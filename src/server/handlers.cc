@@ -17,6 +17,7 @@
 #include "server/web_assets.h"
 #include "service/admin.h"
 #include "service/draw.h"
+#include "service/events.h"
 #include "service/jobs.h"
 #include "service/purchase.h"
 #include "service/queries.h"
@@ -377,6 +378,83 @@ asio::awaitable<Reply> HandleAdminRedis(Call& call) {
   reply.word = Word::kOk;
   reply.body = watch->Json();
   co_return reply;
+}
+
+asio::awaitable<Reply> HandleAdminEvents(Call& call) {
+  auto query = ParseEventsQuery(call.query);
+  if (!query) co_return ErrorToReply(query.error());
+  auto page = co_await service::ReadEvents(call.worker.service, query->after, query->limit,
+                                           std::chrono::milliseconds(query->wait_ms));
+  if (!page) co_return ErrorToReply(page.error());
+  JsonWriter w;
+  w.BeginObject().Key("events").BeginArray();
+  for (const store::OrderEvent& event : page->events) {
+    w.BeginObject()
+        .Key("seq")
+        .Int(event.seq)
+        .Key("id")
+        .String(event.event_id)
+        .Key("order_id")
+        .String(event.order_id)
+        .Key("activity_id")
+        .String(event.activity_id)
+        .Key("state")
+        .String(event.state)
+        .Key("at_ms")
+        .Int(event.at_ms)
+        .EndObject();
+  }
+  w.EndArray().Key("next").Int(page->next).EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleAdminWebhooksParked(Call& call) {
+  auto parked = co_await service::ListParked(call.worker.service, 1000);
+  if (!parked) co_return ErrorToReply(parked.error());
+  JsonWriter w;
+  w.BeginObject().Key("parked").BeginArray();
+  for (const store::ParkedEvent& held : *parked) {
+    const store::OrderEvent& event = held.event;
+    w.BeginObject()
+        .Key("receiver")
+        .String(held.receiver)
+        .Key("attempts")
+        .Int(held.attempts)
+        .Key("last_error")
+        .String(held.last_error)
+        .Key("parked_ms")
+        .Int(held.parked_ms)
+        .Key("retry")
+        .Bool(held.retry)
+        .Key("event")
+        .BeginObject()
+        .Key("seq")
+        .Int(event.seq)
+        .Key("id")
+        .String(event.event_id)
+        .Key("order_id")
+        .String(event.order_id)
+        .Key("activity_id")
+        .String(event.activity_id)
+        .Key("state")
+        .String(event.state)
+        .Key("at_ms")
+        .Int(event.at_ms)
+        .EndObject()
+        .EndObject();
+  }
+  w.EndArray().EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
+asio::awaitable<Reply> HandleAdminWebhooksRetry(Call& call) {
+  auto receiver = ParseWebhookRetryBody(call.request.body());
+  if (!receiver) co_return ErrorToReply(receiver.error());
+  auto asked = co_await service::RetryParked(call.worker.service, *receiver);
+  if (!asked) co_return ErrorToReply(asked.error());
+  JsonWriter w;
+  w.BeginObject().Key("retried").Int(*asked).EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
 }
 
 asio::awaitable<Reply> HandleAdminJob(Call& call) {

@@ -76,6 +76,13 @@ boost::asio::awaitable<Reply> HandleAdminJob(Call& call);
 // GET /api/v1/admin/redis: Redis restarts and failovers seen, freezes and repairs
 // (service/redis_watch.h).
 boost::asio::awaitable<Reply> HandleAdminRedis(Call& call);
+// GET /api/v1/admin/events?after=&limit=&wait_ms=: the record's order events after a cursor
+// (service/events.h), {"events": [...], "next": cursor}.
+boost::asio::awaitable<Reply> HandleAdminEvents(Call& call);
+// GET /api/v1/admin/webhooks/parked: webhook deliveries that kept failing (service/event_relay.h);
+// POST /api/v1/admin/webhooks/retry: ask for them to be tried again ({"receiver": URL} or all).
+boost::asio::awaitable<Reply> HandleAdminWebhooksParked(Call& call);
+boost::asio::awaitable<Reply> HandleAdminWebhooksRetry(Call& call);
 // OPTIONS on a public route: a CORS preflight. 204 with Allow (the path's methods) and, for a page
 // of an allowed origin, the Access-Control-* a browser needs before the request itself.
 boost::asio::awaitable<Reply> HandlePreflight(Call& call);

@@ -48,6 +48,11 @@ constexpr Route kRoutes[] = {
     {verb::post, "/api/v1/admin/tokens", RouteId::kAdmin, Access::kAdmin, HandleAdminToken},
     {verb::post, "/api/v1/admin/jobs/{job}", RouteId::kAdmin, Access::kAdmin, HandleAdminJob},
     {verb::get, "/api/v1/admin/redis", RouteId::kAdmin, Access::kAdmin, HandleAdminRedis},
+    {verb::get, "/api/v1/admin/events", RouteId::kAdmin, Access::kAdmin, HandleAdminEvents},
+    {verb::get, "/api/v1/admin/webhooks/parked", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminWebhooksParked},
+    {verb::post, "/api/v1/admin/webhooks/retry", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminWebhooksRetry},
     // CORS preflights of the public routes a page of another origin may call (server/cors.h);
     // never of the admin routes.
     {verb::options, "/api/v1/activities/{id}/purchase", RouteId::kPreflight, Access::kPublic,

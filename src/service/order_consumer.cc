@@ -315,6 +315,8 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   std::vector<std::string> entry_ids;
   // Entries with an intent that failed this time: the failed parts and the last error.
   std::map<std::string, std::pair<std::vector<int>, std::string>> failed;
+  // Per entry: its intents the record refused (a double sale), for their "refused" events.
+  std::map<std::string, std::vector<store::RefusedOrder>> refused;
   const auto fail = [&failed](const std::string& id, int part, std::string error) {
     auto& [failed_parts, last_error] = failed[id];
     failed_parts.push_back(part);
@@ -378,6 +380,7 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
         // A second live order of a user sold under limit 1 (or a second win of one draw): a
         // double sale the record refused (or a cancellation not recorded yet). Retried, then
         // dead-lettered, its units returned to stock: seen, never silently dropped.
+        refused[ids[i]].push_back({orders[i].order_id, activity_id});
         fail(ids[i], parts[i],
              fmt::format("user '{}' already has a live order in activity '{}' (per-user limit 1): "
                          "the record refused order {}",
@@ -393,7 +396,9 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   for (const std::string& id : entry_ids) {
     if (!failed.contains(id)) to_ack.push_back(id);
   }
-  for (auto& [id, failure] : failed) co_await Fail(activity_id, id, failure.first, failure.second);
+  for (auto& [id, failure] : failed) {
+    co_await Fail(activity_id, id, failure.first, failure.second, refused[id]);
+  }
 
   if (base::FailpointHit("kill-after-commit")) ::raise(SIGKILL);
   // Failure counts exist only for entries delivered before: a failure is counted after a
@@ -468,7 +473,8 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
 }
 
 asio::awaitable<void> OrderConsumer::Fail(std::string_view activity_id, const std::string& entry_id,
-                                          const std::vector<int>& parts, const std::string& error) {
+                                          const std::vector<int>& parts, const std::string& error,
+                                          std::vector<store::RefusedOrder> refused) {
   metrics_.entry_failures.Add();
   auto count = co_await stream_.RecordFailure(activity_id, entry_id);
   const int64_t deliveries = count.ok() ? *count : 1;
@@ -476,6 +482,19 @@ asio::awaitable<void> OrderConsumer::Fail(std::string_view activity_id, const st
     spdlog::warn("order intent {} of '{}' failed ({} of {}): {}", entry_id, activity_id, deliveries,
                  options_.max_deliveries, error);
     co_return;  // stays pending; claimed again after claim_idle
+  }
+  // The refused orders' events (store::Store::RecordRefused) before the dead letter: the record
+  // holds them even if this process dies right after the move. Not written: not moved either
+  // (the entry stays pending and comes again).
+  if (!refused.empty()) {
+    const auto record = [refused = std::move(refused), now = context_.clock().NowMs()](
+                            store::Store& store) { return store.RecordRefused(refused, now); };
+    auto recorded = co_await context_.OnDb(record);
+    if (!recorded.ok()) {
+      spdlog::warn("order intent {} of '{}': its refused events were not written ({}); retried",
+                   entry_id, activity_id, recorded.error().message);
+      co_return;
+    }
   }
   auto moved = co_await stream_.DeadLetter(activity_id, entry_id, parts, error, deliveries,
                                            context_.clock().NowMs());

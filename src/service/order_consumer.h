@@ -131,8 +131,10 @@ class OrderConsumer {
   // Counts a failed delivery of one entry (`parts`: its intents that failed); at max_deliveries
   // those intents are dead-lettered (with `error`) and the entry acknowledged, before that it
   // stays pending and is claimed again after claim_idle.
+  // `refused`: its orders the record refused, written as "refused" events before the move.
   boost::asio::awaitable<void> Fail(std::string_view activity_id, const std::string& entry_id,
-                                    const std::vector<int>& parts, const std::string& error);
+                                    const std::vector<int>& parts, const std::string& error,
+                                    std::vector<store::RefusedOrder> refused);
   boost::asio::awaitable<void> Pause(std::chrono::milliseconds duration);
 
   ServiceContext& context_;

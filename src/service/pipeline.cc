@@ -46,6 +46,7 @@ class OrderPipeline::Runner {
                  *deps.clock, *random_),
         stream_(runner_, deps.settings->key_namespace),
         jobs_(deps.jobs),
+        webhooks_(deps.webhooks),
         job_metrics_(&deps.metrics->jobs),
         poll_timer_(io_) {
     // Each runner builds only what its role runs.
@@ -85,6 +86,7 @@ class OrderPipeline::Runner {
       asio::co_spawn(io_, consumer_->Run(&stop_), [this](std::exception_ptr) { done_ = true; });
       queue_done_ = true;
       jobs_done_ = true;
+      relay_done_ = true;
     } else {
       done_ = true;
       asio::co_spawn(io_, RunQueues(), [this](std::exception_ptr) { queue_done_ = true; });
@@ -94,6 +96,13 @@ class OrderPipeline::Runner {
       }
       asio::co_spawn(io_, RunJobSchedule(context_, jobs_, &stop_, job_metrics_),
                      [this](std::exception_ptr) { jobs_done_ = true; });
+      if (!webhooks_.urls.empty()) {
+        relay_.emplace(context_, webhooks_);
+        asio::co_spawn(io_, relay_->Run(&stop_),
+                       [this](std::exception_ptr) { relay_done_ = true; });
+      } else {
+        relay_done_ = true;
+      }
     }
     io_.restart();
     thread_ = std::thread([this] {
@@ -112,7 +121,8 @@ class OrderPipeline::Runner {
 
   void Join(std::chrono::milliseconds grace) {
     const auto until = std::chrono::steady_clock::now() + grace;
-    while ((!done_ || !queue_done_ || !jobs_done_) && std::chrono::steady_clock::now() < until) {
+    while ((!done_ || !queue_done_ || !jobs_done_ || !relay_done_) &&
+           std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     asio::post(io_, [this] {
@@ -165,12 +175,15 @@ class OrderPipeline::Runner {
   std::optional<OrderConsumer> consumer_;            // kOrders
   std::optional<DrawQueueConsumer> queue_consumer_;  // kJobs
   JobSchedule jobs_;
+  RelayOptions webhooks_;
+  std::optional<EventRelay> relay_;  // kJobs, with webhook URLs
   JobMetrics* job_metrics_;
   asio::steady_timer poll_timer_;
   bool stop_ = false;
   std::atomic<bool> done_ = false;
   std::atomic<bool> queue_done_ = false;
   std::atomic<bool> jobs_done_ = false;
+  std::atomic<bool> relay_done_ = false;
   std::thread thread_;
 };
 

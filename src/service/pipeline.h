@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "redis/connection.h"
 #include "service/context.h"
+#include "service/event_relay.h"
 #include "service/order_consumer.h"
 #include "service/registry.h"
 #include "store/store.h"
@@ -29,7 +30,8 @@ struct PipelineDeps {
   const base::Clock* clock = nullptr;
   RandomFactory random = MakeSecureRandom;  // each consumer thread's (queued draws, lock tokens)
   PipelineMetrics* metrics = nullptr;
-  JobSchedule jobs;  // run by the jobs' thread (zero periods: none)
+  JobSchedule jobs;       // run by the jobs' thread (zero periods: none)
+  RelayOptions webhooks;  // run by the jobs' thread (service/event_relay.h); no URLs: none
 };
 
 class OrderPipeline {

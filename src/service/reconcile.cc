@@ -75,9 +75,8 @@ asio::awaitable<base::Status> Reapply(ServiceContext& context, const store::Acti
   };
   auto closed = co_await context.OnDb(close);
   if (!closed.ok()) co_return std::move(closed).error();
-  const auto flag = [ids = applied->short_orders](store::Store& store) {
-    return store.FlagCompensation(ids);
-  };
+  const auto flag = [ids = applied->short_orders, now = context.clock().NowMs()](
+                        store::Store& store) { return store.FlagCompensation(ids, now); };
   auto flagged = co_await context.OnDb(flag);
   if (!flagged.ok()) co_return std::move(flagged).error();
   co_await Announce(context);

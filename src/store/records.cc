@@ -122,6 +122,48 @@ base::Result<std::vector<WrittenMark>> HighestWritten(std::span<const OrderRecor
   return marks;
 }
 
+std::string EventId(std::string_view order_id, std::string_view state) {
+  std::string id;
+  id.reserve(order_id.size() + 1 + state.size());
+  id.append(order_id).append("/").append(state);
+  return id;
+}
+
+std::string_view InsertedEventState(const OrderRecord& order) {
+  if (order.state != OrderState::kReserved) return ToString(order.state);
+  return order.draw_no > 0 ? kEventWon : kEventReserved;
+}
+
+base::Status CheckRefused(std::span<const RefusedOrder> orders) {
+  for (const RefusedOrder& order : orders) {
+    for (std::string_view id :
+         {std::string_view(order.order_id), std::string_view(order.activity_id)}) {
+      if (id.empty() || id.size() > 64) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "refused order '{}' of '{}': ids must be 1..64 bytes",
+                         order.order_id.substr(0, 64), order.activity_id.substr(0, 64));
+      }
+    }
+  }
+  return {};
+}
+
+base::Status CheckEventsRead(int64_t after, int64_t limit) {
+  if (after < 0 || limit < 1 || limit > kMaxEventsPerRead) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "events after {} (limit {}): the cursor must be >= 0 and the limit 1..{}",
+                     after, limit, kMaxEventsPerRead);
+  }
+  return {};
+}
+
+std::string_view CutTo(std::string_view text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  size_t end = bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 void MarkCancelled(OrderRecord& order, int64_t now_ms) {
   order.state = OrderState::kCancelled;
   order.state_ms = now_ms;

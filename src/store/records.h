@@ -118,9 +118,9 @@ inline constexpr std::string_view kCancelReserved =
     "'reserved'";
 inline constexpr std::string_view kMarkPaid =
     "UPDATE orders SET state = 'paid', state_ms = ? WHERE order_id = ?";
-// ? order_id.
+// ? order_id; changes nothing when it is flagged already (one event per flag).
 inline constexpr std::string_view kFlagRefund =
-    "UPDATE orders SET refund_due = 1 WHERE order_id = ?";
+    "UPDATE orders SET refund_due = 1 WHERE order_id = ? AND refund_due = 0";
 
 // `row` has Text(i) and Int(i) over the columns of kSelectOrder.
 template <typename Row>
@@ -153,6 +153,109 @@ void MarkCancelled(OrderRecord& order, int64_t now_ms);
 // What paying an order in `state` does: pay it (kPaid, run kMarkPaid), nothing (kAlreadyPaid),
 // or refuse it and flag a refund (kRefused, run kFlagRefund).
 PayOutcome PayOutcomeFor(OrderState state);
+
+// ---- Order events (the outbox, Store::EventsAfter) ----
+
+// One event to write: the order, its activity and its new state. The id is EventId of the two.
+struct EventDraft {
+  std::string_view order_id;
+  std::string_view activity_id;
+  std::string_view state;
+};
+
+// "<order id>/<state>": an order reaches each state once, so the id names the change.
+std::string EventId(std::string_view order_id, std::string_view state);
+
+// The event of an order InsertOrders inserted: "won" for a lottery win, "reserved" for a sale's
+// order, else the state it was inserted in (an order applied again as the record held it).
+std::string_view InsertedEventState(const OrderRecord& order);
+
+// Events are numbered under the one row of order_event_seq: a writer raises it by the number of
+// its events (? count) and reads the new last number, holding the row to its commit, so numbers
+// are visible in the order they were taken.
+inline constexpr std::string_view kBumpEventSeq =
+    "UPDATE order_event_seq SET last_seq = last_seq + ? WHERE id = 1";
+inline constexpr std::string_view kReadEventSeq =
+    "SELECT last_seq FROM order_event_seq WHERE id = 1";
+
+// The row of an event: ? seq, ? event_id, ? order_id, ? activity_id, ? state, ? at_ms.
+inline constexpr std::string_view kInsertEvent =
+    "INSERT INTO order_events (seq, event_id, order_id, activity_id, state, at_ms) VALUES (?, ?, "
+    "?, ?, ?, ?)";
+
+// ? event_id.
+inline constexpr std::string_view kEventExists = "SELECT 1 FROM order_events WHERE event_id = ?";
+
+// ? after, ? limit.
+inline constexpr std::string_view kSelectEventsAfter =
+    "SELECT seq, event_id, order_id, activity_id, state, at_ms FROM order_events WHERE seq > ? "
+    "ORDER BY seq LIMIT ?";
+
+// kInvalidArgument for a refused order whose ids are empty or over 64 bytes.
+base::Status CheckRefused(std::span<const RefusedOrder> orders);
+
+inline constexpr int64_t kMaxEventsPerRead = 10000;
+// kInvalidArgument unless 1 <= limit <= kMaxEventsPerRead and after >= 0.
+base::Status CheckEventsRead(int64_t after, int64_t limit);
+
+// `row` has Text(i) and Int(i) over the columns of kSelectEventsAfter.
+template <typename Row>
+OrderEvent ReadEvent(const Row& row) {
+  OrderEvent event;
+  event.seq = row.Int(0);
+  event.event_id = row.Text(1);
+  event.order_id = row.Text(2);
+  event.activity_id = row.Text(3);
+  event.state = row.Text(4);
+  event.at_ms = row.Int(5);
+  return event;
+}
+
+// Flags an order for compensation unless it is flagged already (one event per flag). ? order_id.
+inline constexpr std::string_view kFlagCompensation =
+    "UPDATE orders SET compensation_due = 1 WHERE order_id = ? AND compensation_due = 0";
+// ? order_id -> activity_id.
+inline constexpr std::string_view kActivityOfOrder =
+    "SELECT activity_id FROM orders WHERE order_id = ?";
+
+// ---- Webhook deliveries (Store::DeliveryCursor, SaveDelivery, ParkedEvents, RequestRetry) ----
+
+inline constexpr size_t kMaxReceiverBytes = 512;
+inline constexpr size_t kMaxDeliveryErrorBytes = 1000;
+// `text` cut to at most `bytes` bytes (not inside a UTF-8 sequence).
+std::string_view CutTo(std::string_view text, size_t bytes);
+
+// ? receiver -> after_seq.
+inline constexpr std::string_view kSelectDeliveryCursor =
+    "SELECT after_seq FROM webhook_cursors WHERE receiver = ?";
+// ? receiver, ? seq.
+inline constexpr std::string_view kUnpark =
+    "DELETE FROM webhook_parked WHERE receiver = ? AND seq = ?";
+// ? receiver, ? receiver, ? limit (an empty receiver: every one).
+inline constexpr std::string_view kSelectParked =
+    "SELECT p.receiver, e.seq, e.event_id, e.order_id, e.activity_id, e.state, e.at_ms, "
+    "p.attempts, p.last_error, p.parked_ms, p.retry FROM webhook_parked p JOIN order_events e ON "
+    "e.seq = p.seq WHERE (? = '' OR p.receiver = ?) ORDER BY p.receiver, p.seq LIMIT ?";
+// ? receiver, ? receiver.
+inline constexpr std::string_view kRequestRetry =
+    "UPDATE webhook_parked SET retry = 1 WHERE (? = '' OR receiver = ?) AND retry = 0";
+
+template <typename Row>
+ParkedEvent ReadParked(const Row& row) {
+  ParkedEvent parked;
+  parked.receiver = row.Text(0);
+  parked.event.seq = row.Int(1);
+  parked.event.event_id = row.Text(2);
+  parked.event.order_id = row.Text(3);
+  parked.event.activity_id = row.Text(4);
+  parked.event.state = row.Text(5);
+  parked.event.at_ms = row.Int(6);
+  parked.attempts = row.Int(7);
+  parked.last_error = row.Text(8);
+  parked.parked_ms = row.Int(9);
+  parked.retry = row.Int(10) != 0;
+  return parked;
+}
 
 // ---- Write marks (Store::WrittenSeqs): the highest write sequence persisted per activity ----
 

@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 6> kMigrations = {
+constexpr std::array<std::string_view, 8> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -99,6 +99,42 @@ CREATE TABLE activity_writes (
   activity_id     TEXT PRIMARY KEY,
   epoch           INTEGER NOT NULL,
   seq             INTEGER NOT NULL
+);
+)sql",
+    // The outbox: one event per change of an order's state, written in the change's transaction
+    // (Store::EventsAfter); numbered under the one row of order_event_seq.
+    R"sql(
+CREATE TABLE order_events (
+  seq             INTEGER PRIMARY KEY,
+  event_id        TEXT NOT NULL UNIQUE,
+  order_id        TEXT NOT NULL,
+  activity_id     TEXT NOT NULL,
+  state           TEXT NOT NULL,
+  at_ms           INTEGER NOT NULL
+);
+CREATE TABLE order_event_seq (
+  id              INTEGER PRIMARY KEY CHECK (id = 1),
+  last_seq        INTEGER NOT NULL
+);
+INSERT INTO order_event_seq (id, last_seq) VALUES (1, 0);
+)sql",
+    // Webhook deliveries (service/event_relay.h): each receiver's cursor, and the events it
+    // parked (kept, listed, retried on demand).
+    R"sql(
+CREATE TABLE webhook_cursors (
+  receiver        TEXT PRIMARY KEY,
+  after_seq       INTEGER NOT NULL,
+  updated_ms      INTEGER NOT NULL
+);
+CREATE TABLE webhook_parked (
+  receiver        TEXT NOT NULL,
+  seq             INTEGER NOT NULL,
+  activity_id     TEXT NOT NULL,
+  attempts        INTEGER NOT NULL,
+  last_error      TEXT NOT NULL,
+  parked_ms       INTEGER NOT NULL,
+  retry           INTEGER NOT NULL,
+  PRIMARY KEY (receiver, seq)
 );
 )sql",
 };
@@ -284,6 +320,37 @@ Result<std::vector<Record>> ReadAll(Stmt& query, Record (*read)(const Stmt&),
 
 }  // namespace
 
+// The events of changes made in the caller's transaction, numbered after the last ones (the
+// database lock of BEGIN IMMEDIATE keeps numbers in commit order). Each change happens once, so
+// its id is new; a duplicate is an error and the transaction rolls back.
+base::Status SqliteStore::WriteEvents(std::span<const records::EventDraft> events, int64_t now_ms) {
+  if (events.empty()) return {};
+  const auto count = static_cast<int64_t>(events.size());
+  Stmt bump(db_, bump_event_seq_, records::kBumpEventSeq);
+  if (auto run = bump.Bind(count).Run("number events"); !run) return run;
+  Stmt read(db_, read_event_seq_, records::kReadEventSeq);
+  auto row = read.Step("number events");
+  if (!row) return std::move(row).error();
+  if (!*row) return MakeError(ErrorCode::kInternal, "no order_event_seq row");
+  int64_t seq = read.Int(0) - count;
+  Stmt insert(db_, insert_event_, records::kInsertEvent);
+  for (const records::EventDraft& event : events) {
+    insert.Reset();
+    const std::string id = records::EventId(event.order_id, event.state);
+    if (auto run = insert.Bind(++seq)
+                       .Bind(std::string_view(id))
+                       .Bind(event.order_id)
+                       .Bind(event.activity_id)
+                       .Bind(event.state)
+                       .Bind(now_ms)
+                       .Run("write event");
+        !run) {
+      return run;
+    }
+  }
+  return {};
+}
+
 Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
@@ -309,7 +376,8 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) 
 }
 
 SqliteStore::~SqliteStore() {
-  for (sqlite3_stmt* stmt : {read_fence_, insert_order_, order_exists_, raise_written_}) {
+  for (sqlite3_stmt* stmt : {read_fence_, insert_order_, order_exists_, raise_written_,
+                             bump_event_seq_, read_event_seq_, insert_event_}) {
     sqlite3_finalize(stmt);
   }
   sqlite3_close(db_);
@@ -533,6 +601,13 @@ Result<std::vector<InsertOutcome>> SqliteStore::InsertOrders(std::span<const Ord
     outcomes.push_back(*found ? InsertOutcome::kDuplicate : InsertOutcome::kConflict);
   }
   insert.Reset();
+  std::vector<records::EventDraft> events;
+  for (size_t i = 0; i < orders.size(); ++i) {
+    if (outcomes[i] != InsertOutcome::kInserted) continue;
+    events.push_back(
+        {orders[i].order_id, orders[i].activity_id, records::InsertedEventState(orders[i])});
+  }
+  if (auto written = WriteEvents(events, now_ms); !written) return written.error();
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return outcomes;
 }
@@ -573,15 +648,30 @@ Result<std::vector<std::pair<std::string, core::WriteSeq>>> SqliteStore::Written
   return marks;
 }
 
-base::Status SqliteStore::FlagCompensation(std::span<const std::string> order_ids) {
+base::Status SqliteStore::FlagCompensation(std::span<const std::string> order_ids, int64_t now_ms) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
   if (!tx.status()) return tx.status().error();
-  Stmt flag(db_, "UPDATE orders SET compensation_due = 1 WHERE order_id = ?");
+  Stmt flag(db_, records::kFlagCompensation);
+  Stmt activity(db_, records::kActivityOfOrder);
+  std::vector<std::string> activities;  // of the orders flagged now, for their events
+  std::vector<std::string_view> flagged;
   for (const auto& id : order_ids) {
     flag.Reset();
     if (auto run = flag.Bind(id).Run("flag compensation"); !run) return run.error();
+    if (sqlite3_changes(db_) != 1) continue;
+    activity.Reset();
+    auto row = activity.Bind(id).Step("read order");
+    if (!row) return std::move(row).error();
+    if (!*row) continue;
+    activities.push_back(activity.Text(0));
+    flagged.push_back(id);
   }
+  std::vector<records::EventDraft> events;
+  for (size_t i = 0; i < flagged.size(); ++i) {
+    events.push_back({flagged[i], activities[i], kEventCompensationDue});
+  }
+  if (auto written = WriteEvents(events, now_ms); !written) return written;
   return tx.Commit();
 }
 
@@ -618,8 +708,16 @@ Result<std::vector<OrderRecord>> SqliteStore::CancelUnpaid(std::string_view acti
     if (auto run = cancel.Bind(now_ms).Bind(order.order_id).Run("cancel order"); !run) {
       return run.error();
     }
+    if (sqlite3_changes(db_) != 1) continue;  // not reserved any more: unchanged
     records::MarkCancelled(order, now_ms);
   }
+  std::erase_if(*cancelled,
+                [](const OrderRecord& order) { return order.state != OrderState::kCancelled; });
+  std::vector<records::EventDraft> events;
+  for (const OrderRecord& order : *cancelled) {
+    events.push_back({order.order_id, order.activity_id, kEventCancelled});
+  }
+  if (auto written = WriteEvents(events, now_ms); !written) return written.error();
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return cancelled;
 }
@@ -628,17 +726,28 @@ Result<PayOutcome> SqliteStore::PayOrder(std::string_view order_id, int64_t now_
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
   if (!tx.status()) return tx.status().error();
-  Stmt query(db_, "SELECT state FROM orders WHERE order_id = ?");
+  Stmt query(db_, "SELECT state, activity_id FROM orders WHERE order_id = ?");
   auto row = query.Bind(order_id).Step("read order");
   if (!row) return std::move(row).error();
   if (!*row) return records::NoOrder(order_id);
   const PayOutcome outcome = records::PayOutcomeFor(OrderStateFrom(query.Text(0)));
+  const std::string activity_id = query.Text(1);
+  std::optional<records::EventDraft> event;
   if (outcome == PayOutcome::kPaid) {
     Stmt pay(db_, records::kMarkPaid);
     if (auto run = pay.Bind(now_ms).Bind(order_id).Run("pay order"); !run) return run.error();
+    event = records::EventDraft{order_id, activity_id, kEventPaid};
   } else if (outcome == PayOutcome::kRefused) {
     Stmt flag(db_, records::kFlagRefund);
     if (auto run = flag.Bind(order_id).Run("flag refund"); !run) return run.error();
+    if (sqlite3_changes(db_) == 1) {
+      event = records::EventDraft{order_id, activity_id, kEventRefundDue};
+    }
+  }
+  if (event) {
+    if (auto written = WriteEvents(std::span(&*event, 1), now_ms); !written) {
+      return written.error();
+    }
   }
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return outcome;
@@ -676,6 +785,96 @@ Result<OrderAudit> SqliteStore::AuditOrders(std::string_view activity_id, int64_
   if (!row) return std::move(row).error();
   audit.duplicate_intents = duplicates.Int(0);
   return audit;
+}
+
+base::Status SqliteStore::RecordRefused(std::span<const RefusedOrder> orders, int64_t now_ms) {
+  if (auto valid = records::CheckRefused(orders); !valid) return valid;
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status();
+  // An order refused before (dead-lettered again after a retry) has its event.
+  Stmt exists(db_, records::kEventExists);
+  std::vector<records::EventDraft> events;
+  for (const RefusedOrder& order : orders) {
+    exists.Reset();
+    auto found = exists.Bind(records::EventId(order.order_id, kEventRefused)).Step("read event");
+    if (!found) return std::move(found).error();
+    if (*found) continue;
+    events.push_back({order.order_id, order.activity_id, kEventRefused});
+  }
+  if (auto written = WriteEvents(events, now_ms); !written) return written;
+  return tx.Commit();
+}
+
+Result<std::vector<OrderEvent>> SqliteStore::EventsAfter(int64_t after, int64_t limit) {
+  if (auto valid = records::CheckEventsRead(after, limit); !valid) return valid.error();
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, records::kSelectEventsAfter);
+  query.Bind(after).Bind(limit);
+  return ReadAll(query, &records::ReadEvent<Stmt>, "read events");
+}
+
+Result<int64_t> SqliteStore::DeliveryCursor(std::string_view receiver) {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, records::kSelectDeliveryCursor);
+  auto row = query.Bind(records::CutTo(receiver, records::kMaxReceiverBytes)).Step("read cursor");
+  if (!row) return std::move(row).error();
+  return *row ? query.Int(0) : int64_t{0};
+}
+
+base::Status SqliteStore::SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) {
+  const std::string_view receiver = records::CutTo(update.receiver, records::kMaxReceiverBytes);
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status();
+  Stmt cursor(db_,
+              "INSERT INTO webhook_cursors (receiver, after_seq, updated_ms) VALUES (?, ?, ?) ON "
+              "CONFLICT (receiver) DO UPDATE SET after_seq = MAX(after_seq, excluded.after_seq), "
+              "updated_ms = excluded.updated_ms");
+  if (auto run = cursor.Bind(receiver).Bind(update.cursor).Bind(now_ms).Run("save cursor"); !run) {
+    return run;
+  }
+  Stmt park(db_,
+            "INSERT INTO webhook_parked (receiver, seq, activity_id, attempts, last_error, "
+            "parked_ms, retry) VALUES (?, ?, ?, ?, ?, ?, 0) ON CONFLICT (receiver, seq) DO UPDATE "
+            "SET attempts = attempts + excluded.attempts, last_error = excluded.last_error, "
+            "parked_ms = excluded.parked_ms, retry = 0");
+  for (const ParkedEvent& parked : update.parked) {
+    park.Reset();
+    if (auto run = park.Bind(receiver)
+                       .Bind(parked.event.seq)
+                       .Bind(parked.event.activity_id)
+                       .Bind(parked.attempts)
+                       .Bind(records::CutTo(parked.last_error, records::kMaxDeliveryErrorBytes))
+                       .Bind(now_ms)
+                       .Run("park event");
+        !run) {
+      return run;
+    }
+  }
+  Stmt unpark(db_, records::kUnpark);
+  for (int64_t seq : update.delivered) {
+    unpark.Reset();
+    if (auto run = unpark.Bind(receiver).Bind(seq).Run("unpark event"); !run) return run;
+  }
+  return tx.Commit();
+}
+
+Result<std::vector<ParkedEvent>> SqliteStore::ParkedEvents(std::string_view receiver,
+                                                           int64_t limit) {
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, records::kSelectParked);
+  query.Bind(receiver).Bind(receiver).Bind(limit);
+  return ReadAll(query, &records::ReadParked<Stmt>, "parked events");
+}
+
+Result<int64_t> SqliteStore::RequestRetry(std::string_view receiver) {
+  std::lock_guard lock(mutex_);
+  Stmt update(db_, records::kRequestRetry);
+  if (auto run = update.Bind(receiver).Bind(receiver).Run("request retry"); !run) {
+    return run.error();
+  }
+  return static_cast<int64_t>(sqlite3_changes(db_));
 }
 
 }  // namespace flashsale::store

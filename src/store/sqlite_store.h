@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "store/records.h"
 #include "store/store.h"
 
 struct sqlite3;
@@ -41,7 +42,7 @@ class SqliteStore final : public Store {
   base::Result<int64_t> AdvanceFence() override;
   base::Result<int64_t> ReadFence() override;
   base::Result<std::vector<std::pair<std::string, core::WriteSeq>>> WrittenSeqs() override;
-  base::Status FlagCompensation(std::span<const std::string> order_ids) override;
+  base::Status FlagCompensation(std::span<const std::string> order_ids, int64_t now_ms) override;
   base::Result<OrderRecord> GetOrder(std::string_view order_id) override;
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                       int64_t limit) override;
@@ -51,12 +52,21 @@ class SqliteStore final : public Store {
                                                       int64_t created_before_ms, int64_t limit,
                                                       int64_t now_ms) override;
   base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override;
+  base::Status RecordRefused(std::span<const RefusedOrder> orders, int64_t now_ms) override;
+  base::Result<std::vector<OrderEvent>> EventsAfter(int64_t after, int64_t limit) override;
+  base::Result<int64_t> DeliveryCursor(std::string_view receiver) override;
+  base::Status SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) override;
+  base::Result<std::vector<ParkedEvent>> ParkedEvents(std::string_view receiver,
+                                                      int64_t limit) override;
+  base::Result<int64_t> RequestRetry(std::string_view receiver) override;
   base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
                                        int64_t per_user_limit) override;
 
  private:
   SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   base::Result<ActivityRecord> GetLocked(std::string_view id, bool with_items);
+  // Writes the events of the caller's transaction (the caller holds mutex_ and the transaction).
+  base::Status WriteEvents(std::span<const records::EventDraft> events, int64_t now_ms);
 
   std::mutex mutex_;  // one statement at a time on the one connection
   sqlite3* db_;
@@ -66,6 +76,9 @@ class SqliteStore final : public Store {
   sqlite3_stmt* insert_order_ = nullptr;
   sqlite3_stmt* order_exists_ = nullptr;
   sqlite3_stmt* raise_written_ = nullptr;
+  sqlite3_stmt* bump_event_seq_ = nullptr;  // WriteEvents' statements, kept alike
+  sqlite3_stmt* read_event_seq_ = nullptr;
+  sqlite3_stmt* insert_event_ = nullptr;
 };
 
 }  // namespace flashsale::store

@@ -113,6 +113,61 @@ struct OrderAudit {
   int64_t duplicate_intents = 0;
 };
 
+// One change of an order's state, as the record's outbox (table order_events) holds it: written
+// in the same transaction as the change itself, so a change that commits has its event and one
+// that rolls back has none.
+struct OrderEvent {
+  // The cursor: increasing in commit order over the whole record (numbers are taken under one lock
+  // row held to the commit, so an event with a higher number never becomes visible before one
+  // with a lower number). Gaps are possible.
+  int64_t seq = 0;
+  std::string event_id;  // stable: "<order id>/<state>", the same for every delivery of it
+  std::string order_id;
+  std::string activity_id;
+  std::string state;  // one of the kEvent* names below
+  int64_t at_ms = 0;  // when the change was made
+};
+
+// The states an event names: an order reserved (a sale) or won (a lottery) when the record took
+// it, paid, cancelled (expired unpaid), flagged for a refund (paid after it expired) or for a
+// compensation (sold twice), and refused by the order pipeline's dead-letter step.
+inline constexpr std::string_view kEventReserved = "reserved";
+inline constexpr std::string_view kEventWon = "won";
+inline constexpr std::string_view kEventPaid = "paid";
+inline constexpr std::string_view kEventCancelled = "cancelled";
+inline constexpr std::string_view kEventRefundDue = "refund_due";
+inline constexpr std::string_view kEventCompensationDue = "compensation_due";
+inline constexpr std::string_view kEventRefused = "refused";
+
+// An order the dead-letter step refused: it has no row in the record (RecordRefused).
+struct RefusedOrder {
+  std::string order_id;
+  std::string activity_id;
+};
+
+// A webhook delivery of an event the relay (service/event_relay.h) gave up on for now: kept,
+// listed, retried on demand, never dropped.
+struct ParkedEvent {
+  std::string receiver;  // the receiver's URL
+  OrderEvent event;
+  // Deliveries tried and failed; 0: never tried, held behind an earlier parked event of its
+  // activity (so a receiver gets an activity's events in order).
+  int64_t attempts = 0;
+  std::string last_error;
+  int64_t parked_ms = 0;
+  bool retry = false;  // an operator asked for it to be tried again (RequestRetry)
+};
+
+// What the relay did for one receiver in one step, saved in one transaction.
+struct DeliveryUpdate {
+  std::string receiver;
+  int64_t cursor = 0;  // every event up to this seq handled (delivered or parked); never lowered
+  // Parked now, or again: receiver, event.seq, event.activity_id, attempts (added to those
+  // before), last_error. Its retry request, if any, is done.
+  std::vector<ParkedEvent> parked;
+  std::vector<int64_t> delivered;  // seqs of parked events delivered now: no longer parked
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -177,8 +232,9 @@ class Store {
   // InsertOrders persisted for it, by activity id. An activity without one (no order with a known
   // sequence yet, or deleted) is absent.
   virtual base::Result<std::vector<std::pair<std::string, core::WriteSeq>>> WrittenSeqs() = 0;
-  // Flags orders for compensation (compensation_due); unknown ids are skipped.
-  virtual base::Status FlagCompensation(std::span<const std::string> order_ids) = 0;
+  // Flags orders for compensation (compensation_due) at now_ms; unknown ids are skipped, and an
+  // order flagged before is left as it is (one event per order flagged now).
+  virtual base::Status FlagCompensation(std::span<const std::string> order_ids, int64_t now_ms) = 0;
   // kNotFound if there is no such order.
   virtual base::Result<OrderRecord> GetOrder(std::string_view order_id) = 0;
   // The user's orders, newest first, at most `limit`.
@@ -194,6 +250,26 @@ class Store {
   // A payment: reserved -> paid (compare-and-set). A payment for a cancelled order is refused and
   // the order flagged for a refund; never turned back into a sale. kNotFound: no such order.
   virtual base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) = 0;
+  // The dead-letter step: one event "refused" per order, in one transaction. Idempotent by the
+  // event's id (an order refused again adds nothing). An order id or activity id over 64 bytes
+  // is kInvalidArgument, nothing written.
+  virtual base::Status RecordRefused(std::span<const RefusedOrder> orders, int64_t now_ms) = 0;
+  // The outbox: events with a seq above `after`, by seq, at most `limit` (1..10000, else
+  // kInvalidArgument). Every other call that changes an order writes its events (InsertOrders: one
+  // "reserved" or "won" per order inserted, or the state it was inserted in; CancelUnpaid,
+  // PayOrder, FlagCompensation: one per order they changed).
+  virtual base::Result<std::vector<OrderEvent>> EventsAfter(int64_t after, int64_t limit) = 0;
+  // Webhook deliveries (service/event_relay.h). The receiver's delivery cursor (0: none yet).
+  virtual base::Result<int64_t> DeliveryCursor(std::string_view receiver) = 0;
+  // Saves one step of the relay (DeliveryUpdate) in one transaction. A receiver over 512 bytes or
+  // an error text over 1000 bytes is cut to size.
+  virtual base::Status SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) = 0;
+  // Parked events of `receiver` (empty: of every receiver), by receiver then seq, at most `limit`.
+  virtual base::Result<std::vector<ParkedEvent>> ParkedEvents(std::string_view receiver,
+                                                              int64_t limit) = 0;
+  // Asks for the parked events of `receiver` (empty: every receiver) to be tried again; the
+  // number of them newly asked for.
+  virtual base::Result<int64_t> RequestRetry(std::string_view receiver) = 0;
   // Every order of the activity, any state, oldest first (for reconciliation).
   virtual base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) = 0;
   // Looks for a double sale in the record: see OrderAudit. For `flashsale load --verify`.

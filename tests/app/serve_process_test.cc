@@ -32,6 +32,7 @@
 #include "base/subprocess.h"
 #include "support/flashsale_process.h"
 #include "support/http_client.h"
+#include "support/wait.h"
 
 namespace flashsale {
 namespace {
@@ -268,6 +269,139 @@ TEST(ServeProcessTest, SigtermFinishesRequestsInFlight) {
 }
 
 // --- d) ----------------------------------------------------------------------------------------
+
+// Issue 35, point 1: README.md's webhook receiver (Python, between its markers), written into
+// `tmp` to listen on `hook_port` and read its key from <tmp>/webhook-key; its log is
+// <tmp>/receiver.log, one line "<event id> <activity> <state>" per event it verified.
+void WriteReadmeReceiver(const TempDir& tmp, uint16_t hook_port) {
+  const std::string readme = ReadFile(std::string(FLASHSALE_SOURCE_DIR) + "/README.md");
+  const std::string_view open_mark = "<!-- webhook-receiver -->\n```python\n";
+  const size_t begin = readme.find(open_mark);
+  const size_t end = readme.find("```\n<!-- /webhook-receiver -->");
+  ASSERT_TRUE(begin != std::string::npos && end != std::string::npos && end > begin);
+  std::string script = readme.substr(begin + open_mark.size(), end - begin - open_mark.size());
+  const auto replace = [&](std::string_view from, const std::string& to) {
+    const size_t at = script.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    script.replace(at, from.size(), to);
+  };
+  ASSERT_NO_FATAL_FAILURE(replace("9000", std::to_string(hook_port)));
+  ASSERT_NO_FATAL_FAILURE(
+      replace("open(\"webhook-key\")", "open(\"" + (tmp / "webhook-key") + "\")"));
+  std::ofstream(tmp / "receiver.py") << script;
+}
+
+// The key from `flashsale webhooks key` into <tmp>/webhook-key, and the receiver started and
+// listening.
+std::optional<base::Subprocess> StartReadmeReceiver(const TempDir& tmp, const std::string& data_dir,
+                                                    uint16_t hook_port) {
+  const Finished key = RunToExit({"webhooks", "key", "--data-dir", data_dir}, tmp, "key.log");
+  EXPECT_EQ(ExitCode(key.status), 0) << key.output;
+  EXPECT_EQ(key.output.size(), 65u) << key.output;  // 64 hex digits and a newline
+  std::ofstream(tmp / "webhook-key") << key.output;
+  auto receiver = base::Subprocess::Spawn({"python3", tmp / "receiver.py"}, tmp / "receiver.log");
+  EXPECT_TRUE(receiver.ok()) << receiver.error().ToString();
+  if (!receiver.ok()) return std::nullopt;
+  HttpClient hook("127.0.0.1", hook_port);
+  EXPECT_TRUE(testing::Eventually([&] { return hook.Get("/").status != 0; }, seconds(20)))
+      << ReadFile(tmp / "receiver.log");
+  return std::move(*receiver);
+}
+
+// The events the receiver verified, in the order they came.
+std::vector<std::string> ReceivedEvents(const TempDir& tmp) {
+  std::vector<std::string> events;
+  std::istringstream lines(ReadFile(tmp / "receiver.log"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" demo reserved") != std::string::npos)
+      events.push_back(line.substr(0, line.find(' ')));
+  }
+  return events;
+}
+
+// Issue 35, point 1: serve --webhook-url POSTs every order event to a receiver, signed; the
+// receiver is the README's own Python snippet (the key from `flashsale webhooks key`), which
+// accepts only a signature that verifies.
+TEST(ServeProcessTest, WebhooksReachTheReadmesReceiverSignedWithTheKeyItPrints) {
+  const TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const uint16_t port = FreePort();
+  const uint16_t hook_port = FreePort();
+  ASSERT_NO_FATAL_FAILURE(WriteReadmeReceiver(tmp, hook_port));
+  Flashsale serve(ServeArgs(port, data_dir,
+                            {"--demo", "--demo-stock", "3", "--webhook-url",
+                             fmt::format("http://127.0.0.1:{}/hook", hook_port)}),
+                  tmp / "serve.log", data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+  auto receiver = StartReadmeReceiver(tmp, data_dir, hook_port);
+  ASSERT_TRUE(receiver);
+
+  HttpClient client("127.0.0.1", port);
+  std::vector<std::string> orders;
+  for (const char* user : {"ann", "ben", "cid"}) {
+    const HttpResult bought = Buy(client, user);
+    ASSERT_EQ(Code(bought), 1) << bought.body;
+    orders.push_back(std::string(Json(bought).at("order_id").as_string()) + "/reserved");
+  }
+  // Each reservation arrives once the pipeline wrote it, its signature checked by the receiver.
+  EXPECT_TRUE(testing::Eventually([&] { return ReceivedEvents(tmp) == orders; }, seconds(60)))
+      << ReadFile(tmp / "receiver.log") << serve.Log();
+  // The check can fail: a request signed with another key is refused.
+  HttpClient hook("127.0.0.1", hook_port);
+  const HttpResult forged =
+      hook.Request("POST", "/hook", R"({"id":"x/paid"})",
+                   {{"X-Flashsale-Timestamp", std::to_string(std::time(nullptr))},
+                    {"X-Flashsale-Signature", "v1=" + std::string(64, '0')}});
+  EXPECT_EQ(forged.status, 401);
+  receiver->Terminate(seconds(5));
+  EXPECT_TRUE(StopsCleanly(serve));
+}
+
+// The relay killed after a receiver answered 2xx, before it saved its cursor (failpoint
+// kill-after-webhook): after the restart that event comes again, with the same id, and then the
+// rest; none is lost, none out of order.
+TEST(ServeProcessTest, ARelayKilledAfterADeliveryDeliversItAgainAfterTheRestart) {
+  const TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const uint16_t port = FreePort();
+  const uint16_t hook_port = FreePort();
+  ASSERT_NO_FATAL_FAILURE(WriteReadmeReceiver(tmp, hook_port));
+  const std::vector<std::string> args =
+      ServeArgs(port, data_dir,
+                {"--demo", "--demo-stock", "3", "--webhook-url",
+                 fmt::format("http://127.0.0.1:{}/hook", hook_port)});
+  std::optional<base::Subprocess> receiver;
+  std::vector<std::string> orders;
+  {
+    std::vector<std::string> doomed = {"FLASHSALE_FAILPOINTS=kill-after-webhook:2",
+                                       FLASHSALE_BINARY};
+    doomed.insert(doomed.end(), args.begin(), args.end());
+    testing::FlashsaleProcess serve("env", doomed, tmp / "serve1.log", data_dir);
+    ASSERT_TRUE(testing::WaitHealthy(serve, port, kStartupTimeout));
+    receiver = StartReadmeReceiver(tmp, data_dir, hook_port);
+    ASSERT_TRUE(receiver);
+    HttpClient client("127.0.0.1", port);
+    for (const char* user : {"ann", "ben", "cid"}) {
+      const HttpResult bought = Buy(client, user);
+      ASSERT_EQ(Code(bought), 1) << bought.body;
+      orders.push_back(std::string(Json(bought).at("order_id").as_string()) + "/reserved");
+    }
+    const std::optional<int> status = serve.WaitExit(seconds(60));
+    ASSERT_TRUE(status && WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL)
+        << DescribeStatus(status) << "\n"
+        << serve.Log();
+  }
+  const std::vector<std::string> before = ReceivedEvents(tmp);
+  ASSERT_EQ(before.size(), 2u) << ReadFile(tmp / "receiver.log");
+  Flashsale serve(args, tmp / "serve2.log", data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+  // The second event again (its 2xx was not saved), then the third: in order, each id the same.
+  const std::vector<std::string> expected = {orders[0], orders[1], orders[1], orders[2]};
+  EXPECT_TRUE(testing::Eventually([&] { return ReceivedEvents(tmp) == expected; }, seconds(60)))
+      << ReadFile(tmp / "receiver.log") << serve.Log();
+  receiver->Terminate(seconds(5));
+  EXPECT_TRUE(StopsCleanly(serve));
+}
 
 TEST(ServeProcessTest, BadSettingsExitWithAMessageNamingThem) {
   TempDir tmp;

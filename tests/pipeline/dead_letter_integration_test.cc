@@ -250,6 +250,15 @@ TEST_P(DeadLetterTest, ASecondLiveOrderRefusedByTheRecordReturnsItsUnit) {
   ASSERT_EQ(metrics_.dead_letters.value(), 1u);
   EXPECT_EQ(store_->GetOrder("conflict-b").error().code, base::ErrorCode::kNotFound);
   ExpectReleasedAndRefused("conflict", "u", "conflict-b", 5, "");
+  // The record's outbox names the refusal once (issue 35): the earlier order's "reserved" event,
+  // then the refused one's "refused", though it was delivered max_deliveries times.
+  auto events = store_->EventsAfter(0, 100);
+  ASSERT_TRUE(events.ok()) << events.error().ToString();
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].event_id, "conflict-earlier/reserved");
+  EXPECT_EQ((*events)[1].event_id, "conflict-b/refused");
+  EXPECT_EQ((*events)[1].activity_id, "conflict");
+  EXPECT_EQ((*events)[1].state, "refused");
 }
 
 // An intent this consumer cannot read (written by another version of the scripts, or damaged)

@@ -205,7 +205,7 @@ TEST_F(ReplayHttpTest, AnOrderFlaggedForCompensationReplaysSo) {
   ASSERT_NO_FATAL_FAILURE(PersistAll("comp"));
   // What the lost-write repair does to an order whose units were sold again.
   const std::vector<std::string> flagged = {order_id};
-  ASSERT_TRUE(record_->FlagCompensation(flagged).ok());
+  ASSERT_TRUE(record_->FlagCompensation(flagged, 1).ok());
 
   auto retry = Json(Buy(client, "comp", "alice", "kc"));
   EXPECT_EQ(Int(retry, "code"), 4);

@@ -10,15 +10,19 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <latch>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "store/mysql/store.h"
 #include "store/sqlite_store.h"
@@ -190,6 +194,27 @@ class StoreContractTest : public ::testing::TestWithParam<Backend> {
     a.per_user_limit = 2;
     a.stock = 10;
     return a;
+  }
+
+  // Runs one SQL statement on the test's database behind the store's back (as an operator would).
+  void ExecRaw(const std::string& sql) {
+    if (GetParam().name == "sqlite") {
+      sqlite3* db = nullptr;
+      ASSERT_EQ(sqlite3_open((dir_ + "/flashsale.db").c_str(), &db), SQLITE_OK);
+      char* message = nullptr;
+      const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+      const std::string text = message ? message : "";
+      sqlite3_free(message);
+      sqlite3_close(db);
+      ASSERT_EQ(rc, SQLITE_OK) << text;
+      return;
+    }
+    const std::string database = ParseMySqlUrl(ReadFile(dir_ + "/mariadb-url"))->database;
+#ifdef FLASHSALE_STORE_ON_GALERA
+    SharedGalera().Query(1, sql, database);
+#else
+    SharedMariaDb().Query(sql, database);
+#endif
   }
 
   std::string dir_;
@@ -587,7 +612,7 @@ TEST_P(StoreContractTest, OrdersAreFlaggedForCompensationNeverDeleted) {
       store_->InsertOrders(std::vector<OrderRecord>{Order("c1", "alice"), Order("c2", "bob")}, 100)
           .ok());
   const std::vector<std::string> ids = {"c2", "unknown"};
-  auto flagged = store_->FlagCompensation(ids);
+  auto flagged = store_->FlagCompensation(ids, 300);
   ASSERT_TRUE(flagged.ok()) << flagged.error().ToString();
   EXPECT_FALSE(store_->GetOrder("c1")->compensation_due);
   EXPECT_TRUE(store_->GetOrder("c2")->compensation_due);
@@ -746,6 +771,216 @@ TEST_P(StoreContractTest, IdsCompareByteForByte) {
   EXPECT_EQ(store_->OrdersOfUser("Alice", 10)->size(), 1u);
 }
 
+// ---- The outbox (order_events) ----
+
+// (event id, activity, state, at_ms) of every event, in cursor order; the cursor strictly rises.
+using EventRow = std::tuple<std::string, std::string, std::string, int64_t>;
+std::vector<EventRow> EventsOf(Store& store) {
+  std::vector<EventRow> rows;
+  int64_t cursor = 0;
+  for (;;) {
+    auto page = store.EventsAfter(cursor, 3);  // small pages: the cursor is exercised
+    if (!page.ok()) throw std::runtime_error(page.error().ToString());
+    if (page->empty()) return rows;
+    for (const OrderEvent& event : *page) {
+      if (event.seq <= cursor) throw std::runtime_error("the cursor went back");
+      cursor = event.seq;
+      if (event.event_id != event.order_id + "/" + event.state) {
+        throw std::runtime_error("unstable event id " + event.event_id);
+      }
+      rows.emplace_back(event.event_id, event.activity_id, event.state, event.at_ms);
+    }
+  }
+}
+
+TEST_P(StoreContractTest, EveryOrderStateChangeWritesExactlyOneEvent) {
+  EXPECT_TRUE(EventsOf(*store_).empty());
+  OrderRecord win = Order("w1", "wendy", false);
+  win.activity_id = "draw";
+  win.draw_no = 1;
+  std::vector<OrderRecord> batch = {Order("o1", "alice"), Order("o2", "bob", true, 50), win};
+  ASSERT_TRUE(store_->InsertOrders(batch, 100).ok());
+  // A redelivery and a double sale the record refuses change nothing: no event.
+  ASSERT_TRUE(store_->InsertOrders(batch, 110).ok());
+  ASSERT_EQ((*store_->InsertOrders(std::vector<OrderRecord>{Order("o9", "alice")}, 120))[0],
+            InsertOutcome::kConflict);
+  ASSERT_EQ(*store_->PayOrder("o1", 200), PayOutcome::kPaid);
+  ASSERT_EQ(*store_->PayOrder("o1", 210), PayOutcome::kAlreadyPaid);
+  ASSERT_EQ(store_->CancelUnpaid("act", 60, 10, 300)->size(), 1u);  // o2
+  EXPECT_TRUE(store_->CancelUnpaid("act", 60, 10, 310)->empty());
+  ASSERT_EQ(*store_->PayOrder("o2", 400), PayOutcome::kRefused);
+  ASSERT_EQ(*store_->PayOrder("o2", 410), PayOutcome::kRefused);  // flagged already
+  const std::vector<std::string> sold_twice = {"o1", "nobody"};
+  ASSERT_TRUE(store_->FlagCompensation(sold_twice, 500).ok());
+  ASSERT_TRUE(store_->FlagCompensation(sold_twice, 510).ok());  // flagged already
+  const std::vector<RefusedOrder> refused = {{"o9", "act"}};
+  ASSERT_TRUE(store_->RecordRefused(refused, 600).ok());
+  ASSERT_TRUE(store_->RecordRefused(refused, 610).ok());  // refused before: its event is there
+
+  EXPECT_EQ(EventsOf(*store_), (std::vector<EventRow>{
+                                   {"o1/reserved", "act", "reserved", 100},
+                                   {"o2/reserved", "act", "reserved", 100},
+                                   {"w1/won", "draw", "won", 100},
+                                   {"o1/paid", "act", "paid", 200},
+                                   {"o2/cancelled", "act", "cancelled", 300},
+                                   {"o2/refund_due", "act", "refund_due", 400},
+                                   {"o1/compensation_due", "act", "compensation_due", 500},
+                                   {"o9/refused", "act", "refused", 600},
+                               }));
+  // Reading after the last cursor: nothing; a bad limit or cursor: an error, not a crash.
+  auto all = store_->EventsAfter(0, 100);
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(store_->EventsAfter(all->back().seq, 100)->empty());
+  EXPECT_EQ(store_->EventsAfter(0, 0).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->EventsAfter(-1, 10).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->EventsAfter(0, 10001).error().code, ErrorCode::kInvalidArgument);
+  const std::vector<RefusedOrder> bad = {{"", "act"}};
+  EXPECT_EQ(store_->RecordRefused(bad, 1).error().code, ErrorCode::kInvalidArgument);
+}
+
+// A transaction that fails after its changes were made writes neither the changes nor their
+// events: here the event's number is taken (a row planted behind the store's back), so the
+// event's insert fails last in the transaction.
+TEST_P(StoreContractTest, AChangeThatRollsBackLeavesNoEvent) {
+  ExecRaw(
+      "INSERT INTO order_events (seq, event_id, order_id, activity_id, state, at_ms) VALUES "
+      "(1, 'planted', 'p', 'act', 'reserved', 1)");
+  auto failed = store_->InsertOrders(std::vector<OrderRecord>{Order("r1", "rita")}, 100);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(store_->GetOrder("r1").error().code, ErrorCode::kNotFound) << "rolled back";
+  ASSERT_EQ(store_->EventsAfter(0, 10)->size(), 1u) << "only the planted row";
+
+  ExecRaw("DELETE FROM order_events WHERE event_id = 'planted'");
+  // The number was not taken either (its counter rolled back with it): the next change gets 1.
+  ASSERT_TRUE(store_->InsertOrders(std::vector<OrderRecord>{Order("r1", "rita")}, 200).ok());
+  auto events = store_->EventsAfter(0, 10);
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].seq, 1);
+  EXPECT_EQ((*events)[0].event_id, "r1/reserved");
+
+  // A fenced batch is refused whole: no order, no event.
+  ASSERT_TRUE(store_->AdvanceFence().ok());
+  auto fenced = store_->InsertOrders(std::vector<OrderRecord>{Order("r2", "ron")}, 300, 0);
+  ASSERT_FALSE(fenced.ok());
+  EXPECT_EQ(store_->EventsAfter(0, 10)->size(), 1u);
+}
+
+// Writers on two connections at once (two activities, each its orders inserted, then paid) and a
+// reader following the cursor while they write: the reader sees every event exactly once (a
+// cursor never passes an event that becomes visible later), and per order "reserved" comes
+// before "paid".
+TEST_P(StoreContractTest, AReaderFollowingTheCursorMissesNothingWhileTwoWritersCommit) {
+  constexpr int kBatches = 15;
+  constexpr int kPerBatch = 8;
+  std::unique_ptr<Store> second = GetParam().open(dir_);
+  std::atomic<int> writers_done = 0;
+  std::atomic<bool> failed = false;
+  const auto write = [&](Store& store, std::string activity) {
+    for (int b = 0; b < kBatches && !failed; ++b) {
+      std::vector<OrderRecord> batch;
+      for (int i = 0; i < kPerBatch; ++i) {
+        OrderRecord order =
+            Order(fmt::format("{}-{}-{}", activity, b, i), fmt::format("u{}-{}", b, i), false);
+        order.activity_id = activity;
+        batch.push_back(std::move(order));
+      }
+      if (!store.InsertOrders(batch, b).ok()) failed = true;
+      for (const OrderRecord& order : batch) {
+        if (!store.PayOrder(order.order_id, b).ok()) failed = true;
+      }
+    }
+    ++writers_done;
+  };
+  std::thread first_writer(write, std::ref(*store_), "east");
+  std::thread second_writer(write, std::ref(*second), "west");
+  auto reader = GetParam().open(dir_);
+  std::vector<OrderEvent> seen;
+  int64_t cursor = 0;
+  for (;;) {
+    const bool last_pass = writers_done == 2;
+    auto page = reader->EventsAfter(cursor, 7);
+    if (!page.ok()) {
+      ADD_FAILURE() << page.error().ToString();
+      failed = true;  // the writers stop; joined below
+      break;
+    }
+    for (OrderEvent& event : *page) {
+      EXPECT_GT(event.seq, cursor);
+      cursor = event.seq;
+      seen.push_back(std::move(event));
+    }
+    if (last_pass && page->empty()) break;
+  }
+  first_writer.join();
+  second_writer.join();
+  ASSERT_FALSE(failed);
+  ASSERT_EQ(seen.size(), static_cast<size_t>(2 * 2 * kBatches * kPerBatch));
+  std::set<std::string> ids;
+  std::set<std::string> reserved;
+  for (const OrderEvent& event : seen) {
+    EXPECT_TRUE(ids.insert(event.event_id).second) << "twice: " << event.event_id;
+    if (event.state == "reserved") reserved.insert(event.order_id);
+    if (event.state == "paid") {
+      EXPECT_TRUE(reserved.contains(event.order_id)) << "paid before reserved: " << event.order_id;
+    }
+  }
+}
+
+// The webhook relay's state: a cursor per receiver that never goes back, parked events kept with
+// their event, retried on demand, gone once delivered.
+TEST_P(StoreContractTest, WebhookDeliveriesKeepACursorAndParkedEvents) {
+  ASSERT_TRUE(
+      store_->InsertOrders(std::vector<OrderRecord>{Order("d1", "dan"), Order("d2", "eve")}, 100)
+          .ok());
+  auto events = store_->EventsAfter(0, 10);
+  ASSERT_EQ(events->size(), 2u);
+  const std::string a = "http://127.0.0.1:1/a";
+  const std::string b = "http://127.0.0.1:1/b";
+  EXPECT_EQ(*store_->DeliveryCursor(a), 0);
+
+  DeliveryUpdate first{.receiver = a, .cursor = (*events)[1].seq};
+  ParkedEvent parked;
+  parked.event = (*events)[0];
+  parked.attempts = 3;
+  parked.last_error = "503 Service Unavailable";
+  first.parked.push_back(parked);
+  ASSERT_TRUE(store_->SaveDelivery(first, 200).ok());
+  ASSERT_TRUE(store_->SaveDelivery({.receiver = b, .cursor = (*events)[0].seq}, 210).ok());
+  ASSERT_TRUE(store_->SaveDelivery({.receiver = a, .cursor = 0}, 220).ok());  // never lowered
+  EXPECT_EQ(*store_->DeliveryCursor(a), (*events)[1].seq);
+  EXPECT_EQ(*store_->DeliveryCursor(b), (*events)[0].seq);
+
+  auto listed = store_->ParkedEvents("", 10);
+  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].receiver, a);
+  EXPECT_EQ((*listed)[0].event.event_id, "d1/reserved");
+  EXPECT_EQ((*listed)[0].event.activity_id, "act");
+  EXPECT_EQ((*listed)[0].attempts, 3);
+  EXPECT_EQ((*listed)[0].last_error, "503 Service Unavailable");
+  EXPECT_EQ((*listed)[0].parked_ms, 200);
+  EXPECT_FALSE((*listed)[0].retry);
+  EXPECT_TRUE(store_->ParkedEvents(b, 10)->empty());
+
+  EXPECT_EQ(*store_->RequestRetry(b), 0);
+  EXPECT_EQ(*store_->RequestRetry(""), 1);
+  EXPECT_EQ(*store_->RequestRetry(a), 0) << "asked for already";
+  EXPECT_TRUE((*store_->ParkedEvents(a, 10))[0].retry);
+  // Failing again: attempts add up, the retry request is done.
+  parked.attempts = 2;
+  parked.last_error = "timed out";
+  ASSERT_TRUE(store_->SaveDelivery({.receiver = a, .cursor = 0, .parked = {parked}}, 300).ok());
+  auto again = store_->ParkedEvents(a, 10);
+  EXPECT_EQ((*again)[0].attempts, 5);
+  EXPECT_EQ((*again)[0].last_error, "timed out");
+  EXPECT_FALSE((*again)[0].retry);
+  // Delivered at last: no longer parked.
+  ASSERT_TRUE(
+      store_->SaveDelivery({.receiver = a, .cursor = 0, .delivered = {(*events)[0].seq}}, 400)
+          .ok());
+  EXPECT_TRUE(store_->ParkedEvents("", 10)->empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::ValuesIn(Backends()),
                          [](const auto& info) { return info.param.name; });
 
@@ -768,7 +1003,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::Activity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 5);
+  EXPECT_EQ(*tcp->SchemaVersion(), 7);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -830,9 +1065,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 5);
-  EXPECT_EQ(*second->SchemaVersion(), 5);
-  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "5");
+  EXPECT_EQ(*first->SchemaVersion(), 7);
+  EXPECT_EQ(*second->SchemaVersion(), 7);
+  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "7");
 }
 
 // A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
@@ -848,7 +1083,7 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   auto second = OpenMySql(writers.second_url);
   auto migrated = second->Migrate();
   ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
-  EXPECT_EQ(*second->SchemaVersion(), 5);
+  EXPECT_EQ(*second->SchemaVersion(), 7);
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "base/strings.h"
+#include "store/mysql/events.h"
 #include "store/records.h"
 
 namespace flashsale::store::mysql {
@@ -365,6 +366,17 @@ Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
                                                 std::optional<int64_t> fence) {
   auto marks = records::HighestWritten(orders);
   if (!marks) return std::move(marks).error();
+  // The events of the orders inserted, last in the transaction: the events' lock row is held for
+  // the shortest time.
+  const auto write_events = [&](const std::vector<InsertOutcome>& outcomes) -> base::Status {
+    std::vector<records::EventDraft> events;
+    for (size_t i = 0; i < orders.size(); ++i) {
+      if (outcomes[i] != InsertOutcome::kInserted) continue;
+      events.push_back(
+          {orders[i].order_id, orders[i].activity_id, records::InsertedEventState(orders[i])});
+    }
+    return WriteEvents(conn, events, now_ms);
+  };
   const auto check_fence = [&]() -> base::Status {
     if (!fence) return {};
     Statement read(conn, "SELECT epoch FROM fence WHERE id = 1 LOCK IN SHARE MODE", "read fence");
@@ -395,6 +407,7 @@ Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
     auto batched = InsertBatched(conn, orders, now_ms);
     if (!batched) return std::move(batched).error();
     if (*batched) {
+      if (auto written = write_events(**batched); !written) return written.error();
       if (auto commit = tx.Commit(); !commit) return commit.error();
       return std::move(**batched);
     }
@@ -408,6 +421,7 @@ Result<std::vector<InsertOutcome>> InsertOrders(Connection& conn,
   if (auto raised = raise_marks(); !raised) return raised.error();
   auto outcomes = InsertOneByOne(conn, orders, now_ms);
   if (!outcomes) return outcomes;
+  if (auto written = write_events(*outcomes); !written) return written.error();
   if (auto commit = tx.Commit(); !commit) return commit.error();
   return outcomes;
 }

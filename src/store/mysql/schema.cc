@@ -132,8 +132,55 @@ CREATE TABLE IF NOT EXISTS activity_writes (
 )sql",
 };
 
-constexpr std::array<std::span<const std::string_view>, 5> kMigrations = {
-    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5};
+// The outbox: one event per change of an order's state, written in the change's transaction
+// (Store::EventsAfter), numbered under the one row of order_event_seq (events.h).
+constexpr std::string_view kMigration6[] = {
+    R"sql(
+CREATE TABLE IF NOT EXISTS order_events (
+  seq          BIGINT NOT NULL PRIMARY KEY,
+  event_id     VARCHAR(96) NOT NULL,
+  order_id     VARCHAR(64) NOT NULL,
+  activity_id  VARCHAR(64) NOT NULL,
+  state        VARCHAR(24) NOT NULL,
+  at_ms        BIGINT NOT NULL,
+  UNIQUE KEY order_events_id (event_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+    R"sql(
+CREATE TABLE IF NOT EXISTS order_event_seq (
+  id        TINYINT NOT NULL PRIMARY KEY,
+  last_seq  BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+    "INSERT IGNORE INTO order_event_seq (id, last_seq) VALUES (1, 0)",
+};
+
+// Webhook deliveries (service/event_relay.h): each receiver's cursor, and the events it parked
+// (kept, listed, retried on demand).
+constexpr std::string_view kMigration7[] = {
+    R"sql(
+CREATE TABLE IF NOT EXISTS webhook_cursors (
+  receiver    VARCHAR(512) NOT NULL PRIMARY KEY,
+  after_seq   BIGINT NOT NULL,
+  updated_ms  BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+    R"sql(
+CREATE TABLE IF NOT EXISTS webhook_parked (
+  receiver     VARCHAR(512) NOT NULL,
+  seq          BIGINT NOT NULL,
+  activity_id  VARCHAR(64) NOT NULL,
+  attempts     BIGINT NOT NULL,
+  last_error   TEXT NOT NULL,
+  parked_ms    BIGINT NOT NULL,
+  retry        TINYINT NOT NULL,
+  PRIMARY KEY (receiver, seq)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+};
+
+constexpr std::array<std::span<const std::string_view>, 7> kMigrations = {
+    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5, kMigration6, kMigration7};
 
 // ---- The migration lock ----
 //

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "store/mysql/connection.h"
+#include "store/mysql/events.h"
 #include "store/mysql/insert_orders.h"
 #include "store/mysql/schema.h"
 #include "store/records.h"
@@ -310,16 +311,28 @@ Result<std::vector<std::pair<std::string, core::WriteSeq>>> MySqlStore::WrittenS
   });
 }
 
-base::Status MySqlStore::FlagCompensation(std::span<const std::string> order_ids) {
+base::Status MySqlStore::FlagCompensation(std::span<const std::string> order_ids, int64_t now_ms) {
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> base::Status {
     Transaction tx(conn);
     if (!tx.status()) return tx.status().error();
-    Statement flag(conn, "UPDATE orders SET compensation_due = 1 WHERE order_id = ?",
-                   "flag compensation");
+    Statement flag(conn, std::string(records::kFlagCompensation), "flag compensation");
+    Statement activity(conn, std::string(records::kActivityOfOrder), "read order");
+    std::vector<std::string> activities;  // of the orders flagged now, for their events
+    std::vector<std::string_view> flagged;
     for (const auto& id : order_ids) {
       if (auto run = flag.Execute({id}); !run) return run.error();
+      if (flag.affected_rows() != 1) continue;
+      if (auto run = activity.Execute({id}); !run) return run.error();
+      if (activity.rows().empty()) continue;
+      activities.push_back(activity.rows()[0].Text(0));
+      flagged.push_back(id);
     }
+    std::vector<records::EventDraft> events;
+    for (size_t i = 0; i < flagged.size(); ++i) {
+      events.push_back({flagged[i], activities[i], kEventCompensationDue});
+    }
+    if (auto written = mysql::WriteEvents(conn, events, now_ms); !written) return written;
     return tx.Commit();
   });
 }
@@ -361,10 +374,13 @@ Result<std::vector<OrderRecord>> MySqlStore::CancelUnpaid(std::string_view activ
     }
     std::vector<OrderRecord> cancelled = ReadAll(query, &records::ReadOrder<Row>);
     Statement cancel(conn, std::string(records::kCancelReserved), "cancel order");
+    std::vector<records::EventDraft> events;
     for (OrderRecord& order : cancelled) {
       if (auto run = cancel.Execute({now_ms, order.order_id}); !run) return run.error();
       records::MarkCancelled(order, now_ms);
+      events.push_back({order.order_id, order.activity_id, kEventCancelled});
     }
+    if (auto written = mysql::WriteEvents(conn, events, now_ms); !written) return written.error();
     if (auto commit = tx.Commit(); !commit) return commit.error();
     return cancelled;
   });
@@ -375,17 +391,23 @@ Result<PayOutcome> MySqlStore::PayOrder(std::string_view order_id, int64_t now_m
   return Run([&](Connection& conn) -> Result<PayOutcome> {
     Transaction tx(conn);
     if (!tx.status()) return tx.status().error();
-    Statement query(conn, "SELECT state FROM orders WHERE order_id = ? FOR UPDATE", "read order");
+    Statement query(conn, "SELECT state, activity_id FROM orders WHERE order_id = ? FOR UPDATE",
+                    "read order");
     if (auto run = query.Execute({order_id}); !run) return run.error();
     if (query.rows().empty()) return records::NoOrder(order_id);
     const PayOutcome outcome = records::PayOutcomeFor(OrderStateFrom(query.rows()[0].Text(0)));
+    const std::string activity_id = query.rows()[0].Text(1);
+    std::vector<records::EventDraft> events;
     if (outcome == PayOutcome::kPaid) {
       Statement pay(conn, std::string(records::kMarkPaid), "pay order");
       if (auto run = pay.Execute({now_ms, order_id}); !run) return run.error();
+      events.push_back({order_id, activity_id, kEventPaid});
     } else if (outcome == PayOutcome::kRefused) {
       Statement flag(conn, std::string(records::kFlagRefund), "flag refund");
       if (auto run = flag.Execute({order_id}); !run) return run.error();
+      if (flag.affected_rows() == 1) events.push_back({order_id, activity_id, kEventRefundDue});
     }
+    if (auto written = mysql::WriteEvents(conn, events, now_ms); !written) return written.error();
     if (auto commit = tx.Commit(); !commit) return commit.error();
     return outcome;
   });
@@ -423,6 +445,102 @@ Result<OrderAudit> MySqlStore::AuditOrders(std::string_view activity_id, int64_t
     if (auto run = duplicates.Execute({activity_id}); !run) return run.error();
     audit.duplicate_intents = duplicates.rows().at(0).Int(0);
     return audit;
+  });
+}
+
+base::Status MySqlStore::RecordRefused(std::span<const RefusedOrder> orders, int64_t now_ms) {
+  if (auto valid = records::CheckRefused(orders); !valid) return valid;
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> base::Status {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status();
+    // An order refused before (dead-lettered again after a retry) has its event.
+    Statement exists(conn, std::string(records::kEventExists), "read event");
+    std::vector<records::EventDraft> events;
+    for (const RefusedOrder& order : orders) {
+      if (auto run = exists.Execute({records::EventId(order.order_id, kEventRefused)}); !run) {
+        return run;
+      }
+      if (!exists.rows().empty()) continue;
+      events.push_back({order.order_id, order.activity_id, kEventRefused});
+    }
+    if (auto written = mysql::WriteEvents(conn, events, now_ms); !written) return written;
+    return tx.Commit();
+  });
+}
+
+Result<std::vector<OrderEvent>> MySqlStore::EventsAfter(int64_t after, int64_t limit) {
+  if (auto valid = records::CheckEventsRead(after, limit); !valid) return valid.error();
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<OrderEvent>> {
+    Statement query(conn, std::string(records::kSelectEventsAfter), "read events");
+    if (auto run = query.Execute({after, limit}); !run) return run.error();
+    return ReadAll(query, &records::ReadEvent<Row>);
+  });
+}
+
+Result<int64_t> MySqlStore::DeliveryCursor(std::string_view receiver) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Statement query(conn, std::string(records::kSelectDeliveryCursor), "read cursor");
+    if (auto run = query.Execute({records::CutTo(receiver, records::kMaxReceiverBytes)}); !run) {
+      return run.error();
+    }
+    return query.rows().empty() ? int64_t{0} : query.rows()[0].Int(0);
+  });
+}
+
+base::Status MySqlStore::SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) {
+  const std::string_view receiver = records::CutTo(update.receiver, records::kMaxReceiverBytes);
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> base::Status {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status();
+    Statement cursor(conn,
+                     "INSERT INTO webhook_cursors (receiver, after_seq, updated_ms) VALUES (?, ?, "
+                     "?) ON DUPLICATE KEY UPDATE after_seq = GREATEST(after_seq, "
+                     "VALUES(after_seq)), updated_ms = VALUES(updated_ms)",
+                     "save cursor");
+    if (auto run = cursor.Execute({receiver, update.cursor, now_ms}); !run) return run;
+    Statement park(conn,
+                   "INSERT INTO webhook_parked (receiver, seq, activity_id, attempts, last_error, "
+                   "parked_ms, retry) VALUES (?, ?, ?, ?, ?, ?, 0) ON DUPLICATE KEY UPDATE "
+                   "attempts = attempts + VALUES(attempts), last_error = VALUES(last_error), "
+                   "parked_ms = VALUES(parked_ms), retry = 0",
+                   "park event");
+    for (const ParkedEvent& parked : update.parked) {
+      if (auto run = park.Execute(
+              {receiver, parked.event.seq, std::string_view(parked.event.activity_id),
+               parked.attempts, records::CutTo(parked.last_error, records::kMaxDeliveryErrorBytes),
+               now_ms});
+          !run) {
+        return run;
+      }
+    }
+    Statement unpark(conn, std::string(records::kUnpark), "unpark event");
+    for (int64_t seq : update.delivered) {
+      if (auto run = unpark.Execute({receiver, seq}); !run) return run;
+    }
+    return tx.Commit();
+  });
+}
+
+Result<std::vector<ParkedEvent>> MySqlStore::ParkedEvents(std::string_view receiver,
+                                                          int64_t limit) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<std::vector<ParkedEvent>> {
+    Statement query(conn, std::string(records::kSelectParked), "parked events");
+    if (auto run = query.Execute({receiver, receiver, limit}); !run) return run.error();
+    return ReadAll(query, &records::ReadParked<Row>);
+  });
+}
+
+Result<int64_t> MySqlStore::RequestRetry(std::string_view receiver) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<int64_t> {
+    Statement update(conn, std::string(records::kRequestRetry), "request retry");
+    if (auto run = update.Execute({receiver, receiver}); !run) return run.error();
+    return static_cast<int64_t>(update.affected_rows());
   });
 }
 

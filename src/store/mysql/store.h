@@ -101,12 +101,19 @@ class MySqlStore final : public Store {
   base::Result<int64_t> AdvanceFence() override;
   base::Result<int64_t> ReadFence() override;
   base::Result<std::vector<std::pair<std::string, core::WriteSeq>>> WrittenSeqs() override;
-  base::Status FlagCompensation(std::span<const std::string> order_ids) override;
+  base::Status FlagCompensation(std::span<const std::string> order_ids, int64_t now_ms) override;
   // The expired orders stay locked until cancelled: a payment racing with the expiry waits.
   base::Result<std::vector<OrderRecord>> CancelUnpaid(std::string_view activity_id,
                                                       int64_t created_before_ms, int64_t limit,
                                                       int64_t now_ms) override;
   base::Result<PayOutcome> PayOrder(std::string_view order_id, int64_t now_ms) override;
+  base::Status RecordRefused(std::span<const RefusedOrder> orders, int64_t now_ms) override;
+  base::Result<std::vector<OrderEvent>> EventsAfter(int64_t after, int64_t limit) override;
+  base::Result<int64_t> DeliveryCursor(std::string_view receiver) override;
+  base::Status SaveDelivery(const DeliveryUpdate& update, int64_t now_ms) override;
+  base::Result<std::vector<ParkedEvent>> ParkedEvents(std::string_view receiver,
+                                                      int64_t limit) override;
+  base::Result<int64_t> RequestRetry(std::string_view receiver) override;
 
  private:
   explicit MySqlStore(MySqlEndpoint endpoint);

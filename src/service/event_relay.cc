@@ -1,0 +1,323 @@
+#include "service/event_relay.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <charconv>
+#include <csignal>
+#include <memory>
+#include <set>
+
+#include "base/crypto.h"
+#include "base/failpoint.h"
+#include "base/json_writer.h"
+#include "keyspace/lock.h"
+#include "keyspace/service_state.h"
+#include "service/lease_keeper.h"
+
+namespace flashsale::service {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using base::ErrorCode;
+using base::MakeError;
+using base::Result;
+
+namespace {
+
+constexpr std::chrono::milliseconds kLease{10'000};
+constexpr std::chrono::milliseconds kExtendEvery{3'000};
+constexpr std::chrono::milliseconds kLockRetry{2'000};  // another instance relays: look again
+constexpr int64_t kMaxParkedRead = 10'000;
+constexpr size_t kMaxAnswerBytes = 64 * 1024;
+
+asio::awaitable<void> Sleep(std::chrono::milliseconds duration) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer.expires_after(duration);
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+// One POST; the answer's status, or why there was none.
+asio::awaitable<Result<unsigned>> PostJson(
+    const WebhookUrl& url, const std::vector<std::pair<std::string, std::string>>& headers,
+    const std::string& body, std::chrono::milliseconds timeout) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::ip::tcp::resolver resolver(executor);
+  auto [resolve_ec, endpoints] =
+      co_await resolver.async_resolve(url.host, url.port, asio::as_tuple(asio::use_awaitable));
+  if (resolve_ec) co_return MakeError(ErrorCode::kUnavailable, "resolve: {}", resolve_ec.message());
+  beast::tcp_stream stream(executor);
+  stream.expires_after(timeout);
+  auto [connect_ec, endpoint] =
+      co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
+  if (connect_ec) co_return MakeError(ErrorCode::kUnavailable, "connect: {}", connect_ec.message());
+  http::request<http::string_body> request{http::verb::post, url.target, 11};
+  request.set(http::field::host, url.host + (url.port == "80" ? "" : ":" + url.port));
+  request.set(http::field::user_agent, "flashsale-webhooks");
+  request.set(http::field::content_type, "application/json");
+  request.set(http::field::connection, "close");
+  for (const auto& [name, value] : headers) request.set(name, value);
+  request.body() = body;
+  request.prepare_payload();
+  auto [write_ec, written] =
+      co_await http::async_write(stream, request, asio::as_tuple(asio::use_awaitable));
+  if (write_ec) co_return MakeError(ErrorCode::kUnavailable, "send: {}", write_ec.message());
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kMaxAnswerBytes);
+  auto [read_ec, read] =
+      co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+  if (read_ec == beast::error::timeout) {
+    co_return MakeError(ErrorCode::kUnavailable, "no answer within {} ms", timeout.count());
+  }
+  if (read_ec) co_return MakeError(ErrorCode::kUnavailable, "answer: {}", read_ec.message());
+  beast::error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  co_return parser.get().result_int();
+}
+
+}  // namespace
+
+Result<WebhookUrl> ParseWebhookUrl(std::string_view url) {
+  const auto bad = [&](std::string_view why) {
+    return MakeError(ErrorCode::kInvalidArgument, "webhook URL '{}': {}", url.substr(0, 100), why);
+  };
+  if (url.size() > 512) return bad("over 512 bytes");
+  constexpr std::string_view kScheme = "http://";
+  if (!url.starts_with(kScheme)) return bad("must start with http://");
+  std::string_view rest = url.substr(kScheme.size());
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  WebhookUrl parsed;
+  parsed.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  if (authority.find('@') != std::string_view::npos) return bad("user info is not supported");
+  const size_t colon = authority.rfind(':');
+  parsed.port = "80";
+  if (colon != std::string_view::npos) {
+    const std::string_view port = authority.substr(colon + 1);
+    int value = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value < 1 ||
+        value > 65535) {
+      return bad("the port must be 1..65535");
+    }
+    parsed.port = std::string(port);
+    authority = authority.substr(0, colon);
+  }
+  if (authority.empty() || authority.find_first_of(" []") != std::string_view::npos) {
+    return bad("needs a host name or IPv4 address");
+  }
+  if (parsed.target.find_first_of(" \r\n#") != std::string::npos) {
+    return bad("the path holds a space, a line break or a fragment");
+  }
+  parsed.host = std::string(authority);
+  return parsed;
+}
+
+std::string WebhookKey(std::string_view secret) {
+  return base::DeriveKey(secret, "webhook-signing");
+}
+
+std::string WebhookSignature(std::string_view key, std::string_view timestamp,
+                             std::string_view body) {
+  std::string signed_text;
+  signed_text.reserve(timestamp.size() + 1 + body.size());
+  signed_text.append(timestamp).append(".").append(body);
+  return "v1=" + base::HexEncode(base::HmacSha256(key, signed_text));
+}
+
+std::string WebhookBody(const store::OrderEvent& event) {
+  base::JsonWriter w;
+  w.BeginObject()
+      .Key("id")
+      .String(event.event_id)
+      .Key("seq")
+      .Int(event.seq)
+      .Key("order_id")
+      .String(event.order_id)
+      .Key("activity_id")
+      .String(event.activity_id)
+      .Key("state")
+      .String(event.state)
+      .Key("at_ms")
+      .Int(event.at_ms)
+      .EndObject();
+  return std::move(w).Take();
+}
+
+EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
+    : context_(context), options_(std::move(options)) {}
+
+asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(const std::string& url,
+                                                          const WebhookUrl& parsed,
+                                                          const store::OrderEvent& event,
+                                                          int& attempts, std::string& error,
+                                                          const bool* stop) {
+  const std::string body = WebhookBody(event);
+  auto backoff = options_.backoff_initial;
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    if (*stop) co_return Delivery::kStopped;
+    const std::string timestamp = std::to_string(context_.clock().NowMs() / 1000);
+    const std::vector<std::pair<std::string, std::string>> headers = {
+        {"X-Flashsale-Event-Id", event.event_id},
+        {"X-Flashsale-Timestamp", timestamp},
+        {"X-Flashsale-Signature", WebhookSignature(options_.key, timestamp, body)}};
+    ++attempts;
+    auto status = co_await PostJson(parsed, headers, body, options_.timeout);
+    if (status.ok() && *status >= 200 && *status < 300) co_return Delivery::kDelivered;
+    error = status.ok() ? fmt::format("answered {}", *status) : status.error().message;
+    spdlog::warn("webhook {} to {} (attempt {} of {}): {}", event.event_id, url, attempt,
+                 options_.max_attempts, error);
+    if (attempt == options_.max_attempts) break;
+    co_await Sleep(backoff);
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+  co_return Delivery::kFailed;
+}
+
+asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, const bool* stop,
+                                                     const LeaseKeeper* keeper) {
+  auto parsed = ParseWebhookUrl(url);
+  if (!parsed.ok()) co_return std::move(parsed).error();
+  const auto save = [&](store::DeliveryUpdate update) -> asio::awaitable<base::Status> {
+    const auto write = [update = std::move(update), now = context_.clock().NowMs()](
+                           store::Store& store) { return store.SaveDelivery(update, now); };
+    co_return co_await context_.OnDb(write);
+  };
+  const auto lost = [&] { return *stop || (keeper != nullptr && keeper->lost()); };
+  int64_t handled = 0;
+  // Activities with a parked event: their later events wait behind it.
+  std::set<std::string> blocked;
+
+  // 1. The parked events, in seq order: those an operator asked for are tried again.
+  const auto read_parked = [url](store::Store& store) {
+    return store.ParkedEvents(url, kMaxParkedRead);
+  };
+  auto parked = co_await context_.OnDb(read_parked);
+  if (!parked.ok()) co_return std::move(parked).error();
+  for (const store::ParkedEvent& held : *parked) {
+    if (lost()) co_return handled;
+    const std::string& activity = held.event.activity_id;
+    store::DeliveryUpdate update{.receiver = url};
+    if (!held.retry || blocked.contains(activity)) {
+      if (held.retry) {  // an earlier event of its activity failed again: it stays behind it
+        store::ParkedEvent again = held;
+        again.attempts = 0;
+        update.parked.push_back(std::move(again));
+        if (auto saved = co_await save(std::move(update)); !saved.ok()) {
+          co_return std::move(saved).error();
+        }
+      }
+      blocked.insert(activity);
+      continue;
+    }
+    int attempts = 0;
+    std::string error;
+    const Delivery delivery = co_await Deliver(url, *parsed, held.event, attempts, error, stop);
+    if (delivery == Delivery::kStopped) co_return handled;
+    if (delivery == Delivery::kDelivered) {
+      update.delivered.push_back(held.event.seq);
+    } else {
+      store::ParkedEvent again = held;
+      again.attempts = attempts;
+      again.last_error = error;
+      update.parked.push_back(std::move(again));
+      blocked.insert(activity);
+    }
+    if (auto saved = co_await save(std::move(update)); !saved.ok()) {
+      co_return std::move(saved).error();
+    }
+    ++handled;
+  }
+
+  // 2. New events after the receiver's cursor.
+  const auto read_cursor = [url](store::Store& store) { return store.DeliveryCursor(url); };
+  auto cursor = co_await context_.OnDb(read_cursor);
+  if (!cursor.ok()) co_return std::move(cursor).error();
+  const auto read_events = [after = *cursor, limit = options_.batch](store::Store& store) {
+    return store.EventsAfter(after, limit);
+  };
+  auto events = co_await context_.OnDb(read_events);
+  if (!events.ok()) co_return std::move(events).error();
+  for (const store::OrderEvent& event : *events) {
+    if (lost()) co_return handled;
+    store::DeliveryUpdate update{.receiver = url, .cursor = event.seq};
+    if (blocked.contains(event.activity_id)) {
+      store::ParkedEvent held{.receiver = url, .event = event};
+      held.last_error = "held behind an earlier undelivered event of activity " + event.activity_id;
+      update.parked.push_back(std::move(held));
+    } else {
+      int attempts = 0;
+      std::string error;
+      const Delivery delivery = co_await Deliver(url, *parsed, event, attempts, error, stop);
+      if (delivery == Delivery::kStopped) co_return handled;
+      // A fault test: killed after the receiver's 2xx, before the cursor is saved.
+      if (delivery == Delivery::kDelivered && base::FailpointHit("kill-after-webhook")) {
+        ::raise(SIGKILL);
+      }
+      if (delivery == Delivery::kFailed) {
+        spdlog::error("webhook {} to {} parked after {} attempts: {}", event.event_id, url,
+                      attempts, error);
+        store::ParkedEvent failed{.receiver = url, .event = event, .attempts = attempts};
+        failed.last_error = error;
+        update.parked.push_back(std::move(failed));
+        blocked.insert(event.activity_id);
+      }
+    }
+    if (auto saved = co_await save(std::move(update)); !saved.ok()) {
+      co_return std::move(saved).error();
+    }
+    ++handled;
+  }
+  co_return handled;
+}
+
+asio::awaitable<Result<int64_t>> EventRelay::Pass(const bool* stop, const LeaseKeeper* keeper) {
+  int64_t handled = 0;
+  for (const std::string& url : options_.urls) {
+    auto one = co_await PassOne(url, stop, keeper);
+    if (!one.ok()) co_return std::move(one).error();
+    handled += *one;
+  }
+  co_return handled;
+}
+
+asio::awaitable<void> EventRelay::Run(const bool* stop) {
+  const keyspace::NamespaceKeys keys(context_.settings().key_namespace);
+  while (!*stop) {
+    auto lock = std::make_shared<keyspace::DistributedLock>(
+        context_.runner(), keys.JobLock("webhooks"), keys.JobFence("webhooks"));
+    auto taken = co_await lock->TryAcquire(context_.random(), kLease);
+    if (!taken.ok() || !taken->has_value()) {
+      if (!taken.ok()) spdlog::warn("webhooks: the lock: {}", taken.error().message);
+      co_await Sleep(kLockRetry);
+      continue;
+    }
+    const keyspace::Lease lease = **taken;
+    auto keeper =
+        LeaseKeeper::Start(co_await asio::this_coro::executor, lock, lease, kLease, kExtendEvery);
+    const LeaseKeeper::Guard keeping(keeper);
+    while (!*stop && !keeper->lost()) {
+      auto handled = co_await Pass(stop, keeper.get());
+      if (!handled.ok()) {
+        spdlog::warn("webhooks: {}", handled.error().message);
+        co_await Sleep(options_.backoff_max);
+        continue;
+      }
+      if (*handled == 0) co_await Sleep(options_.idle_poll);
+    }
+    keeper->Stop();
+    auto released = co_await lock->Release(lease);
+    if (!released.ok()) spdlog::warn("webhooks: the lock: {}", released.error().message);
+  }
+}
+
+}  // namespace flashsale::service

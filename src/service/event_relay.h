@@ -1,0 +1,109 @@
+#pragma once
+// Webhooks (issue 35, point 1): the record's order events (store::Store::EventsAfter) POSTed to
+// the receivers an operator configured (`--webhook-url`), at least once and, per receiver, in
+// order per activity.
+//
+// Design note. One relay runs across all instances: it holds the job lock "webhooks"
+// (redis/lock.h, kept alive by a LeaseKeeper) while it relays, and stops when the lock is lost.
+// For each receiver the record keeps a delivery cursor (store::DeliveryUpdate); a pass reads the
+// events after it and POSTs them one at a time, in seq order:
+//   - a 2xx answer is the receiver's acknowledgement: the event is delivered and the cursor moves
+//     past it (saved after each event, so a relay that dies delivers at most that event again);
+//   - anything else (a refused connection, a non-2xx status, no answer within the timeout) is
+//     tried again after a pause that doubles from backoff_initial to backoff_max, up to
+//     max_attempts in all; then the event is parked (kept in the record with its last error,
+//     listed by the admin route and the CLI, never dropped) and the cursor moves on;
+//   - an event of an activity that has a parked event is parked behind it, untried: a receiver
+//     never gets an activity's events out of order.
+// RequestRetry (admin route, CLI) asks for a receiver's parked events to be tried again; the
+// next pass does so first, in seq order, and an activity whose earlier event fails again keeps
+// its later ones parked. So an event reaches a receiver twice only when a delivery was not
+// acknowledged (it failed, timed out, or the relay died before saving it), and always with the
+// same id.
+//
+// The request: POST <url>, Content-Type: application/json, the body one event
+// {"id","seq","order_id","activity_id","state","at_ms"}, and the headers
+//   X-Flashsale-Event-Id   the event's id
+//   X-Flashsale-Timestamp  Unix seconds when it was sent
+//   X-Flashsale-Signature  "v1=" + hex(HMAC-SHA256(key, timestamp + "." + body))
+// where key is WebhookKey(secret): derived from the service secret (base::DeriveKey, purpose
+// "webhook-signing"), so a receiver holds a key that signs nothing else. http:// URLs only.
+//
+// Limits: one event per request, one receiver after another, so a receiver that keeps timing out
+// slows the others (max_attempts x timeout per event before it is parked); the host name is
+// resolved outside the timeout (a numeric address or /etc/hosts resolves at once); every instance
+// that may relay must hold the same secret, or receivers see signatures under another key after
+// the lock moves.
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "service/context.h"
+#include "store/store.h"
+
+namespace flashsale::service {
+
+class LeaseKeeper;
+
+// A receiver's URL, http://host[:port][/path].
+struct WebhookUrl {
+  std::string host;
+  std::string port;    // "80" when not given
+  std::string target;  // the path and query, "/" when not given
+};
+// kInvalidArgument naming what is wrong (not http://, no host, a bad port, over 512 bytes).
+base::Result<WebhookUrl> ParseWebhookUrl(std::string_view url);
+
+// The signing key for receivers: DeriveKey(secret, "webhook-signing"), raw bytes.
+std::string WebhookKey(std::string_view secret);
+// "v1=" + lower-case hex of HMAC-SHA256(key, timestamp + "." + body).
+std::string WebhookSignature(std::string_view key, std::string_view timestamp,
+                             std::string_view body);
+// The JSON body of one event.
+std::string WebhookBody(const store::OrderEvent& event);
+
+struct RelayOptions {
+  std::vector<std::string> urls;  // the receivers; none: the relay does not run
+  std::string key;                // WebhookKey(secret)
+  int64_t batch = 100;            // events read at once per receiver
+  int max_attempts = 5;           // deliveries of one event in a pass before it is parked
+  std::chrono::milliseconds backoff_initial{200};
+  std::chrono::milliseconds backoff_max{10'000};
+  std::chrono::milliseconds timeout{5'000};  // one delivery: connect, send, the answer
+  std::chrono::milliseconds idle_poll{200};  // pause when nothing was relayed
+};
+
+class EventRelay {
+ public:
+  // `context` belongs to the calling thread (its Redis connection, database executor, clock).
+  EventRelay(ServiceContext& context, RelayOptions options);
+
+  // Until *stop: takes the "webhooks" job lock (or waits for the instance that holds it), then
+  // relays while it holds it.
+  boost::asio::awaitable<void> Run(const bool* stop);
+
+  // One pass over every receiver (retries asked for, then new events); the number of events
+  // delivered or parked. Stops early when *stop or the keeper (if any) lost the lock. Without the
+  // lock: for tests, and callers that hold it.
+  boost::asio::awaitable<base::Result<int64_t>> Pass(const bool* stop,
+                                                     const LeaseKeeper* keeper = nullptr);
+
+ private:
+  enum class Delivery { kDelivered, kFailed, kStopped };
+  // Up to max_attempts POSTs of one event, with backoff; `error` says why the last one failed.
+  boost::asio::awaitable<Delivery> Deliver(const std::string& url, const WebhookUrl& parsed,
+                                           const store::OrderEvent& event, int& attempts,
+                                           std::string& error, const bool* stop);
+  boost::asio::awaitable<base::Result<int64_t>> PassOne(const std::string& url, const bool* stop,
+                                                        const LeaseKeeper* keeper);
+
+  ServiceContext& context_;
+  RelayOptions options_;
+};
+
+}  // namespace flashsale::service
