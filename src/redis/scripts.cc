@@ -316,8 +316,8 @@ boost::asio::awaitable<Result<Reply>> Await(Connection& connection, const Comman
   co_return co_await connection.AsyncSend(command, boost::asio::use_awaitable);
 }
 
-boost::asio::awaitable<Result<Reply>> Await(ScriptRunner& runner, const ScriptCall& call) {
-  co_return co_await runner.AsyncEval(call, boost::asio::use_awaitable);
+boost::asio::awaitable<Result<Reply>> Await(ScriptEvaluator& scripts, const ScriptCall& call) {
+  co_return co_await scripts.AsyncEval(call, boost::asio::use_awaitable);
 }
 
 }  // namespace flashsale::redis
