@@ -55,8 +55,7 @@ Error UnknownCode(const redis::ScriptReply& reply, int64_t code) {
 
 template <typename T>
 void Reject(redis::ScriptEvaluator& runner, Handler<T> handler, Error error) {
-  asio::post(runner.executor(),
-             asio::append(std::move(handler), Result<T>(std::move(error))));
+  asio::post(runner.executor(), asio::append(std::move(handler), Result<T>(std::move(error))));
 }
 
 Error BadActivityId(std::string_view id) {
@@ -472,8 +471,7 @@ void ActivityScripts::Batch(std::span<const Request> requests, std::vector<Resul
     }
   }
   if (!any) {
-    return asio::post(runner_.executor(),
-                      asio::append(std::move(handler), base::Status()));
+    return asio::post(runner_.executor(), asio::append(std::move(handler), base::Status()));
   }
   send(std::move(handler));
 }

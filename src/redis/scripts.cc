@@ -228,7 +228,8 @@ base::Status ScriptCall::AppendWire(std::string& out) const {
 }
 
 ScriptRunner::ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts)
-    : state_(std::make_shared<State>()) {
+    : ScriptEvaluator(connection->executor(), connection->options().command_timeout),
+      state_(std::make_shared<State>()) {
   state_->connection = std::move(connection);
   state_->scripts = &scripts;
   state_->load_sequence.assign(scripts.scripts().size(), 0);

@@ -151,6 +151,8 @@ class ScriptCall {
 // What the script bindings need of a runner: evaluate one call. ScriptRunner is the one over a
 // Redis connection; unit tests of the use cases give the bindings one that answers in process
 // (tests/support/script_double.h), so the bindings' own reply checks run on what it answers.
+// Where calls complete and the default timeout are fixed when it is made: a script call costs one
+// virtual call (Eval), nothing more.
 class ScriptEvaluator {
  public:
   virtual ~ScriptEvaluator() = default;
@@ -159,12 +161,13 @@ class ScriptEvaluator {
   // reply, or the call's error: kInternal for a call that does not match its script, Redis
   // failures as Connection's codes, kUnknownOutcome when the call was sent and no reply came).
   virtual void Eval(const ScriptCall& call, Deadline deadline, ReplyHandler handler) = 0;
-  // Where the handlers run and where a binding posts an answer it has without a call.
-  virtual const boost::asio::any_io_executor& executor() const = 0;
-  // The deadline of a call given none (now plus the command timeout).
-  virtual Deadline DefaultDeadline() const = 0;
   // The scripts it runs, which the bindings look theirs up in.
   virtual const ScriptSet& scripts() const = 0;
+
+  // Where the handlers run and where a binding posts an answer it has without a call.
+  const boost::asio::any_io_executor& executor() const { return executor_; }
+  // The deadline of a call given none: now plus the command timeout.
+  Deadline DefaultDeadline() const { return Clock::now() + timeout_; }
 
   template <typename Token>
   auto AsyncEval(const ScriptCall& call, Deadline deadline, Token&& token) {
@@ -180,11 +183,17 @@ class ScriptEvaluator {
   }
 
  protected:
-  ScriptEvaluator() = default;
+  ScriptEvaluator(boost::asio::any_io_executor executor, Clock::duration timeout)
+      : executor_(std::move(executor)), timeout_(timeout) {}
   ScriptEvaluator(const ScriptEvaluator&) = default;
   ScriptEvaluator& operator=(const ScriptEvaluator&) = default;
+
+ private:
+  boost::asio::any_io_executor executor_;
+  Clock::duration timeout_;
 };
 
+// The connection's executor and command timeout are the evaluator's.
 class ScriptRunner final : public ScriptEvaluator {
  public:
   ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts);
@@ -192,10 +201,6 @@ class ScriptRunner final : public ScriptEvaluator {
   // Runs the call with EVALSHA; reloads and retries on NOSCRIPT until `deadline`.
   void Eval(const ScriptCall& call, Deadline deadline, ReplyHandler handler) override;
   using ScriptEvaluator::AsyncEval;
-  const boost::asio::any_io_executor& executor() const override {
-    return state_->connection->executor();
-  }
-  Deadline DefaultDeadline() const override { return state_->connection->DefaultDeadline(); }
 
   // SCRIPT LOAD of every script, so the first sale call does not pay for a NOSCRIPT round trip.
   // Completes with the first failure, if any.

@@ -16,9 +16,8 @@ constexpr size_t kMaxRememberedRefusals = 100'000;
 
 ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptEvaluator& scripts,
                                redis::ScriptRunner& runner, store::Store& store,
-                               boost::asio::any_io_executor db_executor,
-                               ActivityRegistry& registry, const base::Clock& clock,
-                               base::Random& random)
+                               boost::asio::any_io_executor db_executor, ActivityRegistry& registry,
+                               const base::Clock& clock, base::Random& random)
     : settings_(settings),
       runner_(runner),
       activity_scripts_(scripts, settings.key_namespace),

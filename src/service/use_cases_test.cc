@@ -73,6 +73,11 @@ std::string DrawReply(int64_t code, int64_t replayed, int64_t remaining, int64_t
                       resp::Bulk(prize_id)});
 }
 
+template <typename T>
+asio::awaitable<void> Into(asio::awaitable<T> task, std::optional<T>& out) {
+  out.emplace(co_await std::move(task));
+}
+
 // The order id a reserve or draw call carries (its first request's).
 std::string OrderIdOf(const ScriptCallRecord& call) { return call.args.at(kFirstRequestArg); }
 
@@ -110,20 +115,16 @@ class UseCaseTest : public ::testing::Test {
   template <typename T>
   T Run(asio::awaitable<T> task) {
     std::optional<T> result;
-    asio::co_spawn(
-        io_,
-        [&]() -> asio::awaitable<void> { result.emplace(co_await std::move(task)); },
-        [](std::exception_ptr error) {
-          if (error) std::rethrow_exception(error);
-        });
+    asio::co_spawn(io_, Into(std::move(task), result), [](std::exception_ptr error) {
+      if (error) std::rethrow_exception(error);
+    });
     io_.restart();
     io_.run();
     return std::move(*result);
   }
 
   base::Result<PurchaseResult> Buy(int64_t quantity = 1, std::string_view user = "alice") {
-    return Run(Purchase(*context_,
-                        {.activity_id = "sale", .user_id = user, .quantity = quantity}));
+    return Run(Purchase(*context_, {.activity_id = "sale", .user_id = user, .quantity = quantity}));
   }
   base::Result<DrawResult> DrawOnce(std::string_view user = "alice") {
     return Run(Draw(*context_, {.activity_id = "lottery", .user_id = user}));
@@ -174,8 +175,8 @@ TEST_F(UseCaseTest, AReservationIsReportedWithItsOrderIdAndCounts) {
 
 TEST_F(UseCaseTest, EachRefusalCodeIsItsOutcome) {
   const std::vector<std::pair<int64_t, Outcome>> cases = {
-      {-1, Outcome::kSoldOut},  {-2, Outcome::kNotStarted}, {-3, Outcome::kEnded},
-      {-4, Outcome::kUnknownActivity}, {-5, Outcome::kClosed},    {-6, Outcome::kConflict},
+      {-1, Outcome::kSoldOut},         {-2, Outcome::kNotStarted}, {-3, Outcome::kEnded},
+      {-4, Outcome::kUnknownActivity}, {-5, Outcome::kClosed},     {-6, Outcome::kConflict},
   };
   for (const auto& [code, outcome] : cases) {
     SCOPED_TRACE(code);
@@ -255,9 +256,8 @@ TEST_F(UseCaseTest, AFailureThatRanNothingIsNotRetried) {
 
 TEST_F(UseCaseTest, AReplyNotAsTheScriptDeclaresIsRefused) {
   // The group lacks its items field: the binding's RETURNS check refuses it, as Redis's would be.
-  scripts_.Then("sale_reserve", resp::Array({resp::Int(1), resp::Int(7), resp::Int(1),
-                                             resp::Int(0), resp::Int(9), resp::Int(1),
-                                             resp::Bulk("o")}));
+  scripts_.Then("sale_reserve", resp::Array({resp::Int(1), resp::Int(7), resp::Int(1), resp::Int(0),
+                                             resp::Int(9), resp::Int(1), resp::Bulk("o")}));
   auto result = Buy();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.error().code, ErrorCode::kProtocol) << result.error().ToString();

@@ -35,9 +35,8 @@ std::string Array(std::initializer_list<std::string> elements) {
 }
 }  // namespace resp
 
-InProcessScripts::InProcessScripts(asio::any_io_executor executor,
-                                   const redis::ScriptSet& scripts)
-    : executor_(std::move(executor)), scripts_(scripts) {}
+InProcessScripts::InProcessScripts(asio::any_io_executor executor, const redis::ScriptSet& scripts)
+    : ScriptEvaluator(std::move(executor), std::chrono::seconds(5)), scripts_(scripts) {}
 
 InProcessScripts& InProcessScripts::Then(std::string_view script, Answer answer) {
   scripts_.Get(script);  // throws for a script that does not exist
@@ -57,10 +56,6 @@ std::vector<ScriptCallRecord> InProcessScripts::CallsOf(std::string_view script)
     if (call.script == script) out.push_back(call);
   }
   return out;
-}
-
-redis::Deadline InProcessScripts::DefaultDeadline() const {
-  return redis::Clock::now() + std::chrono::seconds(5);
 }
 
 Result<redis::Reply> InProcessScripts::Respond(const ScriptCallRecord& record) {
@@ -85,7 +80,8 @@ Result<redis::Reply> InProcessScripts::Respond(const ScriptCallRecord& record) {
   redis::Reply reply(static_cast<redisReply*>(raw));
   // As a connection turns an error reply into the call's error.
   if (reply.is_error()) {
-    return base::Error{ErrorCode::kRemote, std::string(reply.str()), redis::ErrorDetailOf(reply.str())};
+    return base::Error{ErrorCode::kRemote, std::string(reply.str()),
+                       redis::ErrorDetailOf(reply.str())};
   }
   return reply;
 }
@@ -94,7 +90,7 @@ void InProcessScripts::Eval(const redis::ScriptCall& call, redis::Deadline /*dea
                             redis::ReplyHandler handler) {
   auto argv = call.BuildArgv();
   if (!argv.ok()) {
-    asio::post(executor_, asio::append(std::move(handler), Result<redis::Reply>(argv.error())));
+    asio::post(executor(), asio::append(std::move(handler), Result<redis::Reply>(argv.error())));
     return;
   }
   // EVALSHA <sha> <numkeys> <keys...> <args...>
@@ -105,7 +101,7 @@ void InProcessScripts::Eval(const redis::ScriptCall& call, redis::Deadline /*dea
     (i < 3 + keys ? record.keys : record.args).emplace_back(words[i]);
   }
   calls_.push_back(record);
-  asio::post(executor_, asio::append(std::move(handler), Respond(calls_.back())));
+  asio::post(executor(), asio::append(std::move(handler), Respond(calls_.back())));
 }
 
 }  // namespace flashsale::testing

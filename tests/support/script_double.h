@@ -51,6 +51,7 @@ class InProcessScripts final : public redis::ScriptEvaluator {
   using Answer = base::Result<std::string>;
   using Responder = std::function<Answer(const ScriptCallRecord&)>;
 
+  // Answers on `executor`; the default deadline is 5 s away (it plays no part: nothing waits).
   InProcessScripts(boost::asio::any_io_executor executor, const redis::ScriptSet& scripts);
 
   // The next call of `script` (after those already queued) is answered with `answer`.
@@ -64,14 +65,11 @@ class InProcessScripts final : public redis::ScriptEvaluator {
 
   void Eval(const redis::ScriptCall& call, redis::Deadline deadline,
             redis::ReplyHandler handler) override;
-  const boost::asio::any_io_executor& executor() const override { return executor_; }
-  redis::Deadline DefaultDeadline() const override;
   const redis::ScriptSet& scripts() const override { return scripts_; }
 
  private:
   base::Result<redis::Reply> Respond(const ScriptCallRecord& record);
 
-  boost::asio::any_io_executor executor_;
   const redis::ScriptSet& scripts_;
   std::map<std::string, std::deque<Answer>, std::less<>> queued_;
   std::map<std::string, Responder, std::less<>> always_;
