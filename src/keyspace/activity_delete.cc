@@ -6,7 +6,7 @@
 namespace flashsale::keyspace {
 
 boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
-    redis::ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id) {
+    redis::ScriptEvaluator& runner, std::string_view key_namespace, std::string_view activity_id) {
   const ActivityKeys keys(key_namespace, activity_id);
   const redis::Script& script = runner.scripts().Get("activity_delete");
   const redis::IntField outcome(script, "outcome");

@@ -18,6 +18,6 @@ enum class DeleteOutcome {
 
 // Its reconciliation report (ActivityKeys::reconcile_report) is deleted with the rest.
 boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
-    redis::ScriptRunner& runner, std::string_view key_namespace, std::string_view activity_id);
+    redis::ScriptEvaluator& runner, std::string_view key_namespace, std::string_view activity_id);
 
 }  // namespace flashsale::keyspace

@@ -37,9 +37,9 @@ int LoadArg(SetupMode mode) {
 // Sends the call, checks the reply against the script's RETURNS and turns it into a T with
 // `parse`, or passes the error on.
 template <typename T, typename Parse>
-void Run(redis::ScriptRunner& runner, const redis::ScriptCall& call, Handler<T> handler,
+void Run(redis::ScriptEvaluator& runner, const redis::ScriptCall& call, Handler<T> handler,
          Parse parse) {
-  runner.Eval(call, runner.connection().DefaultDeadline(),
+  runner.Eval(call, runner.DefaultDeadline(),
               redis::ReplyHandler([handler = std::move(handler), parse,
                                    &script = call.script()](Result<redis::Reply> reply) mutable {
                 auto read = redis::ScriptReply::Read(script, reply);
@@ -54,9 +54,8 @@ Error UnknownCode(const redis::ScriptReply& reply, int64_t code) {
 }
 
 template <typename T>
-void Reject(redis::ScriptRunner& runner, Handler<T> handler, Error error) {
-  asio::post(runner.connection().executor(),
-             asio::append(std::move(handler), Result<T>(std::move(error))));
+void Reject(redis::ScriptEvaluator& runner, Handler<T> handler, Error error) {
+  asio::post(runner.executor(), asio::append(std::move(handler), Result<T>(std::move(error))));
 }
 
 Error BadActivityId(std::string_view id) {
@@ -227,7 +226,7 @@ struct ActivityScripts::Replies {
   UserOrders user_orders;
 };
 
-ActivityScripts::ActivityScripts(redis::ScriptRunner& runner, std::string key_namespace)
+ActivityScripts::ActivityScripts(redis::ScriptEvaluator& runner, std::string key_namespace)
     : runner_(runner),
       namespace_(std::move(key_namespace)),
       setup_(runner.scripts().Get("sale_setup")),
@@ -472,8 +471,7 @@ void ActivityScripts::Batch(std::span<const Request> requests, std::vector<Resul
     }
   }
   if (!any) {
-    return asio::post(runner_.connection().executor(),
-                      asio::append(std::move(handler), base::Status()));
+    return asio::post(runner_.executor(), asio::append(std::move(handler), base::Status()));
   }
   send(std::move(handler));
 }
@@ -483,7 +481,7 @@ void ActivityScripts::SendRows(const redis::ScriptCall& call, std::vector<Result
                                const Fields& fields, Fill fill, Handler<void> handler) {
   size_t rows = 0;
   for (const Result<T>& slot : out) rows += slot.ok() ? 1 : 0;
-  runner_.Eval(call, runner_.connection().DefaultDeadline(),
+  runner_.Eval(call, runner_.DefaultDeadline(),
                redis::ReplyHandler([handler = std::move(handler), out = &out, rows, &fields, fill,
                                     replies = replies_,
                                     &script = call.script()](Result<redis::Reply> reply) mutable {

@@ -227,8 +227,8 @@ using Handler = boost::asio::any_completion_handler<void(base::Result<T>)>;
 
 class ActivityScripts {
  public:
-  // `runner` must outlive this object; calls run on the runner's connection thread.
-  ActivityScripts(redis::ScriptRunner& runner, std::string key_namespace);
+  // `runner` must outlive this object; calls complete on its executor.
+  ActivityScripts(redis::ScriptEvaluator& runner, std::string key_namespace);
 
   void Setup(const core::Activity& activity, SetupMode mode, Handler<SetupResult> handler);
   void Reserve(std::string_view activity_id, const ReserveRequest& request,
@@ -429,7 +429,7 @@ class ActivityScripts {
         [](auto handler, Start start) { start(Handler<T>(std::move(handler))); }, token, start);
   }
 
-  redis::ScriptRunner& runner_;
+  redis::ScriptEvaluator& runner_;
   std::string namespace_;
   const redis::Script& setup_;
   const redis::Script& lottery_setup_;

@@ -30,7 +30,7 @@ Result<bool> OneOrZero(const redis::IntField& field, const Result<redis::Reply>&
 
 }  // namespace
 
-DistributedLock::DistributedLock(redis::ScriptRunner& runner, std::string lock_key,
+DistributedLock::DistributedLock(redis::ScriptEvaluator& runner, std::string lock_key,
                                  std::string fence_key)
     : runner_(runner),
       lock_key_(std::move(lock_key)),

@@ -31,7 +31,7 @@ struct Lease {
 class DistributedLock {
  public:
   // `lock_key` and `fence_key` must be in one Redis Cluster slot (share a hash tag).
-  DistributedLock(redis::ScriptRunner& runner, std::string lock_key, std::string fence_key);
+  DistributedLock(redis::ScriptEvaluator& runner, std::string lock_key, std::string fence_key);
 
   // The lease, or nothing when another holder has the lock.
   boost::asio::awaitable<base::Result<std::optional<Lease>>> TryAcquire(
@@ -43,7 +43,7 @@ class DistributedLock {
   boost::asio::awaitable<base::Result<bool>> Release(const Lease& lease);
 
  private:
-  redis::ScriptRunner& runner_;
+  redis::ScriptEvaluator& runner_;
   std::string lock_key_;
   std::string fence_key_;
   const redis::Script& acquire_;

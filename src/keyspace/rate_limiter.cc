@@ -11,7 +11,7 @@ using base::ErrorCode;
 using base::MakeError;
 using base::Result;
 
-RateLimiter::RateLimiter(redis::ScriptRunner& runner)
+RateLimiter::RateLimiter(redis::ScriptEvaluator& runner)
     : runner_(runner),
       script_(runner.scripts().Get("rate_limit")),
       allowed_(script_, "allowed"),
@@ -28,14 +28,14 @@ void RateLimiter::Check(std::span<const Limiter> limiters, int64_t now_ms,
     limits.push_back(std::to_string(limiter.rate.burst));
   }
   if (keys.empty()) {
-    asio::post(runner_.connection().executor(),
+    asio::post(runner_.executor(),
                asio::append(std::move(handler), Result<RateDecision>(RateDecision{})));
     return;
   }
   redis::ScriptCall call(script_);
   call.RestKeys("limiters", keys).Arg("now_ms", now_ms).Rest("limits", limits);
   runner_.Eval(
-      call, runner_.connection().DefaultDeadline(),
+      call, runner_.DefaultDeadline(),
       redis::ReplyHandler([handler = std::move(handler), allowed = allowed_,
                            retry_after_ms = retry_after_ms_](Result<redis::Reply> reply) mutable {
         Result<RateDecision> decision = [&]() -> Result<RateDecision> {

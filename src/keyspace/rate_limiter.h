@@ -25,7 +25,7 @@ struct RateDecision {
 
 class RateLimiter {
  public:
-  explicit RateLimiter(redis::ScriptRunner& runner);
+  explicit RateLimiter(redis::ScriptEvaluator& runner);
 
   // Allowed if every enabled limiter allows; disabled ones are skipped. No limiter enabled:
   // allowed without a Redis call.
@@ -41,7 +41,7 @@ class RateLimiter {
   }
 
  private:
-  redis::ScriptRunner& runner_;
+  redis::ScriptEvaluator& runner_;
   const redis::Script& script_;
   redis::IntField allowed_, retry_after_ms_;  // reply fields (RETURNS)
 };

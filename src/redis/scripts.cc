@@ -228,7 +228,8 @@ base::Status ScriptCall::AppendWire(std::string& out) const {
 }
 
 ScriptRunner::ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts)
-    : state_(std::make_shared<State>()) {
+    : ScriptEvaluator(connection->executor(), connection->options().command_timeout),
+      state_(std::make_shared<State>()) {
   state_->connection = std::move(connection);
   state_->scripts = &scripts;
   state_->load_sequence.assign(scripts.scripts().size(), 0);
@@ -316,8 +317,8 @@ boost::asio::awaitable<Result<Reply>> Await(Connection& connection, const Comman
   co_return co_await connection.AsyncSend(command, boost::asio::use_awaitable);
 }
 
-boost::asio::awaitable<Result<Reply>> Await(ScriptRunner& runner, const ScriptCall& call) {
-  co_return co_await runner.AsyncEval(call, boost::asio::use_awaitable);
+boost::asio::awaitable<Result<Reply>> Await(ScriptEvaluator& scripts, const ScriptCall& call) {
+  co_return co_await scripts.AsyncEval(call, boost::asio::use_awaitable);
 }
 
 }  // namespace flashsale::redis

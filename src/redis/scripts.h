@@ -34,6 +34,7 @@
 // behind it (wire order is execution order on one connection).
 
 #include <array>
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
@@ -147,12 +148,26 @@ class ScriptCall {
   IntArg numkeys_{0};
 };
 
-class ScriptRunner {
+// What the script bindings need of a runner: evaluate one call. ScriptRunner is the one over a
+// Redis connection; unit tests of the use cases give the bindings one that answers in process
+// (tests/support/script_double.h), so the bindings' own reply checks run on what it answers.
+// Where calls complete and the default timeout are fixed when it is made: a script call costs one
+// virtual call (Eval), nothing more.
+class ScriptEvaluator {
  public:
-  ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts);
+  virtual ~ScriptEvaluator() = default;
 
-  // Runs the call with EVALSHA; reloads and retries on NOSCRIPT until `deadline`.
-  void Eval(const ScriptCall& call, Deadline deadline, ReplyHandler handler);
+  // Runs the call; `handler` is called exactly once, never from inside Eval, on executor() (a
+  // reply, or the call's error: kInternal for a call that does not match its script, Redis
+  // failures as Connection's codes, kUnknownOutcome when the call was sent and no reply came).
+  virtual void Eval(const ScriptCall& call, Deadline deadline, ReplyHandler handler) = 0;
+  // The scripts it runs, which the bindings look theirs up in.
+  virtual const ScriptSet& scripts() const = 0;
+
+  // Where the handlers run and where a binding posts an answer it has without a call.
+  const boost::asio::any_io_executor& executor() const { return executor_; }
+  // The deadline of a call given none: now plus the command timeout.
+  Deadline DefaultDeadline() const { return Clock::now() + timeout_; }
 
   template <typename Token>
   auto AsyncEval(const ScriptCall& call, Deadline deadline, Token&& token) {
@@ -164,8 +179,28 @@ class ScriptRunner {
   }
   template <typename Token>
   auto AsyncEval(const ScriptCall& call, Token&& token) {
-    return AsyncEval(call, connection().DefaultDeadline(), std::forward<Token>(token));
+    return AsyncEval(call, DefaultDeadline(), std::forward<Token>(token));
   }
+
+ protected:
+  ScriptEvaluator(boost::asio::any_io_executor executor, Clock::duration timeout)
+      : executor_(std::move(executor)), timeout_(timeout) {}
+  ScriptEvaluator(const ScriptEvaluator&) = default;
+  ScriptEvaluator& operator=(const ScriptEvaluator&) = default;
+
+ private:
+  boost::asio::any_io_executor executor_;
+  Clock::duration timeout_;
+};
+
+// The connection's executor and command timeout are the evaluator's.
+class ScriptRunner final : public ScriptEvaluator {
+ public:
+  ScriptRunner(std::shared_ptr<Connection> connection, const ScriptSet& scripts);
+
+  // Runs the call with EVALSHA; reloads and retries on NOSCRIPT until `deadline`.
+  void Eval(const ScriptCall& call, Deadline deadline, ReplyHandler handler) override;
+  using ScriptEvaluator::AsyncEval;
 
   // SCRIPT LOAD of every script, so the first sale call does not pay for a NOSCRIPT round trip.
   // Completes with the first failure, if any.
@@ -181,7 +216,7 @@ class ScriptRunner {
   }
 
   Connection& connection() const { return *state_->connection; }
-  const ScriptSet& scripts() const { return *state_->scripts; }
+  const ScriptSet& scripts() const override { return *state_->scripts; }
   // SCRIPT LOADs sent because of NOSCRIPT replies.
   uint64_t reloads() const { return state_->reloads; }
 
@@ -202,6 +237,6 @@ class ScriptRunner {
 // functions taking named arguments: GCC 12 mishandles temporaries with destructors inside a
 // co_await expression, so callers build the Command or ScriptCall first.)
 boost::asio::awaitable<base::Result<Reply>> Await(Connection& connection, const Command& command);
-boost::asio::awaitable<base::Result<Reply>> Await(ScriptRunner& runner, const ScriptCall& call);
+boost::asio::awaitable<base::Result<Reply>> Await(ScriptEvaluator& scripts, const ScriptCall& call);
 
 }  // namespace flashsale::redis

@@ -14,15 +14,15 @@ namespace {
 constexpr size_t kMaxRememberedRefusals = 100'000;
 }
 
-ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRunner& runner,
-                               store::Store& store, boost::asio::any_io_executor db_executor,
-                               ActivityRegistry& registry, const base::Clock& clock,
-                               base::Random& random)
+ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptEvaluator& scripts,
+                               redis::ScriptRunner& runner, store::Store& store,
+                               boost::asio::any_io_executor db_executor, ActivityRegistry& registry,
+                               const base::Clock& clock, base::Random& random)
     : settings_(settings),
       runner_(runner),
-      activity_scripts_(runner, settings.key_namespace),
+      activity_scripts_(scripts, settings.key_namespace),
       reserves_(
-          runner.connection().executor(),
+          scripts.executor(),
           [this](std::string_view activity_id, std::span<const keyspace::ReserveRequest> requests,
                  ReserveCoalescer::Done done) {
             // Admitted before a freeze, sent after it: not sent (the activity's Redis may have
@@ -36,7 +36,7 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
           },
           static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
       draws_(
-          runner.connection().executor(),
+          scripts.executor(),
           [this](std::string_view activity_id, std::span<const keyspace::DrawRequest> requests,
                  DrawCoalescer::Done done) {
             if (Frozen(activity_id)) {
@@ -47,7 +47,7 @@ ServiceContext::ServiceContext(const ServiceSettings& settings, redis::ScriptRun
                           std::move(done));
           },
           static_cast<size_t>(std::max<int64_t>(settings.max_batch, 1))),
-      limiter_(runner),
+      limiter_(scripts),
       order_stream_(runner, settings.key_namespace),
       draw_queue_(runner, settings.key_namespace),
       idempotency_(runner, settings.key_namespace),

@@ -71,6 +71,16 @@ class ServiceContext {
  public:
   ServiceContext(const ServiceSettings& settings, redis::ScriptRunner& runner, store::Store& store,
                  boost::asio::any_io_executor db_executor, ActivityRegistry& registry,
+                 const base::Clock& clock, base::Random& random)
+      : ServiceContext(settings, runner, runner, store, std::move(db_executor), registry, clock,
+                       random) {}
+  // With the activity scripts (the reserve and draw calls, their coalescers) and the rate limits
+  // evaluated by `scripts`, on its executor; everything else Redis does goes through `runner`.
+  // Unit tests of the purchase and draw use cases pass an evaluator that answers in process
+  // (tests/support/script_double.h) and a runner whose connection is never started.
+  ServiceContext(const ServiceSettings& settings, redis::ScriptEvaluator& scripts,
+                 redis::ScriptRunner& runner, store::Store& store,
+                 boost::asio::any_io_executor db_executor, ActivityRegistry& registry,
                  const base::Clock& clock, base::Random& random);
 
   const ServiceSettings& settings() const { return settings_; }
