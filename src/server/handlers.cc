@@ -388,22 +388,7 @@ asio::awaitable<Reply> HandleAdminEvents(Call& call) {
   if (!page) co_return ErrorToReply(page.error());
   JsonWriter w;
   w.BeginObject().Key("events").BeginArray();
-  for (const store::OrderEvent& event : page->events) {
-    w.BeginObject()
-        .Key("seq")
-        .Int(event.seq)
-        .Key("id")
-        .String(event.event_id)
-        .Key("order_id")
-        .String(event.order_id)
-        .Key("activity_id")
-        .String(event.activity_id)
-        .Key("state")
-        .String(event.state)
-        .Key("at_ms")
-        .Int(event.at_ms)
-        .EndObject();
-  }
+  for (const store::OrderEvent& event : page->events) service::WriteEventJson(w, event);
   w.EndArray().Key("next").Int(page->next).EndObject();
   co_return Json(http::status::ok, Word::kOk, w);
 }
@@ -426,22 +411,9 @@ asio::awaitable<Reply> HandleAdminWebhooksParked(Call& call) {
         .Int(held.parked_ms)
         .Key("retry")
         .Bool(held.retry)
-        .Key("event")
-        .BeginObject()
-        .Key("seq")
-        .Int(event.seq)
-        .Key("id")
-        .String(event.event_id)
-        .Key("order_id")
-        .String(event.order_id)
-        .Key("activity_id")
-        .String(event.activity_id)
-        .Key("state")
-        .String(event.state)
-        .Key("at_ms")
-        .Int(event.at_ms)
-        .EndObject()
-        .EndObject();
+        .Key("event");
+    service::WriteEventJson(w, event);
+    w.EndObject();
   }
   w.EndArray().EndObject();
   co_return Json(http::status::ok, Word::kOk, w);

@@ -20,6 +20,7 @@
 #include "base/json_writer.h"
 #include "keyspace/lock.h"
 #include "keyspace/service_state.h"
+#include "service/events.h"
 #include "service/lease_keeper.h"
 
 namespace flashsale::service {
@@ -136,20 +137,7 @@ std::string WebhookSignature(std::string_view key, std::string_view timestamp,
 
 std::string WebhookBody(const store::OrderEvent& event) {
   base::JsonWriter w;
-  w.BeginObject()
-      .Key("id")
-      .String(event.event_id)
-      .Key("seq")
-      .Int(event.seq)
-      .Key("order_id")
-      .String(event.order_id)
-      .Key("activity_id")
-      .String(event.activity_id)
-      .Key("state")
-      .String(event.state)
-      .Key("at_ms")
-      .Int(event.at_ms)
-      .EndObject();
+  WriteEventJson(w, event);
   return std::move(w).Take();
 }
 

@@ -44,4 +44,21 @@ asio::awaitable<Result<int64_t>> RetryParked(ServiceContext& context, std::strin
   co_return co_await context.OnDb(ask);
 }
 
+void WriteEventJson(base::JsonWriter& w, const store::OrderEvent& event) {
+  w.BeginObject()
+      .Key("seq")
+      .Int(event.seq)
+      .Key("id")
+      .String(event.event_id)
+      .Key("order_id")
+      .String(event.order_id)
+      .Key("activity_id")
+      .String(event.activity_id)
+      .Key("state")
+      .String(event.state)
+      .Key("at_ms")
+      .Int(event.at_ms)
+      .EndObject();
+}
+
 }  // namespace flashsale::service

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json_writer.h"
 #include "base/result.h"
 #include "service/context.h"
 #include "store/store.h"
@@ -36,5 +37,9 @@ boost::asio::awaitable<base::Result<std::vector<store::ParkedEvent>>> ListParked
 // relay's next pass; the number newly asked for.
 boost::asio::awaitable<base::Result<int64_t>> RetryParked(ServiceContext& context,
                                                           std::string receiver);
+
+// One event as a JSON object, the same in the pull feed, the parked list and a webhook's body:
+// {"seq", "id", "order_id", "activity_id", "state", "at_ms"}.
+void WriteEventJson(base::JsonWriter& w, const store::OrderEvent& event);
 
 }  // namespace flashsale::service
