@@ -18,6 +18,7 @@
 #include "base/crypto.h"
 #include "base/failpoint.h"
 #include "base/json_writer.h"
+#include "base/redact.h"
 #include "keyspace/lock.h"
 #include "keyspace/service_state.h"
 #include "service/events.h"
@@ -89,7 +90,8 @@ asio::awaitable<Result<unsigned>> PostJson(
 
 Result<WebhookUrl> ParseWebhookUrl(std::string_view url) {
   const auto bad = [&](std::string_view why) {
-    return MakeError(ErrorCode::kInvalidArgument, "webhook URL '{}': {}", url.substr(0, 100), why);
+    return MakeError(ErrorCode::kInvalidArgument, "webhook URL '{}': {}",
+                     base::RedactUrl(url.substr(0, 100)), why);
   };
   if (url.size() > 512) return bad("over 512 bytes");
   constexpr std::string_view kScheme = "http://";
@@ -162,8 +164,8 @@ asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(const std::string& url
     auto status = co_await PostJson(parsed, headers, body, options_.timeout);
     if (status.ok() && *status >= 200 && *status < 300) co_return Delivery::kDelivered;
     error = status.ok() ? fmt::format("answered {}", *status) : status.error().message;
-    spdlog::warn("webhook {} to {} (attempt {} of {}): {}", event.event_id, url, attempt,
-                 options_.max_attempts, error);
+    spdlog::warn("webhook {} to {} (attempt {} of {}): {}", event.event_id, base::RedactUrl(url),
+                 attempt, options_.max_attempts, error);
     if (attempt == options_.max_attempts) break;
     co_await Sleep(backoff);
     backoff = std::min(backoff * 2, options_.backoff_max);
@@ -252,8 +254,8 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
         ::raise(SIGKILL);
       }
       if (delivery == Delivery::kFailed) {
-        spdlog::error("webhook {} to {} parked after {} attempts: {}", event.event_id, url,
-                      attempts, error);
+        spdlog::error("webhook {} to {} parked after {} attempts: {}", event.event_id,
+                      base::RedactUrl(url), attempts, error);
         store::ParkedEvent failed{.receiver = url, .event = event, .attempts = attempts};
         failed.last_error = error;
         update.parked.push_back(std::move(failed));
