@@ -255,10 +255,13 @@ asio::awaitable<Reply> HandleActivityList(Call& call) {
 }
 
 asio::awaitable<Reply> HandleConfig(Call& call) {
+  const IdentityMode mode = call.worker.identity.mode;
   JsonWriter w;
   w.BeginObject()
       .Key("identity")
-      .String(call.worker.identity.mode == IdentityMode::kToken ? "token" : "gateway");
+      .String(mode == IdentityMode::kToken ? "token"
+              : mode == IdentityMode::kJwt ? "jwt"
+                                           : "gateway");
   w.EndObject();
   co_return Json(http::status::ok, Word::kOk, w);
 }

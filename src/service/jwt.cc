@@ -137,8 +137,8 @@ Result<std::shared_ptr<const JwtKeySet>> JwtKeySet::Parse(std::string_view jwks_
       return MakeError(ErrorCode::kInvalidArgument, "JWKS key {} is not an object", index);
     }
     const std::string kid(StringOr(*object, "kid"));
-    const std::string where = kid.empty() ? fmt::format("key {}", index)
-                                          : fmt::format("key {} (kid '{}')", index, kid);
+    const std::string where =
+        kid.empty() ? fmt::format("key {}", index) : fmt::format("key {} (kid '{}')", index, kid);
     const std::string_view kty = StringOr(*object, "kty");
     const std::string_view use = StringOr(*object, "use", "sig");
     if (use != "sig") {
@@ -165,9 +165,8 @@ Result<std::shared_ptr<const JwtKeySet>> JwtKeySet::Parse(std::string_view jwks_
     Key key;
     key.kid = kid;
     key.alg = alg;
-    key.jwk = std::shared_ptr<cjose_jwk_t>(imported, [](cjose_jwk_t* jwk) {
-      cjose_jwk_release(jwk);
-    });
+    key.jwk =
+        std::shared_ptr<cjose_jwk_t>(imported, [](cjose_jwk_t* jwk) { cjose_jwk_release(jwk); });
     key.kty = cjose_jwk_get_kty(imported, &err);
     if (key.kty == CJOSE_JWK_KTY_EC) key.curve = cjose_jwk_EC_get_curve(imported, &err);
     set->keys_.push_back(std::move(key));
@@ -255,8 +254,8 @@ Result<std::string> JwtVerifier::Verify(std::string_view token) const {
       return refuse(fmt::format("unknown kid '{}' (not in the JWKS)", kid.substr(0, 64)));
     }
     if (!KeyFits(*key, *rule)) {
-      return refuse(fmt::format("the key of kid '{}' is not a key for alg {}", kid.substr(0, 64),
-                                alg));
+      return refuse(
+          fmt::format("the key of kid '{}' is not a key for alg {}", kid.substr(0, 64), alg));
     }
   } else {
     for (const JwtKeySet::Key& candidate : keys->keys_) {
@@ -300,8 +299,8 @@ Result<std::string> JwtVerifier::Verify(std::string_view token) const {
   auto nbf = NumericDate(claims, "nbf");
   if (!nbf.ok()) return refuse(nbf.error().message);
   if (nbf->has_value() && now + leeway < **nbf) {
-    return refuse(fmt::format("the JWT is not valid before {:.0f} (now {:.0f}, leeway {} s)",
-                              **nbf, now, settings_.leeway.count()));
+    return refuse(fmt::format("the JWT is not valid before {:.0f} (now {:.0f}, leeway {} s)", **nbf,
+                              now, settings_.leeway.count()));
   }
   const json::value* iss = claims.if_contains("iss");
   if (iss == nullptr || !iss->is_string() || iss->get_string() != settings_.issuer) {
@@ -321,8 +320,8 @@ Result<std::string> JwtVerifier::Verify(std::string_view token) const {
   }
   const json::value* user = claims.if_contains(settings_.user_claim);
   if (user == nullptr || !user->is_string()) {
-    return refuse(fmt::format("the JWT has no string claim '{}' (the user id)",
-                              settings_.user_claim));
+    return refuse(
+        fmt::format("the JWT has no string claim '{}' (the user id)", settings_.user_claim));
   }
   const std::string_view user_id = user->get_string();
   if (!base::IsValidId(user_id)) {
@@ -359,8 +358,8 @@ struct HttpsTarget {
 Result<HttpsTarget> ParseHttpsUrl(std::string_view text) {
   auto url = boost::urls::parse_uri(text);
   if (!url || url->scheme() != "https" || url->encoded_host().empty() || url->has_userinfo()) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "'{}' is not an https://host[:port]/path URL", text.substr(0, 200));
+    return MakeError(ErrorCode::kInvalidArgument, "'{}' is not an https://host[:port]/path URL",
+                     text.substr(0, 200));
   }
   HttpsTarget target;
   target.host = url->host();

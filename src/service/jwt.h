@@ -63,10 +63,10 @@ class JwtKeySet {
 };
 
 struct JwtSettings {
-  std::string issuer;                // `iss` must equal it
-  std::string audience;              // `aud` must be or contain it
-  std::string user_claim = "sub";    // the claim holding the user id
-  std::chrono::seconds leeway{30};   // clock skew allowed on exp and nbf
+  std::string issuer;               // `iss` must equal it
+  std::string audience;             // `aud` must be or contain it
+  std::string user_claim = "sub";   // the claim holding the user id
+  std::chrono::seconds leeway{30};  // clock skew allowed on exp and nbf
 };
 
 class JwtVerifier {
@@ -92,7 +92,7 @@ class JwtVerifier {
 
 // Where a JWKS comes from: a file, or an https:// URL.
 struct JwksSourceOptions {
-  std::string source;                        // a path, or https://host[:port]/path
+  std::string source;  // a path, or https://host[:port]/path
   std::chrono::milliseconds refresh_every{60000};
   std::chrono::milliseconds fetch_timeout{5000};  // an https fetch, connect to last byte
 };

@@ -3,13 +3,12 @@
 // fresh from a file whose keys rotate. The clock is a manual one: no test waits for a token to
 // expire.
 
-#include "service/jwt.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 
+#include "service/jwt.h"
 #include "support/jwt_kit.h"
 #include "support/wait.h"
 
@@ -81,8 +80,7 @@ std::string JwtVerifierTest::Check(const std::string& token) const {
 
 TEST_F(JwtVerifierTest, EachTokenIsAcceptedOrRefusedAsItMustBe) {
   const auto tokens = kit_.Mint(
-      "{" +
-      fmt::format(R"("rs256":{},)", Spec("rsa1", "RS256", "r1", Claims())) +
+      "{" + fmt::format(R"("rs256":{},)", Spec("rsa1", "RS256", "r1", Claims())) +
       fmt::format(R"("es256":{},)", Spec("ec1", "ES256", "e1", Claims("", "\"bob\""))) +
       fmt::format(R"("expired":{},)",
                   Spec("rsa1", "RS256", "r1", Claims(fmt::format(R"("exp":{})", kNow - 31)))) +
@@ -92,10 +90,9 @@ TEST_F(JwtVerifierTest, EachTokenIsAcceptedOrRefusedAsItMustBe) {
                   Spec("ec1", "ES256", "e1", Claims(fmt::format(R"("nbf":{})", kNow + 31)))) +
       fmt::format(R"("nbf_within_leeway":{},)",
                   Spec("ec1", "ES256", "e1", Claims(fmt::format(R"("nbf":{})", kNow + 29)))) +
-      fmt::format(R"("no_exp":{},)",
-                  Spec("rsa1", "RS256", "r1",
-                       fmt::format(R"({{"sub":"alice","iss":"{}","aud":"{}"}})", kIssuer,
-                                   kAudience))) +
+      fmt::format(R"("no_exp":{},)", Spec("rsa1", "RS256", "r1",
+                                          fmt::format(R"({{"sub":"alice","iss":"{}","aud":"{}"}})",
+                                                      kIssuer, kAudience))) +
       fmt::format(R"("wrong_issuer":{},)",
                   Spec("rsa1", "RS256", "r1", Claims(R"("iss":"https://evil.example")"))) +
       fmt::format(R"("wrong_audience":{},)",
@@ -113,10 +110,9 @@ TEST_F(JwtVerifierTest, EachTokenIsAcceptedOrRefusedAsItMustBe) {
                   Spec("rsa1", "RS256", "r1", Claims(), R"(,"tamper":{"sub":"mallory"})")) +
       fmt::format(R"("tampered_es":{},)",
                   Spec("ec1", "ES256", "e1", Claims(), R"(,"tamper":{"exp":1900000000})")) +
-      fmt::format(R"("no_sub":{},)",
-                  Spec("rsa1", "RS256", "r1",
-                       fmt::format(R"({{"iss":"{}","aud":"{}","exp":{}}})", kIssuer, kAudience,
-                                   kNow + 300))) +
+      fmt::format(R"("no_sub":{},)", Spec("rsa1", "RS256", "r1",
+                                          fmt::format(R"({{"iss":"{}","aud":"{}","exp":{}}})",
+                                                      kIssuer, kAudience, kNow + 300))) +
       fmt::format(R"("sub_not_an_id":{})",
                   Spec("rsa1", "RS256", "r1", Claims("", "\"auth0|5f7c8ec7c33c6c004bbafe82\""))) +
       "}");
@@ -165,30 +161,27 @@ TEST_F(JwtVerifierTest, TheUserMayComeFromAnotherClaim) {
       JwtSettings{.issuer = kIssuer, .audience = kAudience, .user_claim = "preferred_username"},
       clock_);
   by_name.SetKeys(verifier_.Keys());
-  const auto tokens = kit_.Mint(
-      "{" +
-      fmt::format(R"("named":{},)",
-                  Spec("rsa1", "RS256", "r1", Claims(R"("preferred_username":"carol")"))) +
-      fmt::format(R"("unnamed":{})", Spec("rsa1", "RS256", "r1", Claims())) + "}");
+  const auto tokens =
+      kit_.Mint("{" +
+                fmt::format(R"("named":{},)", Spec("rsa1", "RS256", "r1",
+                                                   Claims(R"("preferred_username":"carol")"))) +
+                fmt::format(R"("unnamed":{})", Spec("rsa1", "RS256", "r1", Claims())) + "}");
   ASSERT_EQ(tokens.size(), 2u);
   auto named = by_name.Verify(tokens.at("named"));
   ASSERT_TRUE(named.ok()) << named.error().message;
   EXPECT_EQ(*named, "carol");
   auto unnamed = by_name.Verify(tokens.at("unnamed"));
   ASSERT_FALSE(unnamed.ok());
-  EXPECT_NE(unnamed.error().message.find("no string claim 'preferred_username'"),
-            std::string::npos)
+  EXPECT_NE(unnamed.error().message.find("no string claim 'preferred_username'"), std::string::npos)
       << unnamed.error().message;
 }
 
 // A token without kid is taken only when one key of the set fits its alg.
 TEST_F(JwtVerifierTest, WithoutKidOnlyTheOneFittingKey) {
-  const auto tokens =
-      kit_.Mint(fmt::format(R"({{"rs":{},"es":{}}})",
-                            R"({"key":")" + kit_.PrivatePem("rsa1") +
-                                R"(","alg":"RS256","claims":)" + Claims() + "}",
-                            R"({"key":")" + kit_.PrivatePem("ec1") +
-                                R"(","alg":"ES256","claims":)" + Claims() + "}"));
+  const auto tokens = kit_.Mint(fmt::format(
+      R"({{"rs":{},"es":{}}})",
+      R"({"key":")" + kit_.PrivatePem("rsa1") + R"(","alg":"RS256","claims":)" + Claims() + "}",
+      R"({"key":")" + kit_.PrivatePem("ec1") + R"(","alg":"ES256","claims":)" + Claims() + "}"));
   ASSERT_EQ(tokens.size(), 2u);
   EXPECT_EQ(Check(tokens.at("rs")), "alice");
   EXPECT_EQ(Check(tokens.at("es")), "alice");

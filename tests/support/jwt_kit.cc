@@ -42,8 +42,8 @@ std::optional<std::string> JwtKit::Run(const std::vector<std::string>& argv,
 }
 
 bool JwtKit::RsaKey(const std::string& name) {
-  return Run({"openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
-              "-out", PrivatePem(name)},
+  return Run({"openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out",
+              PrivatePem(name)},
              "openssl genpkey RSA")
              .has_value() &&
          Run({"openssl", "pkey", "-in", PrivatePem(name), "-pubout", "-out", PublicPem(name)},
