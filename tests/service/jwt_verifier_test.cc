@@ -3,11 +3,17 @@
 // fresh from a file whose keys rotate. The clock is a manual one: no test waits for a token to
 // expire.
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <optional>
 
+#include "base/subprocess.h"
 #include "service/jwt.h"
 #include "support/jwt_kit.h"
 #include "support/wait.h"
@@ -250,6 +256,110 @@ TEST(JwksRefresherTest, AMissingSourceIsAStartupError) {
   ASSERT_FALSE(refresher.ok());
   EXPECT_NE(refresher.error().message.find("/nonexistent/jwks.json"), std::string::npos)
       << refresher.error().message;
+}
+
+// --- The JWKS from an https:// URL ---------------------------------------------------------------
+// A real TLS server: `openssl s_server -WWW` serving the directory of the JWKS, with a certificate
+// made by openssl for localhost. The test trusts it through SSL_CERT_FILE, as an operator with a
+// private CA would.
+
+class JwksUrlTest : public JwtVerifierTest {
+ protected:
+  void SetUp() override {
+    JwtVerifierTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(Certificate("server"));
+    ASSERT_TRUE(Certificate("stranger"));
+    port_ = testing::FreePort();
+    auto server = base::Subprocess::Spawn(
+        {"sh", "-c",
+         fmt::format("cd {} && exec openssl s_server -WWW -quiet -accept 127.0.0.1:{} -cert "
+                     "server.crt -key server.key",
+                     kit_.dir().path(), port_)},
+        kit_.dir() / "s_server.log");
+    ASSERT_TRUE(server.ok()) << server.error().message;
+    server_.emplace(std::move(*server));
+    ::setenv("SSL_CERT_FILE", (kit_.dir() / "server.crt").c_str(), 1);
+    url_ = fmt::format("https://localhost:{}/jwks.json", port_);
+    ASSERT_TRUE(testing::Eventually([&] { return service::FetchJwks({.source = url_}).ok(); },
+                                    std::chrono::seconds(20)))
+        << service::FetchJwks({.source = url_}).error().message << "\n"
+        << testing::ReadFile(kit_.dir() / "s_server.log");
+  }
+  void TearDown() override { ::unsetenv("SSL_CERT_FILE"); }
+
+  // A self-signed certificate for localhost in <dir>/<name>.crt, its key in <dir>/<name>.key.
+  bool Certificate(const std::string& name) {
+    auto openssl = base::Subprocess::Spawn(
+        {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout",
+         kit_.dir() / (name + ".key"), "-out", kit_.dir() / (name + ".crt")},
+        kit_.dir() / (name + "-req.log"));
+    if (!openssl.ok() || !openssl->Wait(std::chrono::seconds(60))) return false;
+    return openssl->exit_status() == 0;
+  }
+
+  uint16_t port_ = 0;
+  std::optional<base::Subprocess> server_;
+  std::string url_;
+};
+
+TEST_F(JwksUrlTest, KeysComeFromTheUrlAndRotateThere) {
+  JwtVerifier verifier(JwtSettings{.issuer = kIssuer, .audience = kAudience}, clock_);
+  auto refresher = JwksRefresher::Start(JwksSourceOptions{.source = url_}, verifier);
+  ASSERT_TRUE(refresher.ok()) << refresher.error().message;
+  ASSERT_TRUE(kit_.RsaKey("rsa2"));
+  const auto tokens =
+      kit_.Mint(fmt::format(R"({{"old":{},"new":{}}})", Spec("rsa1", "RS256", "r1", Claims()),
+                            Spec("rsa2", "RS256", "r2", Claims("", "\"dave\""))));
+  ASSERT_EQ(tokens.size(), 2u);
+  EXPECT_EQ(Answer(verifier, tokens.at("old")), "alice");
+  EXPECT_PRED2(Refused, Answer(verifier, tokens.at("new")), "unknown kid 'r2'");
+
+  ASSERT_TRUE(kit_.WriteJwks(jwks_path_, {{"r2", "rsa2"}}));
+  auto refreshed = (*refresher)->RefreshNow();
+  ASSERT_TRUE(refreshed.ok()) << refreshed.error().message;
+  EXPECT_EQ(Answer(verifier, tokens.at("new")), "dave");
+  EXPECT_PRED2(Refused, Answer(verifier, tokens.at("old")), "unknown kid 'r1'");
+}
+
+TEST_F(JwksUrlTest, ACertificateNotTrustedOrForAnotherNameIsRefused) {
+  // The trusted certificate names localhost only: asked for by address, it is not the server's.
+  auto by_address =
+      service::FetchJwks({.source = fmt::format("https://127.0.0.1:{}/jwks.json", port_)});
+  ASSERT_FALSE(by_address.ok());
+  EXPECT_NE(by_address.error().message.find("TLS handshake"), std::string::npos)
+      << by_address.error().message;
+  ::setenv("SSL_CERT_FILE", (kit_.dir() / "stranger.crt").c_str(), 1);
+  auto text = service::FetchJwks({.source = url_});
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.error().message.find("TLS handshake"), std::string::npos) << text.error().message;
+}
+
+TEST_F(JwksUrlTest, AServerThatNeverAnswersIsATimeoutNotAHang) {
+  // A listening socket nobody accepts on: the TCP handshake completes, TLS never starts.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t size = sizeof(address);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  auto text = service::FetchJwks(
+      {.source = fmt::format("https://localhost:{}/jwks.json", ntohs(address.sin_port)),
+       .fetch_timeout = std::chrono::milliseconds(300)});
+  ::close(fd);
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.error().message.find("timeout"), std::string::npos) << text.error().message;
+}
+
+TEST(JwksUrlParseTest, OnlyHttpsUrlsAreFetched) {
+  auto text = service::FetchJwks({.source = "https://user@host/jwks.json"});
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.error().message.find("not an https://host[:port]/path URL"), std::string::npos)
+      << text.error().message;
 }
 
 }  // namespace
