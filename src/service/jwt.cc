@@ -195,6 +195,11 @@ void JwtVerifier::SetKeys(std::shared_ptr<const JwtKeySet> keys) {
   keys_.swap(keys);
 }
 
+void JwtVerifier::OnUnknownKid(std::function<void()> callback) {
+  std::lock_guard lock(mutex_);
+  on_unknown_kid_.swap(callback);
+}
+
 std::shared_ptr<const JwtKeySet> JwtVerifier::Keys() const {
   std::lock_guard lock(mutex_);
   return keys_;
@@ -251,6 +256,12 @@ Result<std::string> JwtVerifier::Verify(std::string_view token) const {
       }
     }
     if (key == nullptr) {
+      std::function<void()> wake;
+      {
+        std::lock_guard lock(mutex_);
+        wake = on_unknown_kid_;
+      }
+      if (wake) wake();
       return refuse(fmt::format("unknown kid '{}' (not in the JWKS)", kid.substr(0, 64)));
     }
     if (!KeyFits(*key, *rule)) {
@@ -451,11 +462,13 @@ Result<std::unique_ptr<JwksRefresher>> JwksRefresher::Start(JwksSourceOptions op
                                                             JwtVerifier& verifier) {
   std::unique_ptr<JwksRefresher> refresher(new JwksRefresher(std::move(options), verifier));
   if (auto loaded = refresher->RefreshNow(); !loaded.ok()) return std::move(loaded).error();
+  refresher->verifier_.OnUnknownKid([raw = refresher.get()] { raw->WakeForUnknownKid(); });
   refresher->thread_ = std::thread([raw = refresher.get()] { raw->Run(); });
   return refresher;
 }
 
 JwksRefresher::~JwksRefresher() {
+  if (thread_.joinable()) verifier_.OnUnknownKid(nullptr);
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -484,10 +497,28 @@ base::Status JwksRefresher::RefreshNow() {
   return {};
 }
 
+void JwksRefresher::WakeForUnknownKid() {
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mutex_);
+    if (wake_early_ || (last_early_ != std::chrono::steady_clock::time_point{} &&
+                        now - last_early_ < kUnknownKidRefreshGap)) {
+      return;
+    }
+    wake_early_ = true;
+    last_early_ = now;
+  }
+  wake_.notify_all();
+}
+
 void JwksRefresher::Run() {
   std::unique_lock lock(mutex_);
   while (!stop_) {
-    if (wake_.wait_for(lock, options_.refresh_every, [this] { return stop_; })) break;
+    if (wake_.wait_for(lock, options_.refresh_every, [this] { return stop_ || wake_early_; }) &&
+        stop_) {
+      break;
+    }
+    wake_early_ = false;
     lock.unlock();
     if (auto refreshed = RefreshNow(); !refreshed.ok()) {
       spdlog::warn("{}; the keys read before stay in use", refreshed.error().message);

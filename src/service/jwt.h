@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,6 +79,11 @@ class JwtVerifier {
   void SetKeys(std::shared_ptr<const JwtKeySet> keys);
   std::shared_ptr<const JwtKeySet> Keys() const;
 
+  // Called (on the verifying thread, so it must not block) when a token names a kid the set does
+  // not hold: the provider may have published a new key since the set was read. The refresher
+  // sets it at its start and clears it when destroyed, which happens once no Verify runs.
+  void OnUnknownKid(std::function<void()> callback);
+
   // The user id, or kInvalidArgument saying why the token is refused.
   base::Result<std::string> Verify(std::string_view token) const;
 
@@ -86,8 +92,9 @@ class JwtVerifier {
  private:
   JwtSettings settings_;
   const base::Clock& clock_;
-  mutable std::mutex mutex_;  // guards keys_: held only to copy or swap the pointer
+  mutable std::mutex mutex_;  // guards keys_ and on_unknown_kid_: held only to copy or swap
   std::shared_ptr<const JwtKeySet> keys_;
+  std::function<void()> on_unknown_kid_;
 };
 
 // Where a JWKS comes from: a file, or an https:// URL.
@@ -101,11 +108,15 @@ struct JwksSourceOptions {
 base::Result<std::string> FetchJwks(const JwksSourceOptions& options);
 
 // Keeps a verifier's key set fresh: Start loads it once (an error if that fails, so serve does
-// not start without keys), then a thread of its own loads it again every `refresh_every`. A
-// refresh that fails (unreachable, unparsable) is logged and the set in use stays. Stops and
-// joins its thread on destruction.
+// not start without keys), then a thread of its own loads it again every `refresh_every`, and
+// early when a token names an unknown kid (at most once every `kUnknownKidRefreshGap`, so tokens
+// with made-up kids cannot make it fetch more often). A refresh that fails (unreachable,
+// unparsable) is logged and the set in use stays. The verifier must outlive the refresher; the
+// refresher stops and joins its thread on destruction.
 class JwksRefresher {
  public:
+  static constexpr std::chrono::seconds kUnknownKidRefreshGap{10};
+
   static base::Result<std::unique_ptr<JwksRefresher>> Start(JwksSourceOptions options,
                                                             JwtVerifier& verifier);
   ~JwksRefresher();
@@ -119,6 +130,7 @@ class JwksRefresher {
  private:
   JwksRefresher(JwksSourceOptions options, JwtVerifier& verifier);
   void Run();
+  void WakeForUnknownKid();  // from a verifying thread: never blocks on a fetch
 
   JwksSourceOptions options_;
   JwtVerifier& verifier_;
@@ -127,6 +139,8 @@ class JwksRefresher {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
+  bool wake_early_ = false;
+  std::chrono::steady_clock::time_point last_early_{};  // the last early refresh asked for
   std::thread thread_;
 };
 

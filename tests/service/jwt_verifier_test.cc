@@ -362,5 +362,22 @@ TEST(JwksUrlParseTest, OnlyHttpsUrlsAreFetched) {
       << text.error().message;
 }
 
+// A token of a key published after the last read: refused at first, and its unknown kid makes the
+// refresher read the set again without waiting for its (here hour-long) interval.
+TEST_F(JwtVerifierTest, AnUnknownKidMakesTheRefresherReadTheSetEarly) {
+  JwtVerifier verifier(JwtSettings{.issuer = kIssuer, .audience = kAudience}, clock_);
+  auto refresher = JwksRefresher::Start(
+      JwksSourceOptions{.source = jwks_path_, .refresh_every = std::chrono::hours(1)}, verifier);
+  ASSERT_TRUE(refresher.ok()) << refresher.error().message;
+  ASSERT_TRUE(kit_.RsaKey("rsa2"));
+  const auto tokens = kit_.Mint(
+      fmt::format(R"({{"new":{}}})", Spec("rsa2", "RS256", "r2", Claims("", "\"erin\""))));
+  ASSERT_EQ(tokens.size(), 1u);
+  ASSERT_TRUE(kit_.WriteJwks(jwks_path_, {{"r1", "rsa1"}, {"r2", "rsa2"}}));
+  EXPECT_PRED2(Refused, Answer(verifier, tokens.at("new")), "unknown kid 'r2'");
+  EXPECT_TRUE(testing::Eventually([&] { return Answer(verifier, tokens.at("new")) == "erin"; },
+                                  std::chrono::seconds(30)));
+}
+
 }  // namespace
 }  // namespace flashsale
