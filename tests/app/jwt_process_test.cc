@@ -99,6 +99,10 @@ TEST_F(JwtServeTest, ABuyerWithTheShopsTokenBuysAsItsSubjectAndABadTokenIs401) {
           .status,
       201);
   EXPECT_EQ(Field(client.Get("/api/v1/config"), "identity"), "jwt");
+  // flashsale's own tokens would be refused here: the admin route that issues them says so.
+  auto issued = client.Post("/api/v1/admin/tokens", R"({"user_id":"alice"})", Bearer(admin_token));
+  EXPECT_EQ(issued.status, 400) << issued.body;
+  EXPECT_NE(Field(issued, "error").find("identity is jwt"), std::string::npos) << issued.body;
 
   const auto tokens = kit_.Mint(
       fmt::format(R"({{"alice":{},"bob":{},"tampered":{},"unknown_kid":{},"none":{}}})",
