@@ -113,6 +113,13 @@ TEST_F(JwtServeTest, ABuyerWithTheShopsTokenBuysAsItsSubjectAndABadTokenIs401) {
                               R"("aud":"{}","exp":{}}}}})",
                               kIssuer, kAudience, NowS() + 600)));
   ASSERT_EQ(tokens.size(), 5u);
+  // The key-confusion attack: HS256 with the RSA public key's PEM (which anyone can fetch from the
+  // JWKS) as the HMAC secret.
+  const auto confused = kit_.Mint(fmt::format(
+      R"({{"hs256":{{"alg":"HS256","kid":"r1","hmac_key_file":"{}","claims":{{"sub":"carol",)"
+      R"("iss":"{}","aud":"{}","exp":{}}}}}}})",
+      kit_.PublicPem("rsa1"), kIssuer, kAudience, NowS() + 600));
+  ASSERT_EQ(confused.size(), 1u);
 
   // alice (RS256) and bob (ES256) buy, each as the token's sub.
   auto bought = client.Post("/api/v1/activities/shoes/purchase", "", Bearer(tokens.at("alice")));
@@ -136,6 +143,7 @@ TEST_F(JwtServeTest, ABuyerWithTheShopsTokenBuysAsItsSubjectAndABadTokenIs401) {
       {Bearer(tokens.at("tampered")), "bad JWT: bad signature"},
       {Bearer(tokens.at("unknown_kid")), "bad JWT: unknown kid 'r9'"},
       {Bearer(tokens.at("none")), "bad JWT: alg 'none' is not accepted"},
+      {Bearer(confused.at("hs256")), "bad JWT: alg 'HS256' is not accepted"},
       {Bearer("not-a-jwt"), "bad JWT: not a JWT"},
       // A gateway's header means nothing in jwt mode.
       {{{"X-User-Id", "carol"}}, "missing 'Authorization: Bearer"},
