@@ -158,9 +158,10 @@ Result<std::shared_ptr<const JwtKeySet>> JwtKeySet::Parse(std::string_view jwks_
     cjose_err err{};
     cjose_jwk_t* imported = cjose_jwk_import(text.data(), text.size(), &err);
     if (imported == nullptr) {
-      // EC keys on curves cjose does not know (Ed25519 is kty OKP, left out above) land here.
-      return MakeError(ErrorCode::kInvalidArgument, "JWKS {} cannot be imported: {}", where,
-                       CjoseMessage(err));
+      // A malformed key, or an EC key on a curve cjose does not know: left out like the others,
+      // so one odd key does not take the provider's other keys with it.
+      set->skipped_.push_back(fmt::format("{}: cannot be imported: {}", where, CjoseMessage(err)));
+      continue;
     }
     Key key;
     key.kid = kid;
@@ -173,7 +174,8 @@ Result<std::shared_ptr<const JwtKeySet>> JwtKeySet::Parse(std::string_view jwks_
   }
   if (set->keys_.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
-                     "the JWKS holds no RSA or EC signature key ({} key(s) in it)", index);
+                     "the JWKS holds no RSA or EC signature key ({} key(s) in it{}{})", index,
+                     set->skipped_.empty() ? "" : ": ", fmt::join(set->skipped_, "; "));
   }
   return std::shared_ptr<const JwtKeySet>(std::move(set));
 }

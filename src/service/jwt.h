@@ -41,8 +41,8 @@ namespace flashsale::service {
 // The signature keys of one JWKS document, imported once.
 class JwtKeySet {
  public:
-  // `{"keys":[...]}`. kInvalidArgument when it is not a JWKS, when a signature key in it cannot
-  // be imported, or when it holds no key usable for signatures.
+  // `{"keys":[...]}`. Keys that are not RSA or EC signature keys, or that cannot be imported, are
+  // left out (skipped() says why). kInvalidArgument when it is not a JWKS or when no key is left.
   static base::Result<std::shared_ptr<const JwtKeySet>> Parse(std::string_view jwks_json);
 
   ~JwtKeySet();

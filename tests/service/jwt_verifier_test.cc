@@ -211,7 +211,8 @@ TEST(JwtKeySetTest, WhatIsNotAJwksIsRefusedWithAReason) {
   EXPECT_NE(message(R"({"keys":[{"kty":"oct","kid":"h","k":"c2VjcmV0c2VjcmV0c2VjcmV0"}]})")
                 .find("no RSA or EC signature key"),
             std::string::npos);
-  EXPECT_NE(message(R"({"keys":[{"kty":"RSA","kid":"x","n":"AQAB"}]})").find("cannot be imported"),
+  EXPECT_NE(message(R"({"keys":[{"kty":"RSA","kid":"x","n":"AQAB"}]})")
+                .find("key 1 (kid 'x'): cannot be imported"),
             std::string::npos)
       << message(R"({"keys":[{"kty":"RSA","kid":"x","n":"AQAB"}]})");
 }
@@ -377,6 +378,32 @@ TEST_F(JwtVerifierTest, AnUnknownKidMakesTheRefresherReadTheSetEarly) {
   EXPECT_PRED2(Refused, Answer(verifier, tokens.at("new")), "unknown kid 'r2'");
   EXPECT_TRUE(testing::Eventually([&] { return Answer(verifier, tokens.at("new")) == "erin"; },
                                   std::chrono::seconds(30)));
+}
+
+// A provider's set may hold keys flashsale cannot use (encryption keys, symmetric ones, a curve
+// cjose lacks): they are left out, saying why, and the signature keys beside them still work.
+TEST_F(JwtVerifierTest, KeysThatCannotBeUsedAreLeftOutAndTheOthersKept) {
+  auto text = service::FetchJwks({.source = jwks_path_});
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  const size_t open = text->find('[');
+  ASSERT_NE(open, std::string::npos) << *text;
+  text->insert(open + 1, R"({"kty":"RSA","kid":"enc1","use":"enc","n":"AQAB","e":"AQAB"},)"
+                         R"({"kty":"oct","kid":"h1","k":"c2VjcmV0c2VjcmV0c2VjcmV0"},)"
+                         R"({"kty":"EC","kid":"k1","crv":"secp256k1","x":"AQAB","y":"AQAB"},)"
+                         R"({"kty":"OKP","kid":"ed1","crv":"Ed25519","x":"AQAB"},)");
+  auto keys = JwtKeySet::Parse(*text);
+  ASSERT_TRUE(keys.ok()) << keys.error().message;
+  // WriteJwks writes its keys in the order of its map.
+  EXPECT_EQ((*keys)->Kids(), (std::vector<std::string>{"e1", "r1"}));
+  ASSERT_EQ((*keys)->skipped().size(), 4u);
+  EXPECT_NE((*keys)->skipped()[0].find("use is 'enc'"), std::string::npos);
+  EXPECT_NE((*keys)->skipped()[2].find("kid 'k1'): cannot be imported"), std::string::npos)
+      << (*keys)->skipped()[2];
+  verifier_.SetKeys(*keys);
+  const auto tokens =
+      kit_.Mint(fmt::format(R"({{"rs":{}}})", Spec("rsa1", "RS256", "r1", Claims())));
+  ASSERT_EQ(tokens.size(), 1u);
+  EXPECT_EQ(Check(tokens.at("rs")), "alice");
 }
 
 }  // namespace
