@@ -17,18 +17,18 @@
 #include "base/result.h"
 #include "core/token.h"
 
+namespace flashsale::service {
+class JwtVerifier;
+}  // namespace flashsale::service
+
+namespace flashsale::server {
+
 namespace http = boost::beast::http;
 // A request's fields and body live in its connection's arena (server/session.cc): once the
 // arena has grown to the connection's requests, parsing one allocates nothing.
 using RequestAllocator = std::pmr::polymorphic_allocator<char>;
 using RequestBody = http::basic_string_body<char, std::char_traits<char>, RequestAllocator>;
 using Request = http::request<RequestBody, http::basic_fields<RequestAllocator>>;
-
-namespace flashsale::service {
-class JwtVerifier;
-}  // namespace flashsale::service
-
-namespace flashsale::server {
 
 enum class IdentityMode { kToken, kGateway, kJwt };
 
