@@ -1199,7 +1199,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::Activity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 7);
+  EXPECT_EQ(*tcp->SchemaVersion(), 8);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -1261,9 +1261,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 7);
-  EXPECT_EQ(*second->SchemaVersion(), 7);
-  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "7");
+  EXPECT_EQ(*first->SchemaVersion(), 8);
+  EXPECT_EQ(*second->SchemaVersion(), 8);
+  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "8");
 }
 
 // A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
@@ -1279,7 +1279,7 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   auto second = OpenMySql(writers.second_url);
   auto migrated = second->Migrate();
   ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
-  EXPECT_EQ(*second->SchemaVersion(), 7);
+  EXPECT_EQ(*second->SchemaVersion(), 8);
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 
