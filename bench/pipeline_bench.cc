@@ -136,6 +136,10 @@ class TimedStore final : public store::Store {
       std::string_view activity_id) override {
     return inner_.OrdersOfActivity(activity_id);
   }
+  base::Result<store::OrderPage> OrdersPage(std::string_view activity_id, std::string_view cursor,
+                                            int64_t limit, store::OrderStates states) override {
+    return inner_.OrdersPage(activity_id, cursor, limit, states);
+  }
   base::Result<std::vector<store::OrderRecord>> CancelUnpaid(std::string_view activity_id,
                                                              int64_t before, int64_t limit,
                                                              int64_t now_ms) override {

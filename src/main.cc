@@ -6,6 +6,8 @@
 //   flashsale dead-letters ID [--retry ENTRY]   list or retry an activity's dead letters
 //   flashsale job prewarm|reconcile|expire [ID] [--no-repair]  a job now (admin API)
 //   flashsale webhooks [list|retry|key]   parked webhook deliveries, retry them, the signing key
+//   flashsale orders export --activity ID [--format csv|json] [--state S,S] [--output FILE]
+//                                an activity's orders, page by page from the admin API
 //   flashsale load [options]     drive a sale at a running serve, report, verify (see --help)
 //   flashsale config check [FILE] | config template   check a settings file; print the template
 // The admin commands and load find the running serve by --url, FLASHSALE_URL, or the URL serve
@@ -20,6 +22,7 @@
 #include "app/admin_commands.h"
 #include "app/config.h"
 #include "app/load.h"
+#include "app/orders_export.h"
 #include "app/serve.h"
 #include "base/version.h"
 
@@ -79,7 +82,7 @@ struct TokenCommand {
 
 // The admin subcommands call the admin API of a running serve: found by --url, FLASHSALE_URL or
 // the URL serve writes into its data directory.
-void AddAdminOptions(CLI::App* command, fs_app::AdminTarget& target) {
+void AddTargetOptions(CLI::App* command, fs_app::AdminTarget& target) {
   command->add_option("--url", target.url,
                       "The running flashsale serve, http://host:port (default: FLASHSALE_URL, "
                       "else the URL serve wrote into <data-dir>/url, else http://127.0.0.1:8080)");
@@ -92,6 +95,11 @@ void AddAdminOptions(CLI::App* command, fs_app::AdminTarget& target) {
                    "Where `flashsale serve` keeps its admin token and its URL")
       ->envname("FLASHSALE_DATA_DIR")
       ->capture_default_str();
+}
+
+// The target, and how the answer is printed.
+void AddAdminOptions(CLI::App* command, fs_app::AdminTarget& target) {
+  AddTargetOptions(command, target);
   // Text for people on a terminal, JSON for programs in a pipe (as kubectl and redis-cli do).
   auto* json = command->add_flag(
       "--json", target.json, "Print the API's JSON (the default when stdout is not a terminal)");
@@ -216,6 +224,49 @@ struct WebhooksCommand {
   std::string secret;
 };
 
+// `flashsale orders export --activity ID`: every order or win of an activity, CSV or JSON, to
+// stdout or a file, read a page at a time from the admin API (app/orders_export.h).
+struct OrdersCommand {
+  OrdersCommand(CLI::App& app, fs_app::AdminTarget& target)
+      : command(app.add_subcommand("orders", "An activity's orders: export them (CSV or JSON)")),
+        target(target) {
+    command->require_subcommand(1);
+    export_command = command->add_subcommand(
+        "export",
+        "Every order or lottery win of an activity (user, quantity, items or prize, state, "
+        "times), read a page at a time and written as it arrives");
+    export_command->add_option("--activity,activity", values.activity_id, "The activity")
+        ->required();
+    export_command->add_option("--format", values.format, "csv | json")
+        ->check(CLI::IsMember({"csv", "json"}))
+        ->capture_default_str();
+    export_command
+        ->add_option("--state", states,
+                     "Only orders in these states: reserved, paid, cancelled (comma-separated)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"reserved", "paid", "cancelled"}));
+    export_command->add_option("--output,-o", values.output,
+                               "Write to this file (default: stdout); written as FILE.partial and "
+                               "renamed once complete");
+    export_command->add_option("--page-size", values.page_size, "Orders per request, 1 to 10000")
+        ->check(CLI::Range(int64_t{1}, int64_t{10000}))
+        ->capture_default_str();
+    AddTargetOptions(export_command, target);
+  }
+  int Run() {
+    for (const std::string& state : states) {
+      values.states += (values.states.empty() ? "" : ",") + state;
+    }
+    return fs_app::RunOrdersExport(values, target);
+  }
+
+  CLI::App* command;
+  CLI::App* export_command;
+  const fs_app::AdminTarget& target;
+  fs_app::OrdersExport values;
+  std::vector<std::string> states;
+};
+
 // `flashsale config check [FILE]` (as nginx -t: OK and 0, or every problem and 1) and
 // `flashsale config template` (the commented settings file, as the package installs it).
 struct ConfigCommand {
@@ -313,6 +364,7 @@ int main(int argc, char** argv) {
   const ActivitySubcommand activity(app, target);
   const JobCommand job(app, target);
   const WebhooksCommand webhooks(app, target);
+  OrdersCommand orders(app, target);
   auto* load = app.add_subcommand(
       "load",
       "Drive a sale at a running flashsale; report throughput, latency and outcomes; "
@@ -335,6 +387,7 @@ int main(int argc, char** argv) {
   if (activity.command->parsed()) return activity.Run();
   if (job.command->parsed()) return job.Run();
   if (webhooks.command->parsed()) return webhooks.Run();
+  if (orders.command->parsed()) return orders.Run();
   if (load->parsed()) return load_command.Run();
   if (config.command->parsed()) return config.Run();
   if (help.command->parsed()) return help.Run(app);

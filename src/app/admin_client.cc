@@ -60,7 +60,11 @@ base::Result<HttpAnswer> CallAdmin(std::string_view base_url, std::string_view m
     return MakeError(ErrorCode::kUnavailable, "{} {} at {}: {}", method, target,
                      base::RedactUrl(base_url), error.message());
   }
-  return HttpAnswer{static_cast<int>(response.result_int()), response.body()};
+  HttpAnswer answer{static_cast<int>(response.result_int()), std::move(response.body()), {}};
+  if (auto next = response.find("X-Next-Cursor"); next != response.end()) {
+    answer.next_cursor = std::string(next->value());
+  }
+  return answer;
 }
 
 }  // namespace flashsale::app

@@ -13,6 +13,7 @@ namespace flashsale::app {
 struct HttpAnswer {
   int status = 0;
   std::string body;
+  std::string next_cursor;  // the X-Next-Cursor header (a page of an export), when there is one
 };
 
 // `base_url` is http://host:port; an empty `admin_token` sends none (public routes). kUnavailable

@@ -13,9 +13,6 @@
 
 namespace flashsale::app {
 
-namespace {
-
-// The admin token given, or the one the running serve keeps in its data directory.
 std::string AdminTokenOf(const AdminTarget& target) {
   if (!target.admin_token.empty()) return target.admin_token;
   std::string token;
@@ -23,8 +20,6 @@ std::string AdminTokenOf(const AdminTarget& target) {
   std::getline(in, token);
   return token;
 }
-
-}  // namespace
 
 bool WantsText(const AdminTarget& target) {
   if (target.json) return false;

@@ -18,6 +18,9 @@ struct AdminTarget {
   bool text = false;                          // --text: text, in a pipe too
 };
 
+// The admin token given, or the one the running serve keeps in its data directory (empty: none).
+std::string AdminTokenOf(const AdminTarget& target);
+
 // Text (true) or the API's JSON (false): --json, --text, else whether stdout is a terminal.
 bool WantsText(const AdminTarget& target);
 

@@ -1,8 +1,10 @@
 #include "server/bodies.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
+#include <cctype>
 #include <charconv>
 #include <set>
 
@@ -308,6 +310,165 @@ Result<EventsQuery> ParseEventsQuery(std::string_view query) {
     seen[slot] = true;
   }
   return parsed;
+}
+
+Result<OrdersQuery> ParseOrdersQuery(std::string_view query) {
+  OrdersQuery parsed;
+  const auto bad = [] {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "the query takes after=<cursor> (a page's next), limit=N (1 to {}), "
+                     "state=reserved,paid,cancelled (any of them) and format=csv|json, each at "
+                     "most once",
+                     store::kMaxOrdersPerPage);
+  };
+  bool seen[4] = {false, false, false, false};
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (amp != std::string_view::npos && query.empty()) return bad();  // a trailing '&'
+    const size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) return bad();
+    const std::string_view key = pair.substr(0, eq);
+    const std::string_view value = pair.substr(eq + 1);
+    int slot = -1;
+    if (key == "after") {
+      slot = 0;
+      constexpr std::string_view kBase64Url =
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+      if (value.empty() || value.size() > 400 ||
+          value.find_first_not_of(kBase64Url) != std::string_view::npos) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "after= takes the cursor a page gave (its next), as it was");
+      }
+      parsed.after = value;
+    } else if (key == "limit") {
+      slot = 1;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed.limit);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
+          parsed.limit < 1 || parsed.limit > store::kMaxOrdersPerPage) {
+        return bad();
+      }
+    } else if (key == "state") {
+      slot = 2;
+      parsed.states = {false, false, false};
+      std::string_view rest = value;
+      for (;;) {
+        size_t comma = rest.find(',');
+        size_t skip = 1;
+        const size_t encoded = std::min(rest.find("%2C"), rest.find("%2c"));
+        if (encoded < comma) {
+          comma = encoded;
+          skip = 3;
+        }
+        const std::string_view name = rest.substr(0, comma);
+        if (name == "reserved") {
+          parsed.states.reserved = true;
+        } else if (name == "paid") {
+          parsed.states.paid = true;
+        } else if (name == "cancelled") {
+          parsed.states.cancelled = true;
+        } else {
+          return MakeError(ErrorCode::kInvalidArgument,
+                           "state= takes reserved, paid and cancelled, comma-separated");
+        }
+        if (comma == std::string_view::npos) break;
+        rest = rest.substr(comma + skip);
+      }
+    } else if (key == "format") {
+      slot = 3;
+      if (value == "csv") {
+        parsed.format = OrdersFormat::kCsv;
+      } else if (value == "json") {
+        parsed.format = OrdersFormat::kJson;
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument, "format= takes csv or json");
+      }
+    }
+    if (slot < 0 || seen[slot]) return bad();
+    seen[slot] = true;
+  }
+  return parsed;
+}
+
+namespace {
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+bool EqualsNoCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// How much a media range of an Accept header wants text/csv and application/json: its q (0 to
+// 1000, thousandths) and how exactly it names each (2: the type itself, 1: type/*, 0: */*; -1:
+// not at all).
+struct Preference {
+  int q = 0;
+  int specificity = -1;
+  bool Beats(const Preference& other) const {
+    return q != other.q ? q > other.q : specificity > other.specificity;
+  }
+};
+
+}  // namespace
+
+OrdersFormat OrdersFormatFor(const OrdersQuery& query, std::string_view accept) {
+  if (query.format) return *query.format;
+  Preference csv;
+  Preference json;
+  while (!accept.empty()) {
+    const size_t comma = accept.find(',');
+    std::string_view range = accept.substr(0, comma);
+    accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
+    const size_t semicolon = range.find(';');
+    const std::string_view type = Trim(range.substr(0, semicolon));
+    int q = 1000;
+    std::string_view params =
+        semicolon == std::string_view::npos ? std::string_view() : range.substr(semicolon + 1);
+    while (!params.empty()) {
+      const size_t next = params.find(';');
+      const std::string_view param = Trim(params.substr(0, next));
+      params = next == std::string_view::npos ? std::string_view() : params.substr(next + 1);
+      if (param.size() < 2 || (param[0] != 'q' && param[0] != 'Q') || param[1] != '=') continue;
+      // q = 0(.ddd) or 1(.000): read as thousandths; anything else counts as 0.
+      const std::string_view number = param.substr(2);
+      q = 0;
+      if (!number.empty() && (number[0] == '0' || number[0] == '1')) {
+        q = (number[0] - '0') * 1000;
+        int scale = 100;
+        for (size_t i = 2; i < number.size() && i < 5 && number[1] == '.'; ++i, scale /= 10) {
+          if (number[i] < '0' || number[i] > '9') break;
+          q += (number[i] - '0') * scale;
+        }
+        q = std::min(q, 1000);
+      }
+    }
+    const auto weigh = [&](Preference& preference, std::string_view exact,
+                           std::string_view family) {
+      int specificity = -1;
+      if (EqualsNoCase(type, exact)) {
+        specificity = 2;
+      } else if (EqualsNoCase(type, family)) {
+        specificity = 1;
+      } else if (type == "*/*") {
+        specificity = 0;
+      }
+      if (specificity < 0) return;
+      const Preference here{q, specificity};
+      // The most exact range naming the type decides its q (RFC 9110, 12.5.1).
+      if (specificity > preference.specificity) preference = here;
+    };
+    weigh(csv, "text/csv", "text/*");
+    weigh(json, "application/json", "application/*");
+  }
+  return csv.q > 0 && csv.Beats(json) ? OrdersFormat::kCsv : OrdersFormat::kJson;
 }
 
 base::Status ParseDrawBody(std::string_view body) {

@@ -4,6 +4,7 @@
 // misspelt field is an error rather than a silently ignored setting.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,24 @@ struct EventsQuery {
   int64_t wait_ms = 0;
 };
 base::Result<EventsQuery> ParseEventsQuery(std::string_view query);
+
+// GET /api/v1/admin/activities/{id}/orders (the export, issue 35 point 3):
+// "after=<cursor>&limit=N&state=S,S&format=F", each optional and at most once, in any order: after
+// a page's cursor (base64url), limit 1..10000 (default 1000), state any of reserved, paid and
+// cancelled, comma-separated ("%2C" too; default every state), format csv or json (default: as
+// the Accept header asks, OrdersFormatFor).
+enum class OrdersFormat { kJson, kCsv };
+struct OrdersQuery {
+  std::string after;
+  int64_t limit = 1000;
+  store::OrderStates states;
+  std::optional<OrdersFormat> format;
+};
+base::Result<OrdersQuery> ParseOrdersQuery(std::string_view query);
+// The reply's form: the query's format when it names one; else CSV when the Accept header ranks
+// text/csv above application/json (by q, then the range naming it more exactly: text/csv over
+// text/* over */*), else JSON (an absent or empty Accept, or a tie).
+OrdersFormat OrdersFormatFor(const OrdersQuery& query, std::string_view accept);
 
 // POST /api/v1/admin/webhooks/retry: empty (every receiver), or {"receiver": URL}.
 base::Result<std::string> ParseWebhookRetryBody(std::string_view body);

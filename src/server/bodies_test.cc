@@ -211,5 +211,45 @@ TEST(TokenBodyTest, AUserAndALifetimeWithinAYear) {
       [](const std::string& body) { return ParseTokenBody(body); });
 }
 
+TEST(OrdersQueryTest, CursorLimitStatesAndFormat) {
+  auto query = ParseOrdersQuery("state=paid%2Ccancelled&limit=10000&after=MQo-_x&format=csv");
+  ASSERT_TRUE(query.ok()) << query.error().ToString();
+  EXPECT_EQ(query->after, "MQo-_x");
+  EXPECT_EQ(query->limit, 10000);
+  EXPECT_FALSE(query->states.reserved);
+  EXPECT_TRUE(query->states.paid);
+  EXPECT_TRUE(query->states.cancelled);
+  EXPECT_EQ(query->format, OrdersFormat::kCsv);
+  auto defaults = ParseOrdersQuery("");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->limit, 1000);
+  EXPECT_TRUE(defaults->states.reserved && defaults->states.paid && defaults->states.cancelled);
+  EXPECT_FALSE(defaults->format.has_value());
+  for (const char* bad :
+       {"limit=0", "limit=10001", "state=won", "state=paid,,cancelled", "format=xml", "after=a+b",
+        "after=", "limit=1&limit=1", "other=1", "&", "state"}) {
+    EXPECT_FALSE(ParseOrdersQuery(bad).ok()) << bad;
+  }
+}
+
+TEST(OrdersQueryTest, TheFormatIsTheQuerysElseWhatAcceptRanksFirstElseJson) {
+  const OrdersQuery none;
+  const auto format = [&](std::string_view accept) { return OrdersFormatFor(none, accept); };
+  EXPECT_EQ(format(""), OrdersFormat::kJson);
+  EXPECT_EQ(format("*/*"), OrdersFormat::kJson);
+  EXPECT_EQ(format("text/csv"), OrdersFormat::kCsv);
+  EXPECT_EQ(format("Text/CSV; charset=utf-8"), OrdersFormat::kCsv);
+  EXPECT_EQ(format("text/csv, */*;q=0.8"), OrdersFormat::kCsv);
+  EXPECT_EQ(format("text/csv, */*"), OrdersFormat::kCsv) << "named beats the wildcard";
+  EXPECT_EQ(format("application/json, text/csv"), OrdersFormat::kJson) << "a tie: JSON";
+  EXPECT_EQ(format("text/csv;q=0.5, application/json"), OrdersFormat::kJson);
+  EXPECT_EQ(format("application/json;q=0.1, text/*"), OrdersFormat::kCsv);
+  EXPECT_EQ(format("text/csv;q=0"), OrdersFormat::kJson);
+  EXPECT_EQ(format("text/html"), OrdersFormat::kJson);
+  OrdersQuery json_asked;
+  json_asked.format = OrdersFormat::kJson;
+  EXPECT_EQ(OrdersFormatFor(json_asked, "text/csv"), OrdersFormat::kJson);
+}
+
 }  // namespace
 }  // namespace flashsale::server

@@ -396,6 +396,17 @@ asio::awaitable<Reply> HandleAdminEvents(Call& call) {
   co_return Json(http::status::ok, Word::kOk, w);
 }
 
+asio::awaitable<Reply> HandleAdminOrders(Call& call) {
+  auto query = ParseOrdersQuery(call.query);
+  if (!query) co_return ErrorToReply(query.error());
+  const bool csv = OrdersFormatFor(*query, call.request[http::field::accept]) == OrdersFormat::kCsv;
+  auto page =
+      co_await service::ReadOrdersPage(call.worker.service, std::string(call.params[0]),
+                                       std::move(query->after), query->limit, query->states);
+  if (!page) co_return ErrorToReply(page.error());
+  co_return OrdersPageReply(*page, csv);
+}
+
 asio::awaitable<Reply> HandleAdminWebhooksParked(Call& call) {
   auto parked = co_await service::ListParked(call.worker.service, 1000);
   if (!parked) co_return ErrorToReply(parked.error());

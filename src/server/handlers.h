@@ -79,6 +79,10 @@ boost::asio::awaitable<Reply> HandleAdminRedis(Call& call);
 // GET /api/v1/admin/events?after=&limit=&wait_ms=: the record's order events after a cursor
 // (service/events.h), {"events": [...], "next": cursor}.
 boost::asio::awaitable<Reply> HandleAdminEvents(Call& call);
+// GET /api/v1/admin/activities/{id}/orders?after=&limit=&state=&format=: one page of the
+// activity's orders, JSON or CSV (by format=, else Accept), the next page's cursor in
+// X-Next-Cursor (server/replies.h OrdersPageReply; the export, issue 35 point 3).
+boost::asio::awaitable<Reply> HandleAdminOrders(Call& call);
 // GET /api/v1/admin/webhooks/parked: webhook deliveries that kept failing (service/event_relay.h);
 // POST /api/v1/admin/webhooks/retry: ask for them to be tried again ({"receiver": URL} or all).
 boost::asio::awaitable<Reply> HandleAdminWebhooksParked(Call& call);

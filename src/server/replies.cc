@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdint>
 
+#include "base/csv.h"
 #include "base/json_writer.h"
+#include "base/strings.h"
 #include "service/redis_watch.h"
 
 namespace flashsale::server {
@@ -296,6 +298,116 @@ Reply PaymentErrorReply(const base::Error& error) {
                       "may not be recorded yet: retry)");
   }
   return ErrorToReply(error);
+}
+
+namespace {
+
+constexpr std::string_view kOrdersCsvHeader =
+    "order_id,activity_id,user_id,quantity,items,prize,draw_no,state,refund_due,compensation_due,"
+    "created_ms,persisted_ms,paid_ms,cancelled_ms\r\n";
+
+// A lottery win holds its prize as its one item, under a draw number.
+bool IsWin(const store::OrderRecord& order) { return order.draw_no > 0; }
+
+std::string_view PrizeOf(const store::OrderRecord& order) {
+  return IsWin(order) && !order.items.empty() ? std::string_view(order.items.front()) : "";
+}
+
+int64_t TimeIn(const store::OrderRecord& order, store::OrderState state) {
+  return order.state == state ? order.state_ms : 0;
+}
+
+void WriteOrderJson(JsonWriter& w, const store::OrderRecord& order) {
+  w.BeginObject()
+      .Key("order_id")
+      .String(order.order_id)
+      .Key("activity_id")
+      .String(order.activity_id)
+      .Key("user_id")
+      .String(order.user_id)
+      .Key("quantity")
+      .Int(order.quantity)
+      .Key("items");
+  if (IsWin(order)) {
+    w.BeginArray().EndArray().Key("prize").String(PrizeOf(order)).Key("draw_no").Int(order.draw_no);
+  } else {
+    w.Strings(order.items).Key("prize").Null().Key("draw_no").Null();
+  }
+  w.Key("state")
+      .String(store::ToString(order.state))
+      .Key("refund_due")
+      .Bool(order.refund_due)
+      .Key("compensation_due")
+      .Bool(order.compensation_due)
+      .Key("created_ms")
+      .Int(order.created_ms)
+      .Key("persisted_ms")
+      .Int(order.persisted_ms);
+  for (const auto& [key, state] : {std::pair{"paid_ms", store::OrderState::kPaid},
+                                   std::pair{"cancelled_ms", store::OrderState::kCancelled}}) {
+    w.Key(key);
+    if (order.state == state) {
+      w.Int(order.state_ms);
+    } else {
+      w.Null();
+    }
+  }
+  w.EndObject();
+}
+
+void AppendCsvRow(std::string& out, const store::OrderRecord& order) {
+  const auto text = [&out](std::string_view field) {
+    base::AppendCsvField(out, field, true);
+    out.push_back(',');
+  };
+  const auto number = [&out](int64_t value, bool present) {
+    if (present) fmt::format_to(std::back_inserter(out), "{}", value);
+    out.push_back(',');
+  };
+  text(order.order_id);
+  text(order.activity_id);
+  text(order.user_id);
+  number(order.quantity, true);
+  text(IsWin(order) ? std::string() : base::JoinWords(order.items));
+  text(PrizeOf(order));
+  number(order.draw_no, IsWin(order));
+  text(store::ToString(order.state));
+  text(order.refund_due ? "true" : "false");
+  text(order.compensation_due ? "true" : "false");
+  number(order.created_ms, true);
+  number(order.persisted_ms, true);
+  number(TimeIn(order, store::OrderState::kPaid), order.state == store::OrderState::kPaid);
+  const bool cancelled = order.state == store::OrderState::kCancelled;
+  if (cancelled) fmt::format_to(std::back_inserter(out), "{}", order.state_ms);
+  out.append("\r\n");
+}
+
+}  // namespace
+
+std::string_view OrdersCsvHeader() { return kOrdersCsvHeader; }
+
+Reply OrdersPageReply(const store::OrderPage& page, bool csv) {
+  Reply reply;
+  if (csv) {
+    reply.content_type = "text/csv; charset=utf-8; header=present";
+    reply.body.reserve(kOrdersCsvHeader.size() + page.orders.size() * 128);
+    reply.body.append(kOrdersCsvHeader);
+    for (const store::OrderRecord& order : page.orders) AppendCsvRow(reply.body, order);
+  } else {
+    JsonWriter w;
+    w.BeginObject().Key("orders").BeginArray();
+    for (const store::OrderRecord& order : page.orders) WriteOrderJson(w, order);
+    w.EndArray().Key("next");
+    if (page.next.empty()) {
+      w.Null();
+    } else {
+      w.String(page.next);
+    }
+    w.EndObject();
+    reply.body = std::move(w).Take();
+  }
+  if (!page.next.empty()) reply.headers = "X-Next-Cursor: " + page.next + "\r\n";
+  return reply;
 }
 
 Reply ErrorToReply(const base::Error& error) {

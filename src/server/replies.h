@@ -39,6 +39,17 @@ Reply UnknownOutcomeReply(std::string_view activity_id, std::string_view order_i
 Reply PaymentReply(std::string_view order_id, store::PayOutcome outcome);
 Reply PaymentErrorReply(const base::Error& error);
 
+// GET /api/v1/admin/activities/{id}/orders: one page of the export. JSON: {"orders": [...],
+// "next": cursor or null}; CSV (text/csv, RFC 4180): a header row, then a row per order, text
+// fields under the formula guard (base/csv.h). Either way the next page's cursor is in the
+// X-Next-Cursor header, absent on the last page. Each order: order_id, activity_id, user_id,
+// quantity, items (a sale's item ids; CSV: space-separated), prize and draw_no (a lottery win;
+// null or empty for a sale), state, refund_due, compensation_due, created_ms, persisted_ms,
+// paid_ms and cancelled_ms (when the state is paid or cancelled; null or empty otherwise).
+Reply OrdersPageReply(const store::OrderPage& page, bool csv);
+// The CSV header row of OrdersPageReply, CRLF included.
+std::string_view OrdersCsvHeader();
+
 // A use-case error as a reply: 400 for bad input, 404 not found, 409 exists or a state that
 // forbids the operation, 503 for Redis or the database being unavailable (with Retry-After), 500
 // only for our own bugs.

@@ -272,5 +272,51 @@ TEST(ParseErrorReplyTest, LimitsAndMalformedRequestsCloseTheConnection) {
   EXPECT_TRUE(bad.close);
 }
 
+TEST(OrdersPageReplyTest, JsonOrCsvWithTheNextCursorInAHeader) {
+  store::OrderPage page;
+  store::OrderRecord sale{.order_id = "o1",
+                          .activity_id = "shop",
+                          .user_id = "-1",
+                          .quantity = 2,
+                          .items = {"C1", "C2"},
+                          .state = store::OrderState::kPaid,
+                          .created_ms = 10,
+                          .persisted_ms = 11,
+                          .state_ms = 12};
+  store::OrderRecord win{.order_id = "w1",
+                         .activity_id = "shop",
+                         .user_id = "a,b",
+                         .items = {"gold"},
+                         .state = store::OrderState::kCancelled,
+                         .draw_no = 3,
+                         .created_ms = 20,
+                         .persisted_ms = 21,
+                         .state_ms = 22,
+                         .refund_due = true};
+  page.orders = {sale, win};
+  page.next = "MQo";
+  const Reply csv = OrdersPageReply(page, true);
+  EXPECT_EQ(csv.content_type, "text/csv; charset=utf-8; header=present");
+  EXPECT_EQ(csv.headers, "X-Next-Cursor: MQo\r\n");
+  EXPECT_EQ(csv.body, std::string(OrdersCsvHeader()) +
+                          "o1,shop,'-1,2,C1 C2,,,paid,false,false,10,11,12,\r\n"
+                          "w1,shop,\"a,b\",1,,gold,3,cancelled,true,false,20,21,,22\r\n");
+  const Reply json = OrdersPageReply(page, false);
+  EXPECT_EQ(json.content_type, "application/json");
+  EXPECT_NE(json.body.find(R"("user_id":"-1","quantity":2,"items":["C1","C2"],"prize":null,)"
+                           R"("draw_no":null,"state":"paid")"),
+            std::string::npos)
+      << json.body;
+  EXPECT_NE(json.body.find(R"("items":[],"prize":"gold","draw_no":3,"state":"cancelled",)"
+                           R"("refund_due":true)"),
+            std::string::npos)
+      << json.body;
+  EXPECT_NE(json.body.find(R"("paid_ms":null,"cancelled_ms":22})"), std::string::npos);
+  EXPECT_TRUE(json.body.ends_with(R"(],"next":"MQo"})")) << json.body;
+  page.next.clear();
+  EXPECT_TRUE(OrdersPageReply(page, false).body.ends_with(R"(],"next":null})"));
+  EXPECT_TRUE(OrdersPageReply(page, true).headers.empty()) << "the last page: no cursor";
+}
+
 }  // namespace
 }  // namespace flashsale::server

@@ -45,6 +45,9 @@ constexpr Route kRoutes[] = {
      HandleAdminDeadLetters, kActivity},
     {verb::post, "/api/v1/admin/activities/{id}/dead-letters/{entry}/retry", RouteId::kAdmin,
      Access::kAdmin, HandleAdminRetryDeadLetter, kActivity},
+    // The export (issue 35, point 3): an activity's orders, a page at a time.
+    {verb::get, "/api/v1/admin/activities/{id}/orders", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminOrders, kActivity},
     {verb::post, "/api/v1/admin/tokens", RouteId::kAdmin, Access::kAdmin, HandleAdminToken},
     {verb::post, "/api/v1/admin/jobs/{job}", RouteId::kAdmin, Access::kAdmin, HandleAdminJob},
     {verb::get, "/api/v1/admin/redis", RouteId::kAdmin, Access::kAdmin, HandleAdminRedis},

@@ -157,4 +157,18 @@ asio::awaitable<Result<std::vector<UserOrder>>> GetUserOrders(ServiceContext& co
   co_return orders;
 }
 
+asio::awaitable<Result<store::OrderPage>> ReadOrdersPage(ServiceContext& context,
+                                                         std::string activity_id,
+                                                         std::string cursor, int64_t limit,
+                                                         store::OrderStates states) {
+  const auto read = [activity_id = std::move(activity_id), cursor = std::move(cursor), limit,
+                     states](store::Store& store) -> Result<store::OrderPage> {
+    if (auto activity = store.GetActivity(activity_id, false); !activity) {
+      return std::move(activity).error();
+    }
+    return store.OrdersPage(activity_id, cursor, limit, states);
+  };
+  co_return co_await context.OnDb(read);
+}
+
 }  // namespace flashsale::service

@@ -59,4 +59,12 @@ struct UserOrder {
 boost::asio::awaitable<base::Result<std::vector<UserOrder>>> GetUserOrders(
     ServiceContext& context, std::string_view user_id);
 
+// One page of an activity's orders, for the export (issue 35, point 3; store::Store::OrdersPage):
+// kNotFound for an activity the record does not have, kInvalidArgument for a bad cursor or limit.
+boost::asio::awaitable<base::Result<store::OrderPage>> ReadOrdersPage(ServiceContext& context,
+                                                                      std::string activity_id,
+                                                                      std::string cursor,
+                                                                      int64_t limit,
+                                                                      store::OrderStates states);
+
 }  // namespace flashsale::service

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/crypto.h"
+
 namespace flashsale::store::records {
 
 using base::ErrorCode;
@@ -155,6 +157,63 @@ base::Status CheckEventsRead(int64_t after, int64_t limit) {
                      after, limit, kMaxEventsPerRead);
   }
   return {};
+}
+
+int64_t StatesMask(OrderStates states) {
+  return (states.reserved ? 1 : 0) | (states.paid ? 2 : 0) | (states.cancelled ? 4 : 0);
+}
+
+namespace {
+constexpr std::string_view kCursorVersion = "1\n";
+}  // namespace
+
+std::string EncodeOrderCursor(std::string_view activity_id, std::string_view last_order_id) {
+  std::string payload(kCursorVersion);
+  payload.append(activity_id).append("\n").append(last_order_id).append("\n");
+  return base::Base64UrlEncode(payload);
+}
+
+base::Result<std::string> DecodeOrderCursor(std::string_view activity_id, std::string_view cursor) {
+  if (cursor.empty()) return std::string();
+  const auto bad = [&](std::string_view why) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "cursor '{}' is not one a page of activity '{}' gave ({}): start again "
+                     "without a cursor",
+                     CutTo(cursor, 120), activity_id, why);
+  };
+  std::string payload;
+  if (cursor.size() > 400 || !base::Base64UrlDecode(cursor, payload)) return bad("not base64url");
+  std::string_view rest = payload;
+  if (!rest.starts_with(kCursorVersion)) return bad("unknown version");
+  rest.remove_prefix(kCursorVersion.size());
+  if (!rest.starts_with(activity_id) || rest.substr(activity_id.size(), 1) != "\n") {
+    return bad("another activity's");
+  }
+  rest.remove_prefix(activity_id.size() + 1);
+  if (rest.size() < 2 || !rest.ends_with('\n')) return bad("cut short");
+  rest.remove_suffix(1);
+  return std::string(rest);
+}
+
+base::Status CheckOrdersPage(int64_t limit, OrderStates states) {
+  if (limit < 1 || limit > kMaxOrdersPerPage) {
+    return MakeError(ErrorCode::kInvalidArgument, "a page of orders holds 1 to {}, not {}",
+                     kMaxOrdersPerPage, limit);
+  }
+  if (states.Empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "a page of orders needs one state at least");
+  }
+  return {};
+}
+
+OrderPage PageOf(std::string_view activity_id, std::vector<OrderRecord> rows, int64_t limit) {
+  OrderPage page;
+  if (static_cast<int64_t>(rows.size()) > limit) {
+    rows.resize(static_cast<size_t>(limit));
+    page.next = EncodeOrderCursor(activity_id, rows.back().order_id);
+  }
+  page.orders = std::move(rows);
+  return page;
 }
 
 std::string_view CutTo(std::string_view text, size_t bytes) {

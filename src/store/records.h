@@ -154,6 +154,29 @@ void MarkCancelled(OrderRecord& order, int64_t now_ms);
 // or refuse it and flag a refund (kRefused, run kFlagRefund).
 PayOutcome PayOutcomeFor(OrderState state);
 
+// ---- The export (Store::OrdersPage): an activity's orders by order id, page by page ----
+
+// ? activity_id, ? the order id after which the page starts ('' for the first), ? the states as a
+// mask (StatesMask), ? limit. The index orders_by_activity_id (activity_id, order_id) serves it in
+// order: no sort, whatever the activity's size.
+inline constexpr std::string_view kWhereActivityPage =
+    " WHERE activity_id = ? AND order_id > ? AND (? & CASE state WHEN 'reserved' THEN 1 WHEN "
+    "'paid' THEN 2 WHEN 'cancelled' THEN 4 ELSE 0 END) <> 0 ORDER BY order_id LIMIT ?";
+
+int64_t StatesMask(OrderStates states);
+
+// The cursor of the page after `last_order_id` of `activity_id`: base64url of "1\n<activity
+// id>\n<order id>\n". A position, not a secret (the admin API reads every order anyway); it
+// names its activity so that one used on another activity is refused rather than followed.
+std::string EncodeOrderCursor(std::string_view activity_id, std::string_view last_order_id);
+// The order id a cursor starts after ('' for an empty cursor); kInvalidArgument for text that is
+// not a cursor EncodeOrderCursor gave for `activity_id`.
+base::Result<std::string> DecodeOrderCursor(std::string_view activity_id, std::string_view cursor);
+// kInvalidArgument unless 1 <= limit <= kMaxOrdersPerPage and `states` names one at least.
+base::Status CheckOrdersPage(int64_t limit, OrderStates states);
+// A page from the rows read with `limit` + 1: the next cursor when there were more than `limit`.
+OrderPage PageOf(std::string_view activity_id, std::vector<OrderRecord> rows, int64_t limit);
+
 // ---- Order events (the outbox, Store::EventsAfter) ----
 
 // One event to write: the order, its activity and its new state. The id is EventId of the two.

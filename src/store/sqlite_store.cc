@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 8> kMigrations = {
+constexpr std::array<std::string_view, 9> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -136,6 +136,11 @@ CREATE TABLE webhook_parked (
   retry           INTEGER NOT NULL,
   PRIMARY KEY (receiver, seq)
 );
+)sql",
+    // The export (Store::OrdersPage): an activity's orders by order id, a page at a time, read in
+    // the index's order (no sort of the activity's orders for each page).
+    R"sql(
+CREATE INDEX orders_by_activity_id ON orders (activity_id, order_id);
 )sql",
 };
 
@@ -759,6 +764,22 @@ Result<std::vector<OrderRecord>> SqliteStore::OrdersOfActivity(std::string_view 
              std::string(records::kSelectOrder) + std::string(records::kWhereActivityOldestFirst));
   query.Bind(activity_id);
   return ReadAll(query, &records::ReadOrder<Stmt>, "orders of activity");
+}
+
+Result<OrderPage> SqliteStore::OrdersPage(std::string_view activity_id, std::string_view cursor,
+                                          int64_t limit, OrderStates states) {
+  if (auto valid = records::CheckOrdersPage(limit, states); !valid) return valid.error();
+  auto after = records::DecodeOrderCursor(activity_id, cursor);
+  if (!after) return std::move(after).error();
+  std::lock_guard lock(mutex_);
+  Stmt query(db_, std::string(records::kSelectOrder) + std::string(records::kWhereActivityPage));
+  query.Bind(activity_id)
+      .Bind(std::string_view(*after))
+      .Bind(records::StatesMask(states))
+      .Bind(limit + 1);
+  auto rows = ReadAll(query, &records::ReadOrder<Stmt>, "a page of orders");
+  if (!rows) return std::move(rows).error();
+  return records::PageOf(activity_id, std::move(*rows), limit);
 }
 
 Result<OrderCounts> SqliteStore::CountOrders(std::string_view activity_id) {

@@ -48,6 +48,8 @@ class SqliteStore final : public Store {
                                                       int64_t limit) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
   base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) override;
+  base::Result<OrderPage> OrdersPage(std::string_view activity_id, std::string_view cursor,
+                                     int64_t limit, OrderStates states) override;
   base::Result<std::vector<OrderRecord>> CancelUnpaid(std::string_view activity_id,
                                                       int64_t created_before_ms, int64_t limit,
                                                       int64_t now_ms) override;

@@ -95,6 +95,18 @@ std::string_view ToString(OrderState state) {
   return "reserved";
 }
 
+bool OrderStates::Has(OrderState state) const {
+  switch (state) {
+    case OrderState::kReserved:
+      return reserved;
+    case OrderState::kPaid:
+      return paid;
+    case OrderState::kCancelled:
+      return cancelled;
+  }
+  return false;
+}
+
 OrderState OrderStateFrom(std::string_view text) {
   if (text == "paid") return OrderState::kPaid;
   if (text == "cancelled") return OrderState::kCancelled;

@@ -168,6 +168,24 @@ struct DeliveryUpdate {
   std::vector<int64_t> delivered;  // seqs of parked events delivered now: no longer parked
 };
 
+// The export (issue 35, point 3): a set of order states to read, and one page of an activity's
+// orders read by cursor (Store::OrdersPage).
+struct OrderStates {
+  bool reserved = true;
+  bool paid = true;
+  bool cancelled = true;
+  bool Has(OrderState state) const;
+  bool Empty() const { return !reserved && !paid && !cancelled; }
+};
+
+struct OrderPage {
+  std::vector<OrderRecord> orders;  // by order id, byte for byte
+  // The cursor of the next page (opaque text); empty: this page was the last.
+  std::string next;
+};
+
+inline constexpr int64_t kMaxOrdersPerPage = 10000;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -270,6 +288,15 @@ class Store {
   // Asks for the parked events of `receiver` (empty: every receiver) to be tried again; the
   // number of them newly asked for.
   virtual base::Result<int64_t> RequestRetry(std::string_view receiver) = 0;
+  // One page of the activity's orders in `states`, by order id, at most `limit` (1 to
+  // kMaxOrdersPerPage), after `cursor` (empty: from the first; else a page's `next`). Keyset
+  // pagination on the order id, which never changes: an order that was in the record when the
+  // first page was read is on exactly one page, whatever is written between pages (a state that
+  // changes in between shows as it is when its page is read; an order written in between is on a
+  // later page if its id sorts after the cursor). kInvalidArgument for a cursor that is not one a
+  // page of this activity gave (tampered, cut, or another activity's), a bad limit or no state.
+  virtual base::Result<OrderPage> OrdersPage(std::string_view activity_id, std::string_view cursor,
+                                             int64_t limit, OrderStates states) = 0;
   // Every order of the activity, any state, oldest first (for reconciliation).
   virtual base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) = 0;
   // Looks for a double sale in the record: see OrderAudit. For `flashsale load --verify`.

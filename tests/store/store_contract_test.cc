@@ -25,6 +25,7 @@
 #include <tuple>
 
 #include "store/mysql/store.h"
+#include "store/records.h"
 #include "store/sqlite_store.h"
 #include "support/galera_cluster.h"
 #include "support/mariadb_server.h"
@@ -981,6 +982,248 @@ TEST_P(StoreContractTest, WebhookDeliveriesKeepACursorAndParkedEvents) {
   EXPECT_TRUE(store_->ParkedEvents("", 10)->empty());
 }
 
+// ---- The export (OrdersPage) ----
+
+// Every order id of `activity` in `states`, walking the pages of `limit`; `between` runs after each
+// page. Fails the test on an error; the ids in the order the pages gave them.
+std::vector<OrderRecord> WalkPages(Store& store, std::string_view activity, int64_t limit,
+                                   OrderStates states = {},
+                                   const std::function<void(int page)>& between = nullptr) {
+  std::vector<OrderRecord> seen;
+  std::string cursor;
+  for (int page = 0;; ++page) {
+    auto read = store.OrdersPage(activity, cursor, limit, states);
+    if (!read.ok()) {
+      ADD_FAILURE() << read.error().ToString();
+      return seen;
+    }
+    EXPECT_LE(static_cast<int64_t>(read->orders.size()), limit);
+    if (!read->next.empty()) {
+      EXPECT_EQ(static_cast<int64_t>(read->orders.size()), limit);
+    }
+    for (OrderRecord& order : read->orders) seen.push_back(std::move(order));
+    if (read->next.empty()) return seen;
+    cursor = read->next;
+    if (between) between(page);
+    if (page > 10000) {
+      ADD_FAILURE() << "the pages never end";
+      return seen;
+    }
+  }
+}
+
+std::vector<std::string> IdsOf(const std::vector<OrderRecord>& orders) {
+  std::vector<std::string> ids;
+  for (const OrderRecord& order : orders) ids.push_back(order.order_id);
+  return ids;
+}
+
+TEST_P(StoreContractTest, OrdersPageWalksEveryOrderOnceByIdWhileOrdersArriveAndChange) {
+  std::vector<OrderRecord> batch;
+  std::vector<std::string> before;
+  for (int i = 0; i < 20; ++i) {
+    batch.push_back(Order(fmt::format("k{:02}", i), fmt::format("user{}", i), false, 100 + i));
+    before.push_back(batch.back().order_id);
+  }
+  batch[3].items = {"C1", "C2"};
+  batch[3].quantity = 2;
+  OrderRecord elsewhere = Order("k05x", "other-user", false);
+  elsewhere.activity_id = "other";
+  batch.push_back(elsewhere);
+  ASSERT_TRUE(store_->InsertOrders(batch, 500).ok());
+
+  // 8 per page: 20 orders are three pages, the last one short.
+  const auto orders = WalkPages(*store_, "act", 8, {}, [&](int page) {
+    if (page != 0) return;
+    // Between pages: orders before the cursor (k01a) and after it (k15a, zz), one read already
+    // paid, one not read yet cancelled.
+    std::vector<OrderRecord> late = {Order("k01a", "late1", false, 200),
+                                     Order("k15a", "late2", false, 200),
+                                     Order("zz", "late3", false, 200)};
+    ASSERT_TRUE(store_->InsertOrders(late, 600).ok());
+    ASSERT_EQ(*store_->PayOrder("k02", 700), PayOutcome::kPaid);
+    ASSERT_EQ(store_->CancelUnpaid("act", 112, 100, 800)->size(), 11u);  // k00..k11 but k02
+  });
+  std::vector<std::string> expected = before;
+  expected.insert(expected.begin() + 16, "k15a");
+  expected.push_back("zz");
+  EXPECT_EQ(IdsOf(orders), expected)
+      << "each order once, by id; k01a (written behind the cursor) on no page";
+  ASSERT_EQ(orders.size(), expected.size());
+  EXPECT_EQ(orders[3].items, (std::vector<std::string>{"C1", "C2"}));
+  EXPECT_EQ(orders[3].quantity, 2);
+  EXPECT_EQ(orders[3].created_ms, 103);
+  EXPECT_EQ(orders[3].persisted_ms, 500);
+  EXPECT_EQ(orders[3].user_id, "user3");
+  EXPECT_EQ(orders[10].state, OrderState::kCancelled) << "read after it was cancelled";
+  EXPECT_EQ(orders[10].state_ms, 800);
+  EXPECT_EQ(orders[2].state, OrderState::kReserved) << "read before it was paid";
+
+  // A page that holds the last order ends the walk: no empty page after it.
+  auto first = store_->OrdersPage("other", "", 1, {});
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_EQ(IdsOf(first->orders), (std::vector<std::string>{"k05x"}));
+  EXPECT_TRUE(first->next.empty()) << "one order, one page";
+  auto none = store_->OrdersPage("nothing-here", "", 10, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->orders.empty());
+  EXPECT_TRUE(none->next.empty());
+  EXPECT_EQ(WalkPages(*store_, "act", 11).size(), expected.size() + 1) << "k01a, now";
+  EXPECT_EQ(WalkPages(*store_, "act", 23).size(), expected.size() + 1);
+  EXPECT_EQ(WalkPages(*store_, "act", 22).size(), expected.size() + 1);
+}
+
+TEST_P(StoreContractTest, OrdersPageFiltersByState) {
+  std::vector<OrderRecord> batch;
+  for (int i = 0; i < 12; ++i) batch.push_back(Order(fmt::format("s{:02}", i), "u", false, i));
+  ASSERT_TRUE(store_->InsertOrders(batch, 100).ok());
+  for (const char* id : {"s01", "s05", "s09"}) ASSERT_TRUE(store_->PayOrder(id, 200).ok());
+  ASSERT_EQ(store_->CancelUnpaid("act", 1, 10, 300)->size(), 1u);  // s00
+  ASSERT_EQ(*store_->PayOrder("s00", 400), PayOutcome::kRefused);
+
+  const OrderStates paid{.reserved = false, .paid = true, .cancelled = false};
+  const auto only_paid = WalkPages(*store_, "act", 1, paid);  // one per page: sparse matches
+  EXPECT_EQ(IdsOf(only_paid), (std::vector<std::string>{"s01", "s05", "s09"}));
+  EXPECT_EQ(only_paid[0].state_ms, 200);
+  const OrderStates done{.reserved = false, .paid = true, .cancelled = true};
+  const auto finished = WalkPages(*store_, "act", 2, done);
+  EXPECT_EQ(IdsOf(finished), (std::vector<std::string>{"s00", "s01", "s05", "s09"}));
+  EXPECT_TRUE(finished[0].refund_due);
+  EXPECT_EQ(finished[0].state, OrderState::kCancelled);
+  const OrderStates reserved{.reserved = true, .paid = false, .cancelled = false};
+  EXPECT_EQ(WalkPages(*store_, "act", 5, reserved).size(), 8u);
+  EXPECT_EQ(WalkPages(*store_, "act", 5).size(), 12u);
+}
+
+TEST_P(StoreContractTest, OrdersPageRefusesACursorItDidNotGive) {
+  std::vector<OrderRecord> batch = {Order("t1", "a", false), Order("t2", "b", false),
+                                    Order("t3", "c", false)};
+  OrderRecord other = Order("t1x", "d", false);
+  other.activity_id = "other";
+  batch.push_back(other);
+  batch.push_back(Order("t1y", "e", false));
+  batch.back().activity_id = "other";
+  ASSERT_TRUE(store_->InsertOrders(batch, 100).ok());
+  auto page = store_->OrdersPage("act", "", 1, {});
+  ASSERT_TRUE(page.ok());
+  const std::string cursor = page->next;
+  ASSERT_FALSE(cursor.empty());
+  EXPECT_EQ(IdsOf(store_->OrdersPage("act", cursor, 5, {})->orders),
+            (std::vector<std::string>{"t2", "t3"}));
+  auto other_page = store_->OrdersPage("other", "", 1, {});
+  ASSERT_FALSE(other_page->next.empty());
+
+  std::string flipped = cursor;
+  flipped[flipped.size() / 2] = flipped[flipped.size() / 2] == 'A' ? 'B' : 'A';
+  for (const std::string& bad :
+       {std::string("!!not-base64!!"), std::string("bm9wZQ"), cursor.substr(0, cursor.size() - 2),
+        cursor + "AA", flipped, other_page->next, std::string(600, 'A'), std::string("MQo")}) {
+    auto read = store_->OrdersPage("act", bad, 5, {});
+    ASSERT_FALSE(read.ok()) << "cursor '" << bad << "' was followed";
+    EXPECT_EQ(read.error().code, ErrorCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(Contains(read.error().message, "cursor")) << read.error().message;
+  }
+  for (int64_t limit : {int64_t{0}, int64_t{-1}, kMaxOrdersPerPage + 1}) {
+    auto read = store_->OrdersPage("act", "", limit, {});
+    ASSERT_FALSE(read.ok()) << limit;
+    EXPECT_EQ(read.error().code, ErrorCode::kInvalidArgument);
+  }
+  auto no_state = store_->OrdersPage("act", "", 5, {false, false, false});
+  ASSERT_FALSE(no_state.ok());
+  EXPECT_EQ(no_state.error().code, ErrorCode::kInvalidArgument);
+}
+
+// A reader walking the pages while a writer inserts, pays and cancels: every order there before
+// it began is on exactly one page, no order twice, the ids strictly rising.
+TEST_P(StoreContractTest, OrdersPagesMissNothingWhileAWriterCommits) {
+  std::vector<OrderRecord> batch;
+  for (int i = 0; i < 300; ++i) batch.push_back(Order(fmt::format("m{:03}", i), "u", false, i));
+  ASSERT_TRUE(store_->InsertOrders(batch, 1).ok());
+  std::unique_ptr<Store> writer_store = GetParam().open(dir_);
+  std::atomic<bool> stop = false;
+  std::atomic<bool> failed = false;
+  std::atomic<int> rounds = 0;
+  std::atomic<bool> written = false;
+  std::thread writer([&] {
+    for (int round = 0; !stop && round < 200; ++round, ++rounds) {
+      std::vector<OrderRecord> late = {Order(fmt::format("a{:03}", round), "v", false),
+                                       Order(fmt::format("m{:03}x", round), "v", false),
+                                       Order(fmt::format("z{:03}", round), "v", false)};
+      if (!writer_store->InsertOrders(late, 2).ok()) failed = true;
+      if (!writer_store->PayOrder(fmt::format("m{:03}", (round * 7) % 300), 3).ok()) failed = true;
+    }
+    written = true;
+  });
+  // Between pages, the reader waits (bounded) for the writer to commit a round more, until it is
+  // done.
+  const auto seen = WalkPages(*store_, "act", 7, {}, [&](int) {
+    const int before = rounds;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (rounds == before && !written && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  stop = true;
+  writer.join();
+  ASSERT_FALSE(failed);
+  std::set<std::string> ids;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_TRUE(ids.insert(seen[i].order_id).second) << "twice: " << seen[i].order_id;
+    if (i > 0) {
+      EXPECT_LT(seen[i - 1].order_id, seen[i].order_id);
+    }
+  }
+  for (const OrderRecord& order : batch) {
+    EXPECT_TRUE(ids.contains(order.order_id)) << "missed: " << order.order_id;
+  }
+}
+
+// A page is a range read of orders_by_activity_id in its order: no sort of the activity's orders
+// for each page (what keeps a page's cost flat over a 1,000,000-order export).
+TEST_P(StoreContractTest, OrdersPageReadsItsIndexInOrder) {
+  std::vector<OrderRecord> batch;
+  for (int i = 0; i < 200; ++i) {
+    batch.push_back(Order(fmt::format("p{:03}", i), "u", false, i));
+    if (i % 2 == 0) batch.back().activity_id = "other";
+  }
+  ASSERT_TRUE(store_->InsertOrders(batch, 1).ok());
+  const std::string sql =
+      std::string(records::kSelectOrder) + std::string(records::kWhereActivityPage);
+  if (GetParam().name == "sqlite") {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ + "/flashsale.db").c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* plan = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, ("EXPLAIN QUERY PLAN " + sql).c_str(), -1, &plan, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(db);
+    std::string steps;
+    while (sqlite3_step(plan) == SQLITE_ROW) {
+      steps += reinterpret_cast<const char*>(sqlite3_column_text(plan, 3));
+      steps += "\n";
+    }
+    sqlite3_finalize(plan);
+    sqlite3_close(db);
+    EXPECT_TRUE(Contains(steps, "USING INDEX orders_by_activity_id (activity_id=? AND order_id>?)"))
+        << steps;
+    EXPECT_FALSE(Contains(steps, "TEMP B-TREE")) << steps;
+    return;
+  }
+#ifndef FLASHSALE_STORE_ON_GALERA
+  std::string explain = "EXPLAIN " + sql;
+  for (const char* value : {"'act'", "'p100'", "7", "11"}) {
+    explain.replace(explain.find('?'), 1, value);
+  }
+  const std::string database = ParseMySqlUrl(ReadFile(dir_ + "/mariadb-url"))->database;
+  SharedMariaDb().Query("ANALYZE TABLE orders", database);
+  const auto result = SharedMariaDb().Query(explain, database);
+  ASSERT_EQ(result.rows.size(), 1u);
+  const auto& row = result.rows[0];  // id, select_type, table, type, possible_keys, key, ...
+  ASSERT_GE(row.size(), 10u);
+  EXPECT_EQ(row[5].value_or(""), "orders_by_activity_id");
+  EXPECT_FALSE(Contains(row[9].value_or(""), "filesort")) << row[9].value_or("");
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::ValuesIn(Backends()),
                          [](const auto& info) { return info.param.name; });
 
@@ -1003,7 +1246,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::Activity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 7);
+  EXPECT_EQ(*tcp->SchemaVersion(), 8);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -1065,9 +1308,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 7);
-  EXPECT_EQ(*second->SchemaVersion(), 7);
-  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "7");
+  EXPECT_EQ(*first->SchemaVersion(), 8);
+  EXPECT_EQ(*second->SchemaVersion(), 8);
+  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "8");
 }
 
 // A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
@@ -1083,7 +1326,7 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   auto second = OpenMySql(writers.second_url);
   auto migrated = second->Migrate();
   ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
-  EXPECT_EQ(*second->SchemaVersion(), 7);
+  EXPECT_EQ(*second->SchemaVersion(), 8);
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 

@@ -424,6 +424,24 @@ Result<std::vector<OrderRecord>> MySqlStore::OrdersOfActivity(std::string_view a
   });
 }
 
+Result<OrderPage> MySqlStore::OrdersPage(std::string_view activity_id, std::string_view cursor,
+                                         int64_t limit, OrderStates states) {
+  if (auto valid = records::CheckOrdersPage(limit, states); !valid) return valid.error();
+  auto after = records::DecodeOrderCursor(activity_id, cursor);
+  if (!after) return std::move(after).error();
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<OrderPage> {
+    Statement query(conn, fmt::format("{}{}", records::kSelectOrder, records::kWhereActivityPage),
+                    "a page of orders");
+    if (auto run = query.Execute(
+            {activity_id, std::string_view(*after), records::StatesMask(states), limit + 1});
+        !run) {
+      return run.error();
+    }
+    return records::PageOf(activity_id, ReadAll(query, &records::ReadOrder<Row>), limit);
+  });
+}
+
 Result<OrderCounts> MySqlStore::CountOrders(std::string_view activity_id) {
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> Result<OrderCounts> {
