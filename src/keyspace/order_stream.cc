@@ -4,7 +4,11 @@
 
 #include <array>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 
+#include "base/ids.h"
+#include "base/strings.h"
+#include "core/activity.h"
 #include "keyspace/activity_scripts.h"
 
 namespace flashsale::keyspace {
@@ -66,6 +70,25 @@ Result<std::vector<StreamEntry>> ParseEntries(redis::ReplyView entries) {
 
 redis::Command Build(std::vector<std::string_view> args) { return redis::Command(args); }
 
+bool ParseInt(std::string_view text, int64_t& out) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
+// A number field that may be absent: 0 when it is, kUnreadableNumber unless a whole number >= 1.
+int64_t OptionalNumber(std::string_view text) {
+  if (text.empty()) return 0;
+  int64_t value = 0;
+  return ParseInt(text, value) && value >= 1 ? value : OrderIntent::kUnreadableNumber;
+}
+
+std::vector<OrderIntent> DecodeAll(const std::vector<StreamEntry>& entries) {
+  std::vector<OrderIntent> intents;
+  intents.reserve(entries.size());
+  for (const StreamEntry& entry : entries) intents.push_back(DecodeOrderIntent(entry));
+  return intents;
+}
+
 }  // namespace
 
 void AddEntryField(std::string_view name, std::string_view value,
@@ -103,8 +126,46 @@ std::string_view OrderIdOfField(std::string_view name, std::string_view value) {
   return bar == std::string_view::npos ? std::string_view() : value.substr(0, bar);
 }
 
-std::string StreamEntry::IntentId() const {
-  return part == 0 ? id : fmt::format("{}/{}", id, part);
+std::string OrderIntent::IntentId() const {
+  return part == 0 ? entry_id : fmt::format("{}/{}", entry_id, part);
+}
+
+OrderIntent DecodeOrderIntent(const StreamEntry& entry) {
+  OrderIntent intent;
+  intent.entry_id = entry.id;
+  intent.part = entry.part;
+  intent.order_id = entry.Field("order_id");
+  intent.user_id = entry.Field("user_id");
+  if (!base::IsValidId(intent.order_id)) {
+    intent.unreadable = fmt::format("unreadable intent: order_id '{}'", intent.order_id);
+    return intent;
+  }
+  if (!base::IsValidId(intent.user_id)) {
+    intent.unreadable = fmt::format("unreadable intent: user_id '{}'", intent.user_id);
+    return intent;
+  }
+  if (!ParseInt(entry.Field("quantity"), intent.quantity) || intent.quantity < 1 ||
+      intent.quantity > core::kMaxQuantityPerPurchase) {
+    intent.unreadable = fmt::format("unreadable intent: quantity '{}'", entry.Field("quantity"));
+    return intent;
+  }
+  if (!ParseInt(entry.Field("ts"), intent.created_ms)) {
+    intent.unreadable = fmt::format("unreadable intent: ts '{}'", entry.Field("ts"));
+    return intent;
+  }
+  intent.items = base::SplitWords(entry.Field("items"));
+  intent.limit = OptionalNumber(entry.Field("limit"));
+  intent.draw = OptionalNumber(entry.Field("draw"));
+  // "wepoch.wseq"; absent or unreadable (an older version's entry): not known, {0, 0}.
+  if (const std::string_view written = entry.Field(kWriteSeqField); !written.empty()) {
+    const size_t dot = written.find('.');
+    core::WriteSeq seq;
+    if (dot != std::string_view::npos && ParseInt(written.substr(0, dot), seq.epoch) &&
+        ParseInt(written.substr(dot + 1), seq.seq) && seq.epoch >= 0 && seq.seq >= 0) {
+      intent.written = seq;
+    }
+  }
+  return intent;
 }
 
 std::string_view StreamEntry::Field(std::string_view name) const {
@@ -178,20 +239,25 @@ asio::awaitable<base::Status> OrderStream::EnsureGroup(std::string_view activity
   co_return co_await EnsureStreamGroup(runner_, keys.stream(), keys.meta(), kGroup);
 }
 
-asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::ReadNew(std::string_view activity_id,
+asio::awaitable<Result<std::vector<OrderIntent>>> OrderStream::ReadNew(std::string_view activity_id,
                                                                        std::string_view consumer,
                                                                        int64_t count) {
   const ActivityKeys keys(namespace_, activity_id);
-  co_return co_await ReadGroupNew(runner_.connection(), keys.stream(), kGroup, consumer, count);
+  auto entries =
+      co_await ReadGroupNew(runner_.connection(), keys.stream(), kGroup, consumer, count);
+  if (!entries.ok()) co_return std::move(entries).error();
+  co_return DecodeAll(*entries);
 }
 
-asio::awaitable<Result<std::vector<StreamEntry>>> OrderStream::Claim(std::string_view activity_id,
+asio::awaitable<Result<std::vector<OrderIntent>>> OrderStream::Claim(std::string_view activity_id,
                                                                      std::string_view consumer,
                                                                      int64_t min_idle_ms,
                                                                      int64_t count) {
   const ActivityKeys keys(namespace_, activity_id);
-  co_return co_await AutoClaim(runner_.connection(), keys.stream(), kGroup, consumer, min_idle_ms,
-                               count);
+  auto entries =
+      co_await AutoClaim(runner_.connection(), keys.stream(), kGroup, consumer, min_idle_ms, count);
+  if (!entries.ok()) co_return std::move(entries).error();
+  co_return DecodeAll(*entries);
 }
 
 asio::awaitable<Result<int64_t>> OrderStream::Ack(std::string_view activity_id,
@@ -245,9 +311,11 @@ asio::awaitable<Result<int64_t>> OrderStream::RecordFailure(std::string_view act
   co_return reply->integer();
 }
 
-asio::awaitable<Result<OrderStream::DeadLettered>> OrderStream::DeadLetter(
-    std::string_view activity_id, std::string_view entry_id, std::span<const int> parts,
-    std::string_view error, int64_t deliveries, int64_t now_ms) {
+asio::awaitable<Result<DeadLettered>> OrderStream::DeadLetter(std::string_view activity_id,
+                                                              std::string_view entry_id,
+                                                              std::span<const int> parts,
+                                                              std::string_view error,
+                                                              int64_t deliveries, int64_t now_ms) {
   std::vector<std::string> positions;  // 1-based among the entry's intents
   positions.reserve(parts.size());
   for (const int part : parts) positions.push_back(std::to_string(part + 1));

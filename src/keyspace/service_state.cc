@@ -127,15 +127,6 @@ Awaitable<Result<bool>> ServiceState::ClaimJobPeriod(std::string_view job,
   co_return !reply->is_nil();
 }
 
-Awaitable<Result<std::string>> ServiceState::ServerRunId() {
-  const redis::Command info({"INFO", "server"});
-  auto reply = co_await redis::Await(connection_, info);
-  if (!reply.ok()) co_return std::move(reply).error();
-  std::string run_id = redis::InfoField(reply->str(), "run_id");
-  if (run_id.empty()) co_return MakeError(ErrorCode::kProtocol, "INFO server without a run_id");
-  co_return run_id;
-}
-
 Awaitable<Result<std::optional<RepairMarker>>> ServiceState::ReadRepairMarker(
     std::string_view run_id) {
   const redis::Command read({"HGETALL", keys_.RepairMarker(run_id)});

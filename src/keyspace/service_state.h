@@ -89,8 +89,6 @@ class ServiceState {
   boost::asio::awaitable<base::Result<bool>> ClaimJobPeriod(std::string_view job,
                                                             std::chrono::milliseconds period);
 
-  // The run_id of the Redis process behind the connection (INFO server).
-  boost::asio::awaitable<base::Result<std::string>> ServerRunId();
   // The repair marker of `run_id`, if there is one.
   boost::asio::awaitable<base::Result<std::optional<RepairMarker>>> ReadRepairMarker(
       std::string_view run_id);

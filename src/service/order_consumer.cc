@@ -8,11 +8,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <charconv>
 #include <optional>
 
 #include "base/failpoint.h"
-#include "base/ids.h"
 #include "base/strings.h"
 #include "service/redis_watch.h"
 
@@ -35,66 +33,39 @@ bool GivenUp(const base::Error& error) {
          error.detail == ErrorDetail::kEntriesLost;
 }
 
-bool ParseInt(std::string_view text, int64_t& out) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
-}
-
 }  // namespace
 
-Result<store::OrderRecord> ParseOrderIntent(const keyspace::StreamEntry& entry,
-                                            const store::ActivityRecord& activity) {
+Result<store::OrderRecord> OrderRecordOf(const keyspace::OrderIntent& intent,
+                                         const store::ActivityRecord& activity) {
+  if (!intent.readable()) return MakeError(ErrorCode::kInvalidArgument, "{}", intent.unreadable);
   store::OrderRecord order;
-  order.order_id = entry.Field("order_id");
-  order.user_id = entry.Field("user_id");
+  order.order_id = intent.order_id;
+  order.user_id = intent.user_id;
   order.activity_id = activity.activity.id;
-  order.stream_id = entry.IntentId();
-  if (!base::IsValidId(order.order_id)) {
-    return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: order_id '{}'",
-                     order.order_id);
-  }
-  if (!base::IsValidId(order.user_id)) {
-    return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: user_id '{}'", order.user_id);
-  }
-  if (!ParseInt(entry.Field("quantity"), order.quantity) || order.quantity < 1 ||
-      order.quantity > core::kMaxQuantityPerPurchase) {
-    return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: quantity '{}'",
-                     entry.Field("quantity"));
-  }
-  if (!ParseInt(entry.Field("ts"), order.created_ms)) {
-    return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: ts '{}'", entry.Field("ts"));
-  }
-  order.items = base::SplitWords(entry.Field("items"));
-  // The write sequence of the call that wrote the entry ("wepoch.wseq"): the record keeps the
-  // highest it persisted. Absent or unreadable (an older version's entry): not known, {0, 0}.
-  if (const std::string_view written = entry.Field(keyspace::kWriteSeqField); !written.empty()) {
-    const size_t dot = written.find('.');
-    core::WriteSeq seq;
-    if (dot != std::string_view::npos && ParseInt(written.substr(0, dot), seq.epoch) &&
-        ParseInt(written.substr(dot + 1), seq.seq) && seq.epoch >= 0 && seq.seq >= 0) {
-      order.written = seq;
-    }
-  }
+  order.stream_id = intent.IntentId();
+  order.quantity = intent.quantity;
+  order.created_ms = intent.created_ms;
+  order.items = intent.items;
+  order.written = intent.written;
   if (activity.activity.is_lottery()) {
     // A win: one prize, under the user's draw number (the record's one-win-per-draw key).
-    if (!ParseInt(entry.Field("draw"), order.draw_no) || order.draw_no < 1 ||
-        order.items.size() != 1 || order.quantity != 1) {
+    if (intent.draw < 1 || order.items.size() != 1 || order.quantity != 1) {
       return MakeError(ErrorCode::kInvalidArgument,
-                       "unreadable win: draw '{}', prize '{}', quantity {}", entry.Field("draw"),
-                       entry.Field("items"), order.quantity);
+                       "unreadable win: draw {}, prize '{}', quantity {}", intent.draw,
+                       base::JoinWords(order.items), order.quantity);
     }
+    order.draw_no = intent.draw;
     return order;
   }
   // The per-user limit the order was sold under (S3-10): the record's one-live-order key holds
   // only orders sold under limit 1, whatever the limit is now. An intent without it (written
   // before intents carried it, or appended again from its Redis record by reconciliation) takes
   // the activity's limit as it is now.
-  int64_t limit = activity.activity.per_user_limit;
-  if (const std::string_view sold_under = entry.Field("limit"); !sold_under.empty()) {
-    if (!ParseInt(sold_under, limit) || limit < 1) {
-      return MakeError(ErrorCode::kInvalidArgument, "unreadable intent: limit '{}'", sold_under);
-    }
+  if (intent.limit == keyspace::OrderIntent::kUnreadableNumber) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "unreadable intent: limit (not a whole number of at least 1)");
   }
+  const int64_t limit = intent.limit != 0 ? intent.limit : activity.activity.per_user_limit;
   order.single_unit = limit == 1;
   return order;
 }
@@ -183,9 +154,9 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
   }
 }
 
-OrderConsumer::OrderConsumer(ServiceContext& context, keyspace::OrderStream& stream,
+OrderConsumer::OrderConsumer(ServiceContext& context, keyspace::OrderSource& source,
                              ConsumerOptions options, PipelineMetrics& metrics)
-    : context_(context), stream_(stream), options_(std::move(options)), metrics_(metrics) {}
+    : context_(context), source_(source), options_(std::move(options)), metrics_(metrics) {}
 
 asio::awaitable<void> OrderConsumer::Pause(std::chrono::milliseconds duration) {
   asio::steady_timer timer(co_await asio::this_coro::executor, duration);
@@ -233,7 +204,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
     const std::string& id = activity.activity.id;
     if (context_.Frozen(id)) continue;
     if (!groups_ready_[id]) {
-      auto created = co_await stream_.EnsureGroup(id);
+      auto created = co_await source_.EnsureGroup(id);
       if (!created.ok()) {
         // kNotFound: deleted since this snapshot was taken (gone from the next one).
         if (created.error().code != ErrorCode::kNotFound) {
@@ -247,12 +218,12 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
         bursts_.try_emplace(id, options_.burst_rate, options_.burst_defer).first->second;
     if (options_.burst_rate > 0) {
       // A burst of purchases on it: left unread for now (its claims and trim wait too).
-      auto length = co_await stream_.Length(id);
+      auto length = co_await source_.Length(id);
       if (length.ok() && gate.Defer(*length, Clock::now())) continue;
     }
     int64_t& count = read_count_[id];
     if (count < options_.batch) count = options_.batch;
-    auto entries = co_await stream_.ReadNew(id, options_.name, count);
+    auto entries = co_await source_.ReadNew(id, options_.name, count);
     if (!entries.ok()) {
       // A stream deleted from under us (Redis lost its data): make the group again next pass.
       if (entries.error().detail == ErrorDetail::kNoGroup) groups_ready_[id] = false;
@@ -273,7 +244,7 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
     }
     bool redelivered = false;
     if (claim_due && read < options_.batch) {
-      auto claimed = co_await stream_.Claim(id, options_.name, options_.claim_idle.count(),
+      auto claimed = co_await source_.Claim(id, options_.name, options_.claim_idle.count(),
                                             options_.batch - read);
       if (claimed.ok() && !claimed->empty()) {
         metrics_.claimed.Add(claimed->size());
@@ -286,10 +257,10 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
       co_await Process(activity, std::move(*entries), redelivered, fence, stop);
     }
     if (trim_due) {
-      auto trimmed = co_await stream_.Trim(id);
+      auto trimmed = co_await source_.Trim(id);
       if (!trimmed.ok()) spdlog::warn("trim '{}': {}", id, trimmed.error().message);
       gate.Restart();  // shorter now: the next length starts a new window
-      auto info = co_await stream_.Info(id);
+      auto info = co_await source_.Info(id);
       if (info.ok()) metrics_.SetGauges(id, *info);
     }
   }
@@ -297,21 +268,21 @@ asio::awaitable<int64_t> OrderConsumer::Pass(const bool* stop) {
 }
 
 asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activity,
-                                             std::vector<keyspace::StreamEntry> entries,
+                                             std::vector<keyspace::OrderIntent> intents,
                                              bool redelivered, std::optional<int64_t> fence,
                                              const bool* stop) {
   const auto start = Clock::now();
   const std::string& activity_id = activity.activity.id;
   auto parsed = std::make_shared<std::vector<store::OrderRecord>>();
   std::vector<store::OrderRecord>& orders = *parsed;
-  orders.reserve(entries.size());
+  orders.reserve(intents.size());
   // Per order: its entry's id and its place in the entry (an entry may hold a batch's intents).
   std::vector<std::string> ids;
   std::vector<int> parts;
-  ids.reserve(entries.size());
-  parts.reserve(entries.size());
-  // The entries, each once, in the order read (an entry's intents come together, ParseEntries):
-  // what is acknowledged, or failed, as a whole.
+  ids.reserve(intents.size());
+  parts.reserve(intents.size());
+  // The entries, each once, in the order read (an entry's intents come together): what is
+  // acknowledged, or failed, as a whole.
   std::vector<std::string> entry_ids;
   // Entries with an intent that failed this time: the failed parts and the last error.
   std::map<std::string, std::pair<std::vector<int>, std::string>> failed;
@@ -322,17 +293,19 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
     failed_parts.push_back(part);
     last_error = std::move(error);
   };
-  for (const auto& entry : entries) {
-    if (entry_ids.empty() || entry_ids.back() != entry.id) entry_ids.push_back(entry.id);
-    auto order = ParseOrderIntent(entry, activity);
+  for (auto& intent : intents) {
+    if (entry_ids.empty() || entry_ids.back() != intent.entry_id) {
+      entry_ids.push_back(intent.entry_id);
+    }
+    auto order = OrderRecordOf(intent, activity);
     if (!order.ok()) {
       // Counted like any failure: during a rolling upgrade a newer consumer may read it.
-      fail(entry.id, entry.part, order.error().message);
+      fail(intent.entry_id, intent.part, order.error().message);
       continue;
     }
     orders.push_back(std::move(*order));
-    ids.push_back(entry.id);
-    parts.push_back(entry.part);
+    ids.push_back(std::move(intent.entry_id));
+    parts.push_back(intent.part);
   }
   const Orders all = std::move(parsed);
 
@@ -404,7 +377,7 @@ asio::awaitable<void> OrderConsumer::Process(const store::ActivityRecord& activi
   // Failure counts exist only for entries delivered before: a failure is counted after a
   // delivery, and an entry that failed stays pending until it is claimed again. So a batch read
   // as new has none to forget, and its acknowledgement is one command.
-  auto acked = co_await stream_.Ack(activity_id, to_ack, redelivered);
+  auto acked = co_await source_.Ack(activity_id, to_ack, redelivered);
   if (!acked.ok()) {
     // Written but not acknowledged: they come back and are found duplicate. Nothing is lost.
     spdlog::warn("XACK for '{}' failed: {}", activity_id, acked.error().message);
@@ -451,7 +424,7 @@ asio::awaitable<Result<std::vector<store::InsertOutcome>>> OrderConsumer::Insert
     // Still ours? Keeps other consumers from claiming what we hold, and tells a batch whose
     // stream Redis lost (wiped, failed over) from one that waits: a lost batch is dropped, never
     // written after reconciliation rebuilt the activity without it.
-    auto touched = co_await stream_.Touch(activity_id, options_.name, ids);
+    auto touched = co_await source_.Touch(activity_id, options_.name, ids);
     if (touched.ok() && *touched < static_cast<int64_t>(ids.size())) {
       spdlog::warn(
           "{} of {} held order intents of '{}' are no longer pending for this consumer; "
@@ -476,7 +449,7 @@ asio::awaitable<void> OrderConsumer::Fail(std::string_view activity_id, const st
                                           const std::vector<int>& parts, const std::string& error,
                                           std::vector<store::RefusedOrder> refused) {
   metrics_.entry_failures.Add();
-  auto count = co_await stream_.RecordFailure(activity_id, entry_id);
+  auto count = co_await source_.RecordFailure(activity_id, entry_id);
   const int64_t deliveries = count.ok() ? *count : 1;
   if (deliveries < options_.max_deliveries) {
     spdlog::warn("order intent {} of '{}' failed ({} of {}): {}", entry_id, activity_id, deliveries,
@@ -496,7 +469,7 @@ asio::awaitable<void> OrderConsumer::Fail(std::string_view activity_id, const st
       co_return;
     }
   }
-  auto moved = co_await stream_.DeadLetter(activity_id, entry_id, parts, error, deliveries,
+  auto moved = co_await source_.DeadLetter(activity_id, entry_id, parts, error, deliveries,
                                            context_.clock().NowMs());
   if (moved.ok()) {
     metrics_.dead_letters.Add(moved->moved);

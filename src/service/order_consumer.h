@@ -99,9 +99,10 @@ struct PipelineMetrics {
 
 class OrderConsumer {
  public:
-  // `context` (its Redis connection, database executor, registry) and `stream` belong to the
-  // consumer's own I/O thread.
-  OrderConsumer(ServiceContext& context, keyspace::OrderStream& stream, ConsumerOptions options,
+  // `context` (its database executor, registry, clock) and `source` (keyspace::OrderStream on
+  // the thread's Redis connection; an in-process double in unit tests) belong to the consumer's
+  // own I/O thread.
+  OrderConsumer(ServiceContext& context, keyspace::OrderSource& source, ConsumerOptions options,
                 PipelineMetrics& metrics);
 
   // Until *stop: passes over every activity the registry knows.
@@ -113,10 +114,10 @@ class OrderConsumer {
 
  private:
   // `fence`: the record's epoch the batch was read under (service/redis_watch.h), if any.
-  // `redelivered`: some of `entries` were claimed (delivered before, so they may have failure
-  // counts to forget once written); entries read as new have none.
+  // `redelivered`: some of `intents` were claimed (delivered before, so their entries may have
+  // failure counts to forget once written); entries read as new have none.
   boost::asio::awaitable<void> Process(const store::ActivityRecord& activity,
-                                       std::vector<keyspace::StreamEntry> entries, bool redelivered,
+                                       std::vector<keyspace::OrderIntent> intents, bool redelivered,
                                        std::optional<int64_t> fence, const bool* stop);
   // The batch's outcomes; retries while the database is unavailable. Given up with kCancelled
   // (told to stop), or with detail kFenced (the record's fence refused it) or kEntriesLost (its
@@ -138,7 +139,7 @@ class OrderConsumer {
   boost::asio::awaitable<void> Pause(std::chrono::milliseconds duration);
 
   ServiceContext& context_;
-  keyspace::OrderStream& stream_;
+  keyspace::OrderSource& source_;
   ConsumerOptions options_;
   PipelineMetrics& metrics_;
   std::map<std::string, bool> groups_ready_;
@@ -148,8 +149,10 @@ class OrderConsumer {
   std::chrono::steady_clock::time_point next_trim_{};
 };
 
-// An order intent's stream entry as a row; kInvalidArgument naming the bad field.
-base::Result<store::OrderRecord> ParseOrderIntent(const keyspace::StreamEntry& entry,
-                                                  const store::ActivityRecord& activity);
+// An order intent as the row the record keeps of it, judged against its activity (a win needs its
+// draw number and one prize; a sale's intent without the limit it was sold under takes the
+// activity's); kInvalidArgument naming the bad field, as for an unreadable intent.
+base::Result<store::OrderRecord> OrderRecordOf(const keyspace::OrderIntent& intent,
+                                               const store::ActivityRecord& activity);
 
 }  // namespace flashsale::service

@@ -1,12 +1,11 @@
-// The order consumer's reading of an intent (ParseOrderIntent), with no server: what it writes to
-// the record, and what it refuses as unreadable (counted against the entry, then dead-lettered).
-// The rest of a batch's way (XREADGROUP, XACK, the failure counts) is Redis commands on the
-// stream, not scripts: tests/pipeline covers it against a redis-server.
+// The row the order consumer writes for an intent (OrderRecordOf), with no server: what it writes
+// to the record, and what it refuses (counted against the entry, then dead-lettered). Decoding the
+// stream entry is keyspace's (keyspace/order_stream_test.cc); the consumer's whole batch is in
+// order_consumer_test.cc.
 
 #include <gtest/gtest.h>
 
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "keyspace/order_stream.h"
@@ -16,6 +15,7 @@ namespace flashsale::service {
 namespace {
 
 using base::ErrorCode;
+using keyspace::OrderIntent;
 
 store::ActivityRecord SaleRecord(int64_t limit) {
   store::ActivityRecord record;
@@ -31,31 +31,29 @@ store::ActivityRecord LotteryRecord() {
   return record;
 }
 
-keyspace::StreamEntry Entry(std::vector<std::pair<std::string, std::string>> fields, int part = 0) {
-  return keyspace::StreamEntry{.id = "1700-0", .fields = std::move(fields), .part = part};
+OrderIntent GoodIntent() {
+  return OrderIntent{.entry_id = "1700-0",
+                     .order_id = "o1",
+                     .user_id = "alice",
+                     .quantity = 2,
+                     .created_ms = 1800,
+                     .items = {"i1", "i2"},
+                     .limit = 1,
+                     .written = {3, 9}};
 }
 
-keyspace::StreamEntry GoodEntry() {
-  return Entry({{"order_id", "o1"},
-                {"user_id", "alice"},
-                {"quantity", "2"},
-                {"ts", "1800"},
-                {"items", "i1 i2"},
-                {"limit", "1"},
-                {std::string(keyspace::kWriteSeqField), "3.9"}});
+OrderIntent Win(int64_t draw) {
+  return OrderIntent{.entry_id = "1700-0",
+                     .order_id = "d1",
+                     .user_id = "alice",
+                     .quantity = 1,
+                     .created_ms = 1800,
+                     .items = {"cup"},
+                     .draw = draw};
 }
 
-// `entry` with the field `name` set to `value`.
-keyspace::StreamEntry With(std::string name, std::string value) {
-  keyspace::StreamEntry entry = GoodEntry();
-  for (auto& [key, field] : entry.fields) {
-    if (key == name) field = value;
-  }
-  return entry;
-}
-
-TEST(OrderIntentTest, AnIntentBecomesItsRow) {
-  auto order = ParseOrderIntent(GoodEntry(), SaleRecord(5));
+TEST(OrderRecordOfTest, AnIntentBecomesItsRow) {
+  auto order = OrderRecordOf(GoodIntent(), SaleRecord(5));
   ASSERT_TRUE(order.ok()) << order.error().ToString();
   EXPECT_EQ(order->order_id, "o1");
   EXPECT_EQ(order->user_id, "alice");
@@ -70,52 +68,58 @@ TEST(OrderIntentTest, AnIntentBecomesItsRow) {
   EXPECT_TRUE(order->single_unit);
 }
 
-TEST(OrderIntentTest, TheSecondIntentOfAnEntryHasItsPartInItsId) {
-  keyspace::StreamEntry entry = GoodEntry();
-  entry.part = 2;
-  auto order = ParseOrderIntent(entry, SaleRecord(1));
+TEST(OrderRecordOfTest, TheSecondIntentOfAnEntryHasItsPartInItsId) {
+  OrderIntent intent = GoodIntent();
+  intent.part = 2;
+  auto order = OrderRecordOf(intent, SaleRecord(1));
   ASSERT_TRUE(order.ok());
   EXPECT_EQ(order->stream_id, "1700-0/2");
 }
 
-TEST(OrderIntentTest, AnIntentWithoutItsLimitTakesTheActivitys) {
-  keyspace::StreamEntry entry = GoodEntry();
-  std::erase_if(entry.fields, [](const auto& field) { return field.first == "limit"; });
-  auto order = ParseOrderIntent(entry, SaleRecord(3));
+TEST(OrderRecordOfTest, AnIntentWithoutItsLimitTakesTheActivitys) {
+  OrderIntent intent = GoodIntent();
+  intent.limit = 0;
+  auto order = OrderRecordOf(intent, SaleRecord(3));
   ASSERT_TRUE(order.ok());
   EXPECT_FALSE(order->single_unit);
+  order = OrderRecordOf(intent, SaleRecord(1));
+  ASSERT_TRUE(order.ok());
+  EXPECT_TRUE(order->single_unit);
 }
 
-TEST(OrderIntentTest, AnUnreadableIntentIsRefusedNamingTheField) {
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"order_id", ""},  {"order_id", "a b"}, {"user_id", ""}, {"quantity", "0"},
-      {"quantity", "x"}, {"quantity", "101"}, {"ts", "soon"},  {"limit", "0"},
-  };
-  for (const auto& [field, value] : bad) {
-    SCOPED_TRACE(field + "=" + value);
-    auto order = ParseOrderIntent(With(field, value), SaleRecord(1));
-    ASSERT_FALSE(order.ok());
-    EXPECT_EQ(order.error().code, ErrorCode::kInvalidArgument);
-    EXPECT_NE(order.error().message.find(field), std::string::npos) << order.error().message;
-  }
+TEST(OrderRecordOfTest, AnUnreadableIntentIsRefusedWithWhatDecodingSaid) {
+  OrderIntent intent = GoodIntent();
+  intent.unreadable = "unreadable intent: quantity 'x'";
+  auto order = OrderRecordOf(intent, SaleRecord(1));
+  ASSERT_FALSE(order.ok());
+  EXPECT_EQ(order.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(order.error().message, intent.unreadable);
+
+  intent = GoodIntent();
+  intent.limit = OrderIntent::kUnreadableNumber;
+  order = OrderRecordOf(intent, SaleRecord(1));
+  ASSERT_FALSE(order.ok());
+  EXPECT_NE(order.error().message.find("limit"), std::string::npos) << order.error().message;
+  // A win does not use the limit: an unreadable one does not keep it from the record.
+  OrderIntent win = Win(2);
+  win.limit = OrderIntent::kUnreadableNumber;
+  EXPECT_TRUE(OrderRecordOf(win, LotteryRecord()).ok());
 }
 
-TEST(OrderIntentTest, AWinNeedsItsDrawNumberAndOnePrize) {
-  keyspace::StreamEntry win = Entry({{"order_id", "d1"},
-                                     {"user_id", "alice"},
-                                     {"quantity", "1"},
-                                     {"ts", "1800"},
-                                     {"items", "cup"},
-                                     {"draw", "2"}});
-  auto order = ParseOrderIntent(win, LotteryRecord());
+TEST(OrderRecordOfTest, AWinNeedsItsDrawNumberAndOnePrize) {
+  auto order = OrderRecordOf(Win(2), LotteryRecord());
   ASSERT_TRUE(order.ok()) << order.error().ToString();
   EXPECT_EQ(order->draw_no, 2);
   EXPECT_EQ(order->items, std::vector<std::string>{"cup"});
 
-  win.fields.back().second = "";  // no draw number
-  auto no_draw = ParseOrderIntent(win, LotteryRecord());
-  ASSERT_FALSE(no_draw.ok());
-  EXPECT_EQ(no_draw.error().code, ErrorCode::kInvalidArgument);
+  for (const int64_t draw : {int64_t{0}, OrderIntent::kUnreadableNumber}) {
+    auto no_draw = OrderRecordOf(Win(draw), LotteryRecord());
+    ASSERT_FALSE(no_draw.ok());
+    EXPECT_EQ(no_draw.error().code, ErrorCode::kInvalidArgument);
+  }
+  OrderIntent two_prizes = Win(2);
+  two_prizes.items.push_back("cup");
+  EXPECT_FALSE(OrderRecordOf(two_prizes, LotteryRecord()).ok());
 }
 
 }  // namespace

@@ -10,6 +10,15 @@
 
 namespace flashsale::service {
 
+void RepairSummary::AddCounts(const RepairSummary& other) {
+  orders_applied += other.orders_applied;
+  units_applied += other.units_applied;
+  rebuilt += other.rebuilt;
+  oversold_units += other.oversold_units;
+  flagged_orders += other.flagged_orders;
+  acknowledged_lost += other.acknowledged_lost;
+}
+
 std::string RepairSummary::Json() const {
   base::JsonWriter w;
   w.BeginObject().Key("activities").Strings(activities);
@@ -214,12 +223,7 @@ void RedisWatch::Confirm(const std::vector<std::string>& run_ids, int64_t epoch,
           counted_epochs_.end()) {
         counted_epochs_.push_back(summary.epoch);
         if (counted_epochs_.size() > kKeep) counted_epochs_.pop_front();
-        totals_.orders_applied += summary.orders_applied;
-        totals_.units_applied += summary.units_applied;
-        totals_.rebuilt += summary.rebuilt;
-        totals_.oversold_units += summary.oversold_units;
-        totals_.flagged_orders += summary.flagged_orders;
-        totals_.acknowledged_lost += summary.acknowledged_lost;
+        totals_.AddCounts(summary);
       }
       spdlog::warn(
           "redis {}: repaired (epoch {}) after {} ms frozen: {} orders ({} units) applied again, "
@@ -265,12 +269,7 @@ void RedisWatch::RequestLostCheck() {
 
 void RedisWatch::CountActivityRepair(const RepairSummary& summary) {
   std::lock_guard lock(mutex_);
-  totals_.orders_applied += summary.orders_applied;
-  totals_.units_applied += summary.units_applied;
-  totals_.rebuilt += summary.rebuilt;
-  totals_.oversold_units += summary.oversold_units;
-  totals_.flagged_orders += summary.flagged_orders;
-  totals_.acknowledged_lost += summary.acknowledged_lost;
+  totals_.AddCounts(summary);
 }
 
 bool RedisWatch::TakeLostCheckDue() {

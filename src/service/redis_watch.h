@@ -63,6 +63,8 @@ struct RepairSummary {
   int64_t acknowledged_lost = 0;  // replies that said "reserved" whose order exists nowhere
   int64_t epoch = 0;
   std::string Json() const;
+  // Adds `other`'s counts to these (not its activities or epoch): the process's totals.
+  void AddCounts(const RepairSummary& other);
 };
 
 struct RedisEvent {

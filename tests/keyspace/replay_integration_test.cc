@@ -56,9 +56,9 @@ class ReplayTest : public ActivityFixture {
     auto entries = io_.Run(stream.ReadNew(activity, "test", 100));
     ASSERT_TRUE(entries.ok()) << entries.error().ToString();
     ASSERT_FALSE(entries->empty());
-    for (const auto& entry : *entries) {
+    for (const auto& intent : *entries) {
       auto dead =
-          io_.Run(stream.DeadLetter(activity, entry.id, {}, "refused by the test", 3, 1600));
+          io_.Run(stream.DeadLetter(activity, intent.entry_id, {}, "refused by the test", 3, 1600));
       ASSERT_TRUE(dead.ok()) << dead.error().ToString();
     }
   }

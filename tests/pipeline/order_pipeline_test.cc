@@ -401,7 +401,7 @@ TEST_F(PipelineTest, ConsumerDeadAfterCommitLosesNothingAndDoublesNothing) {
   const store::ActivityRecord* record = context_->snapshot()->Find("crash");
   ASSERT_NE(record, nullptr);
   std::vector<store::OrderRecord> rows;
-  for (const auto& entry : *taken) rows.push_back(*ParseOrderIntent(entry, *record));
+  for (const auto& intent : *taken) rows.push_back(*OrderRecordOf(intent, *record));
   rows.resize(40);  // it had committed only part of its work
   ASSERT_TRUE(store_->InsertOrders(rows, 5).ok());
 
@@ -639,13 +639,15 @@ TEST_F(PipelineTest, TrimmingKeepsWhatIsNotPersisted) {
   ASSERT_TRUE(trimmed.ok());
   EXPECT_EQ(*trimmed, 0) << "entries before the oldest pending one are all still pending";
   // Every held entry is still in the stream.
-  for (const auto& entry : *held) {
-    EXPECT_EQ(redis_->Command({"XRANGE", Keys("trim").stream(), entry.id, entry.id})->elements, 1u);
+  for (const auto& intent : *held) {
+    EXPECT_EQ(redis_->Command({"XRANGE", Keys("trim").stream(), intent.entry_id, intent.entry_id})
+                  ->elements,
+              1u);
   }
   // Once they are acknowledged, the persisted prefix can go.
   std::vector<std::string> ids;
-  for (const auto& entry : *held) ids.push_back(entry.id);
-  ASSERT_TRUE(io_.Run(context_->order_stream().Ack("trim", ids)).ok());
+  for (const auto& intent : *held) ids.push_back(intent.entry_id);
+  ASSERT_TRUE(io_.Run(context_->order_stream().Ack("trim", ids, true)).ok());
   trimmed = io_.Run(context_->order_stream().Trim("trim"));
   ASSERT_TRUE(trimmed.ok());
   EXPECT_GT(*trimmed, 0);

@@ -873,18 +873,18 @@ TEST_F(PipelineFaultTest, ConsumersRacingOnTheSameEntriesWriteEachOrderOnce) {
   ASSERT_TRUE(activity.ok()) << activity.error().ToString();
   std::vector<store::OrderRecord> late;
   std::vector<std::string> late_ids;
-  for (const auto& entry : *stalled) {
-    auto order = service::ParseOrderIntent(entry, *activity);
+  for (const auto& intent : *stalled) {
+    auto order = service::OrderRecordOf(intent, *activity);
     ASSERT_TRUE(order.ok()) << order.error().ToString();
     late.push_back(*order);
-    late_ids.push_back(entry.id);
+    late_ids.push_back(intent.entry_id);
   }
   auto outcomes = store_->InsertOrders(late, base::SystemClock::Instance().NowMs());
   ASSERT_TRUE(outcomes.ok()) << outcomes.error().ToString();
   for (size_t i = 0; i < outcomes->size(); ++i) {
     EXPECT_EQ((*outcomes)[i], store::InsertOutcome::kDuplicate) << late[i].order_id;
   }
-  auto acked = io_.Run(stream_->Ack("race", late_ids));
+  auto acked = io_.Run(stream_->Ack("race", late_ids, true));
   ASSERT_TRUE(acked.ok());
   EXPECT_EQ(*acked, 0) << "the workers acknowledged them already";
   ASSERT_NO_FATAL_FAILURE(ExpectExactlyOnce("race", 0, {left.get(), right.get()}));

@@ -96,7 +96,7 @@ class ReplayHttpTest : public ::testing::Test {
   }
 
   // The order pipeline's work on the activity's stream: every intent not read yet written to the
-  // record (service::ParseOrderIntent, Store::InsertOrders), then acknowledged.
+  // record (service::OrderRecordOf, Store::InsertOrders), then acknowledged.
   void PersistAll(const std::string& activity) {
     ASSERT_TRUE(io_.Run(stream_->EnsureGroup(activity)).ok());
     auto entries = io_.Run(stream_->ReadNew(activity, "test", 100));
@@ -105,14 +105,14 @@ class ReplayHttpTest : public ::testing::Test {
     ASSERT_TRUE(definition.ok()) << definition.error().ToString();
     std::vector<store::OrderRecord> orders;
     std::vector<std::string> ids;
-    for (const auto& entry : *entries) {
-      auto order = service::ParseOrderIntent(entry, *definition);
+    for (const auto& intent : *entries) {
+      auto order = service::OrderRecordOf(intent, *definition);
       ASSERT_TRUE(order.ok()) << order.error().ToString();
       orders.push_back(std::move(*order));
-      ids.push_back(entry.id);
+      ids.push_back(intent.entry_id);
     }
     ASSERT_TRUE(record_->InsertOrders(orders, server_->clock().NowMs()).ok());
-    ASSERT_TRUE(io_.Run(stream_->Ack(activity, ids)).ok());
+    ASSERT_TRUE(io_.Run(stream_->Ack(activity, ids, true)).ok());
   }
   // The pipeline's work on intents the record keeps refusing: every intent not read yet
   // dead-lettered (order_dead_letter.lua), its order refused and its units back in stock.
@@ -121,9 +121,9 @@ class ReplayHttpTest : public ::testing::Test {
     auto entries = io_.Run(stream_->ReadNew(activity, "test", 100));
     ASSERT_TRUE(entries.ok()) << entries.error().ToString();
     ASSERT_FALSE(entries->empty());
-    for (const auto& entry : *entries) {
-      auto dead = io_.Run(stream_->DeadLetter(activity, entry.id, {}, "refused by the test", 3,
-                                              server_->clock().NowMs()));
+    for (const auto& intent : *entries) {
+      auto dead = io_.Run(stream_->DeadLetter(activity, intent.entry_id, {}, "refused by the test",
+                                              3, server_->clock().NowMs()));
       ASSERT_TRUE(dead.ok()) << dead.error().ToString();
     }
   }
