@@ -143,29 +143,81 @@ std::string WebhookBody(const store::OrderEvent& event) {
   return std::move(w).Take();
 }
 
-EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
-    : context_(context), options_(std::move(options)) {}
+namespace {
 
-asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(const std::string& url,
-                                                          const WebhookUrl& parsed,
-                                                          const store::OrderEvent& event,
-                                                          int& attempts, std::string& error,
-                                                          const bool* stop) {
-  const std::string body = WebhookBody(event);
-  auto backoff = options_.backoff_initial;
-  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    if (*stop) co_return Delivery::kStopped;
+// A webhook: POST <url>, signed; a 2xx answer acknowledges.
+class WebhookReceiver final : public EventReceiver {
+ public:
+  WebhookReceiver(std::string url, WebhookUrl parsed, ServiceContext& context,
+                  const RelayOptions& options)
+      : url_(std::move(url)),
+        parsed_(std::move(parsed)),
+        context_(context),
+        key_(options.key),
+        timeout_(options.timeout) {}
+
+  const std::string& name() const override { return url_; }
+  std::string_view kind() const override { return "webhook"; }
+
+  asio::awaitable<base::Status> Send(const store::OrderEvent& event) override {
+    const std::string body = WebhookBody(event);
     const std::string timestamp = std::to_string(context_.clock().NowMs() / 1000);
     const std::vector<std::pair<std::string, std::string>> headers = {
         {"X-Flashsale-Event-Id", event.event_id},
         {"X-Flashsale-Timestamp", timestamp},
-        {"X-Flashsale-Signature", WebhookSignature(options_.key, timestamp, body)}};
+        {"X-Flashsale-Signature", WebhookSignature(key_, timestamp, body)}};
+    auto status = co_await PostJson(parsed_, headers, body, timeout_);
+    if (!status.ok()) co_return std::move(status).error();
+    if (*status < 200 || *status >= 300) {
+      co_return MakeError(ErrorCode::kUnavailable, "answered {}", *status);
+    }
+    co_return base::Status{};
+  }
+
+ private:
+  const std::string url_;
+  const WebhookUrl parsed_;
+  ServiceContext& context_;
+  const std::string key_;
+  const std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
+    : context_(context), options_(std::move(options)) {
+  for (const std::string& url : options_.urls) {
+    auto parsed = ParseWebhookUrl(url);
+    if (!parsed.ok()) {
+      invalid_.push_back(std::move(parsed).error());
+      continue;
+    }
+    receivers_.push_back(
+        std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_, options_));
+  }
+  if (!options_.amqp.url.empty()) {
+    auto broker = AmqpReceiver::Create(options_.amqp, options_.timeout);
+    if (broker.ok()) {
+      receivers_.push_back(std::move(*broker));
+    } else {
+      invalid_.push_back(std::move(broker).error());
+    }
+  }
+}
+
+asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(EventReceiver& receiver,
+                                                          const store::OrderEvent& event,
+                                                          int& attempts, std::string& error,
+                                                          const bool* stop) {
+  auto backoff = options_.backoff_initial;
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    if (*stop) co_return Delivery::kStopped;
     ++attempts;
-    auto status = co_await PostJson(parsed, headers, body, options_.timeout);
-    if (status.ok() && *status >= 200 && *status < 300) co_return Delivery::kDelivered;
-    error = status.ok() ? fmt::format("answered {}", *status) : status.error().message;
-    spdlog::warn("webhook {} to {} (attempt {} of {}): {}", event.event_id, base::RedactUrl(url),
-                 attempt, options_.max_attempts, error);
+    auto sent = co_await receiver.Send(event);
+    if (sent.ok()) co_return Delivery::kDelivered;
+    error = sent.error().message;
+    spdlog::warn("{} {} to {} (attempt {} of {}): {}", receiver.kind(), event.event_id,
+                 base::RedactUrl(receiver.name()), attempt, options_.max_attempts, error);
     if (attempt == options_.max_attempts) break;
     co_await Sleep(backoff);
     backoff = std::min(backoff * 2, options_.backoff_max);
@@ -173,10 +225,9 @@ asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(const std::string& url
   co_return Delivery::kFailed;
 }
 
-asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, const bool* stop,
+asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, const bool* stop,
                                                      const LeaseKeeper* keeper) {
-  auto parsed = ParseWebhookUrl(url);
-  if (!parsed.ok()) co_return std::move(parsed).error();
+  const std::string& url = receiver.name();
   const auto save = [&](store::DeliveryUpdate update) -> asio::awaitable<base::Status> {
     const auto write = [update = std::move(update), now = context_.clock().NowMs()](
                            store::Store& store) { return store.SaveDelivery(update, now); };
@@ -211,7 +262,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
     }
     int attempts = 0;
     std::string error;
-    const Delivery delivery = co_await Deliver(url, *parsed, held.event, attempts, error, stop);
+    const Delivery delivery = co_await Deliver(receiver, held.event, attempts, error, stop);
     if (delivery == Delivery::kStopped) co_return handled;
     if (delivery == Delivery::kDelivered) {
       update.delivered.push_back(held.event.seq);
@@ -247,14 +298,14 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
     } else {
       int attempts = 0;
       std::string error;
-      const Delivery delivery = co_await Deliver(url, *parsed, event, attempts, error, stop);
+      const Delivery delivery = co_await Deliver(receiver, event, attempts, error, stop);
       if (delivery == Delivery::kStopped) co_return handled;
       // A fault test: killed after the receiver's 2xx, before the cursor is saved.
       if (delivery == Delivery::kDelivered && base::FailpointHit("kill-after-webhook")) {
         ::raise(SIGKILL);
       }
       if (delivery == Delivery::kFailed) {
-        spdlog::error("webhook {} to {} parked after {} attempts: {}", event.event_id,
+        spdlog::error("{} {} to {} parked after {} attempts: {}", receiver.kind(), event.event_id,
                       base::RedactUrl(url), attempts, error);
         store::ParkedEvent failed{.receiver = url, .event = event, .attempts = attempts};
         failed.last_error = error;
@@ -271,9 +322,10 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
 }
 
 asio::awaitable<Result<int64_t>> EventRelay::Pass(const bool* stop, const LeaseKeeper* keeper) {
+  if (!invalid_.empty()) co_return invalid_.front();
   int64_t handled = 0;
-  for (const std::string& url : options_.urls) {
-    auto one = co_await PassOne(url, stop, keeper);
+  for (const auto& receiver : receivers_) {
+    auto one = co_await PassOne(*receiver, stop, keeper);
     if (!one.ok()) co_return std::move(one).error();
     handled += *one;
   }
