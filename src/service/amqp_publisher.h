@@ -75,6 +75,7 @@ class AmqpReceiver final : public EventReceiver {
 
   const std::string& name() const override { return name_; }
   std::string_view kind() const override { return "amqp"; }
+  const std::string& activity() const override { return every_activity_; }
   // Connects when not connected, publishes, waits for the confirm.
   boost::asio::awaitable<base::Status> Send(const store::OrderEvent& event) override;
 
@@ -84,6 +85,7 @@ class AmqpReceiver final : public EventReceiver {
   AmqpReceiver(std::string name, std::shared_ptr<Link> link, std::chrono::milliseconds timeout);
 
   std::string name_;
+  const std::string every_activity_;
   std::chrono::milliseconds timeout_;
   boost::asio::thread_pool thread_{1};
   std::shared_ptr<Link> link_;

@@ -22,6 +22,9 @@ class EventReceiver {
   virtual const std::string& name() const = 0;
   // "webhook" or "amqp", for the logs.
   virtual std::string_view kind() const = 0;
+  // The one activity whose events it gets (an activity's own webhook, core::Activity::
+  // webhook_urls); empty: every activity's. The relay moves its cursor past the others' events.
+  virtual const std::string& activity() const = 0;
 
   // One delivery of `event`, bounded by the relay's timeout: ok when the receiver acknowledged it
   // (a webhook's 2xx, the broker's publisher confirm), else an error saying why not. Runs on the

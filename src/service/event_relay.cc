@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <charconv>
 #include <csignal>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -145,19 +146,22 @@ std::string WebhookBody(const store::OrderEvent& event) {
 
 namespace {
 
-// A webhook: POST <url>, signed; a 2xx answer acknowledges.
+// A webhook: POST <url>, signed; a 2xx answer acknowledges. An activity's own (with `activity`)
+// is named "<url>#activity=<id>" in the record: a URL given to both keeps two cursors.
 class WebhookReceiver final : public EventReceiver {
  public:
   WebhookReceiver(std::string url, WebhookUrl parsed, ServiceContext& context,
-                  const RelayOptions& options)
-      : url_(std::move(url)),
+                  const RelayOptions& options, std::string activity = {})
+      : name_(activity.empty() ? url : ActivityWebhookName(url, activity)),
+        activity_(std::move(activity)),
         parsed_(std::move(parsed)),
         context_(context),
         key_(options.key),
         timeout_(options.timeout) {}
 
-  const std::string& name() const override { return url_; }
+  const std::string& name() const override { return name_; }
   std::string_view kind() const override { return "webhook"; }
+  const std::string& activity() const override { return activity_; }
 
   asio::awaitable<base::Status> Send(const store::OrderEvent& event) override {
     const std::string body = WebhookBody(event);
@@ -175,7 +179,8 @@ class WebhookReceiver final : public EventReceiver {
   }
 
  private:
-  const std::string url_;
+  const std::string name_;
+  const std::string activity_;
   const WebhookUrl parsed_;
   ServiceContext& context_;
   const std::string key_;
@@ -183,6 +188,10 @@ class WebhookReceiver final : public EventReceiver {
 };
 
 }  // namespace
+
+std::string ActivityWebhookName(std::string_view url, std::string_view activity) {
+  return fmt::format("{}#activity={}", url, activity);
+}
 
 EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
     : context_(context), options_(std::move(options)) {
@@ -288,8 +297,17 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
   };
   auto events = co_await context_.OnDb(read_events);
   if (!events.ok()) co_return std::move(events).error();
+  // Events of other activities (for an activity's own receiver): passed over, the cursor moved
+  // past them with the next save, or at the end.
+  int64_t passed_over = 0;
   for (const store::OrderEvent& event : *events) {
-    if (lost()) co_return handled;
+    if (lost()) break;
+    if (!receiver.activity().empty() && event.activity_id != receiver.activity()) {
+      passed_over = event.seq;
+      ++handled;
+      continue;
+    }
+    passed_over = 0;
     store::DeliveryUpdate update{.receiver = url, .cursor = event.seq};
     if (blocked.contains(event.activity_id)) {
       store::ParkedEvent held{.receiver = url, .event = event};
@@ -299,7 +317,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
       int attempts = 0;
       std::string error;
       const Delivery delivery = co_await Deliver(receiver, event, attempts, error, stop);
-      if (delivery == Delivery::kStopped) co_return handled;
+      if (delivery == Delivery::kStopped) break;
       // A fault test: killed after the receiver's 2xx, before the cursor is saved.
       if (delivery == Delivery::kDelivered && base::FailpointHit("kill-after-webhook")) {
         ::raise(SIGKILL);
@@ -318,13 +336,56 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
     }
     ++handled;
   }
+  if (passed_over > 0) {
+    // (A named update: GCC 12 destroys a temporary argument twice inside a co_await.)
+    store::DeliveryUpdate moved{.receiver = url, .cursor = passed_over};
+    if (auto saved = co_await save(std::move(moved)); !saved.ok()) {
+      co_return std::move(saved).error();
+    }
+  }
   co_return handled;
+}
+
+asio::awaitable<base::Status> EventRelay::RefreshActivityReceivers() {
+  const auto read = [](store::Store& store) { return store.ListActivities(); };
+  auto activities = co_await context_.OnDb(read);
+  if (!activities.ok()) co_return std::move(activities).error();
+  std::map<std::string, std::unique_ptr<EventReceiver>> now;
+  for (const store::ActivityRecord& record : *activities) {
+    const core::Activity& activity = record.activity;
+    for (const std::string& url : activity.webhook_urls) {
+      const std::string name = ActivityWebhookName(url, activity.id);
+      if (auto kept = activity_receivers_.find(name); kept != activity_receivers_.end()) {
+        now.emplace(name, std::move(kept->second));
+        continue;
+      }
+      auto parsed = ParseWebhookUrl(url);
+      if (!parsed.ok()) {  // the admin API checks them: one from elsewhere is logged, not sent to
+        spdlog::warn("webhooks: activity {}: {}", activity.id, parsed.error().message);
+        continue;
+      }
+      now.emplace(name, std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_,
+                                                          options_, activity.id));
+    }
+  }
+  activity_receivers_ = std::move(now);
+  co_return base::Status{};
 }
 
 asio::awaitable<Result<int64_t>> EventRelay::Pass(const bool* stop, const LeaseKeeper* keeper) {
   if (!invalid_.empty()) co_return invalid_.front();
+  if (options_.activity_webhooks) {
+    if (auto refreshed = co_await RefreshActivityReceivers(); !refreshed.ok()) {
+      co_return std::move(refreshed).error();
+    }
+  }
   int64_t handled = 0;
   for (const auto& receiver : receivers_) {
+    auto one = co_await PassOne(*receiver, stop, keeper);
+    if (!one.ok()) co_return std::move(one).error();
+    handled += *one;
+  }
+  for (const auto& [name, receiver] : activity_receivers_) {
     auto one = co_await PassOne(*receiver, stop, keeper);
     if (!one.ok()) co_return std::move(one).error();
     handled += *one;

@@ -2,8 +2,10 @@
 // The relay (issue 35, point 1): the record's order events (store::Store::EventsAfter) delivered to
 // the receivers an operator configured, at least once and, per receiver, in order per activity.
 // A receiver (EventReceiver) is a webhook URL (`--webhook-url`, below) or a RabbitMQ exchange
-// (`--amqp-url`, service/amqp_publisher.h); the relay's loop, cursors, backoff and parking are
-// the same for both.
+// (`--amqp-url`, service/amqp_publisher.h), each getting every activity's events, or a webhook
+// URL of one activity's definition (core::Activity::webhook_urls, read from the record at each
+// pass), getting that activity's events only, under its own name "<url>#activity=<id>"; the
+// relay's loop, cursors, backoff and parking are the same for all.
 //
 // Design note. One relay runs across all instances: it holds the job lock "webhooks"
 // (redis/lock.h, kept alive by a LeaseKeeper) while it relays, and stops when the lock is lost.
@@ -42,6 +44,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -66,6 +69,10 @@ struct WebhookUrl {
 // kInvalidArgument naming what is wrong (not http://, no host, a bad port, over 512 bytes).
 base::Result<WebhookUrl> ParseWebhookUrl(std::string_view url);
 
+// The name in the record of an activity's own webhook receiver: "<url>#activity=<id>" (a
+// webhook URL has no fragment, so it never names a global receiver).
+std::string ActivityWebhookName(std::string_view url, std::string_view activity);
+
 // The signing key for receivers: DeriveKey(secret, "webhook-signing"), raw bytes.
 std::string WebhookKey(std::string_view secret);
 // "v1=" + lower-case hex of HMAC-SHA256(key, timestamp + "." + body).
@@ -75,18 +82,21 @@ std::string WebhookSignature(std::string_view key, std::string_view timestamp,
 std::string WebhookBody(const store::OrderEvent& event);
 
 struct RelayOptions {
-  std::vector<std::string> urls;  // the webhook receivers
-  AmqpOptions amqp;               // the broker; an empty url: none
-  std::string key;                // WebhookKey(secret)
-  int64_t batch = 100;            // events read at once per receiver
-  int max_attempts = 5;           // deliveries of one event in a pass before it is parked
+  std::vector<std::string> urls;  // the webhook receivers of every activity's events
+  // Also the activities' own webhook URLs (core::Activity::webhook_urls), read from the record
+  // at each pass; serve sets it.
+  bool activity_webhooks = false;
+  AmqpOptions amqp;      // the broker; an empty url: none
+  std::string key;       // WebhookKey(secret)
+  int64_t batch = 100;   // events read at once per receiver
+  int max_attempts = 5;  // deliveries of one event in a pass before it is parked
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{10'000};
   std::chrono::milliseconds timeout{5'000};  // one delivery: connect, send, the answer
   std::chrono::milliseconds idle_poll{200};  // pause when nothing was relayed
 
-  // Whether there is any receiver; none: the relay does not run.
-  bool HasReceivers() const { return !urls.empty() || !amqp.url.empty(); }
+  // Whether there may be a receiver; none: the relay does not run.
+  bool HasReceivers() const { return !urls.empty() || !amqp.url.empty() || activity_webhooks; }
 };
 
 class EventRelay {
@@ -98,7 +108,8 @@ class EventRelay {
   // relays while it holds it.
   boost::asio::awaitable<void> Run(const bool* stop);
 
-  // The receivers, webhooks first (in the order of `urls`), then the broker.
+  // The receivers of every activity's events, webhooks first (in the order of `urls`), then the
+  // broker. (The activities' own receivers come after them in a pass.)
   const std::vector<std::unique_ptr<EventReceiver>>& receivers() const { return receivers_; }
 
   // One pass over every receiver (retries asked for, then new events); the number of events
@@ -117,7 +128,12 @@ class EventRelay {
 
   ServiceContext& context_;
   RelayOptions options_;
+  // Reads the activities' own webhook URLs (core::Activity::webhook_urls) into
+  // activity_receivers_, keeping the receivers still configured.
+  boost::asio::awaitable<base::Status> RefreshActivityReceivers();
+
   std::vector<std::unique_ptr<EventReceiver>> receivers_;
+  std::map<std::string, std::unique_ptr<EventReceiver>> activity_receivers_;  // by name
   std::vector<base::Error> invalid_;  // receivers that could not be made (a bad URL): each pass
                                       // fails with the first
 };

@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 8> kMigrations = {
+constexpr std::array<std::string_view, 9> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -136,6 +136,10 @@ CREATE TABLE webhook_parked (
   retry           INTEGER NOT NULL,
   PRIMARY KEY (receiver, seq)
 );
+)sql",
+    // An activity's own webhook receivers (core::Activity::webhook_urls), one URL a line.
+    R"sql(
+ALTER TABLE activities ADD COLUMN webhook_urls TEXT NOT NULL DEFAULT '';
 )sql",
 };
 
@@ -467,8 +471,9 @@ Result<ActivityRecord> SqliteStore::CreateActivity(const core::Activity& a, int6
   if (!tx.status()) return tx.status().error();
   Stmt insert(db_, records::kInsertActivity);
   const std::string lottery = EncodeLottery(a.lottery);
-  if (auto run =
-          insert.BindAll(records::ActivityInsertValues(a, lottery, now_ms)).Run("create activity");
+  const std::string webhooks = records::JoinWebhookUrls(a.webhook_urls);
+  if (auto run = insert.BindAll(records::ActivityInsertValues(a, lottery, webhooks, now_ms))
+                     .Run("create activity");
       !run) {
     if (run.error().code == ErrorCode::kAlreadyExists) return records::ActivityExists(a.id);
     return run.error();
@@ -488,8 +493,9 @@ Result<ActivityRecord> SqliteStore::UpdateActivity(std::string_view id,
   auto merged = records::MergeUpdate(*current, update);
   if (!merged) return std::move(merged).error();
   Stmt write(db_, records::kUpdateActivity);
-  if (auto run =
-          write.BindAll(records::ActivityUpdateValues(*merged, id, now_ms)).Run("update activity");
+  const std::string webhooks = records::JoinWebhookUrls(merged->webhook_urls);
+  if (auto run = write.BindAll(records::ActivityUpdateValues(*merged, webhooks, id, now_ms))
+                     .Run("update activity");
       !run) {
     return run.error();
   }

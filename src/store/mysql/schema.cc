@@ -179,8 +179,14 @@ CREATE TABLE IF NOT EXISTS webhook_parked (
 )sql",
 };
 
-constexpr std::array<std::span<const std::string_view>, 7> kMigrations = {
-    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5, kMigration6, kMigration7};
+// An activity's own webhook receivers (core::Activity::webhook_urls), one URL a line.
+constexpr std::string_view kMigration8[] = {
+    "ALTER TABLE activities ADD COLUMN IF NOT EXISTS webhook_urls TEXT NOT NULL DEFAULT ''",
+};
+
+constexpr std::array<std::span<const std::string_view>, 8> kMigrations = {
+    kMigration1, kMigration2, kMigration3, kMigration4,
+    kMigration5, kMigration6, kMigration7, kMigration8};
 
 // ---- The migration lock ----
 //
