@@ -166,29 +166,8 @@ wait_for sh -c "curl -s -X POST -H 'X-User-Id: probe' \
   http://127.0.0.1:$peer_port/api/v1/activities/probe/purchase | grep -q '\"reserved\"'"
 peer_procs="$peer_pid $(ps -o pid= --ppid "$peer_pid" | tr -s ' \n' ' ')"
 
-# wrk's request: flashsale load's (POST, a random user among a billion in X-User-Id, an empty
-# body); its report -> "RESULT requests requests/s p99_ms errors" (errors: non-2xx, connect, read,
-# write and timeouts).
-cat >"$dir/purchase.lua" <<'LUA'
-wrk.method = "POST"
-local threads = 0
-setup = function(thread)
-  thread:set("seed", os.time() * 1000 + threads * 7919)
-  threads = threads + 1
-end
-local headers = {}
-init = function() math.randomseed(seed) end
-request = function()
-  headers["X-User-Id"] = "u" .. math.random(0, 999999999)
-  return wrk.format(nil, nil, headers, "")
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %d %.0f %.3f %d\n", summary.requests,
-    summary.requests / (summary.duration / 1e6), latency:percentile(99) / 1000,
-    e.status + e.connect + e.read + e.write + e.timeout))
-end
-LUA
+# wrk's request: bench_wrk_purchase_script's (bench/lib.sh), every request reserving.
+bench_wrk_purchase_script "$dir/purchase.lua"
 
 # The Redis limit's calls, set up on the bare redis-server (its own namespace there).
 read -r -a reserve_call < <(FLASHSALE_BENCH_REDIS_URL="unix://$bare_socket" "$bench_bin" --setup)
@@ -304,19 +283,10 @@ reserved_units() {  # port activity
 # stream's last entry and has nothing pending), which costs the service nothing; then the admin
 # API, whose count of the persisted units is a database query on the consumer's thread, is asked
 # until they match the units reserved.
-stream_drained() {  # activity: 0 once the group "persist" is at the stream's end, nothing pending
-  local key="fs:seckill:{$1}:stream" last delivered pending
-  last=$(redis-cli -s "$dir/default/redis.sock" xinfo stream "$key" |
-    awk 'prev == "last-generated-id" { print; exit } { prev = $0 }')
-  read -r delivered pending < <(redis-cli -s "$dir/default/redis.sock" xinfo groups "$key" |
-    awk 'prev == "last-delivered-id" { d = $0 } prev == "pending" { p = $0 } { prev = $0 }
-         END { print d, p }')
-  [ -n "$last" ] && [ "$last" = "$delivered" ] && [ "$pending" = 0 ]
-}
 wait_drained() {  # port activity
   local status
   for _ in $(seq 1 1200); do
-    stream_drained "$2" && break
+    bench_stream_drained "$dir/default/redis.sock" "$2" && break
     sleep 0.1
   done
   for _ in $(seq 1 240); do
@@ -428,15 +398,7 @@ wrk_round() {
 # before another system's run, the default's supervisor gets three of its looks (one a second)
 # and a rewrite it started is waited for (at most two minutes): the rewrite is the default's
 # cost, and it counts where it lands, in the default's own runs (its children's CPU).
-settle_default() {
-  local info
-  sleep 3
-  for _ in $(seq 1 1200); do
-    info=$(redis-cli -s "$dir/default/redis.sock" info persistence 2>/dev/null) || return 0
-    grep -Eq '^aof_rewrite_(in_progress|scheduled):1' <<<"$info" || return 0
-    sleep 0.1
-  done
-}
+settle_default() { bench_settle_aof "$dir/default/redis.sock"; }
 # The aim pairs' runs after a round's first are kept under keys of their own (default_hot2 ...),
 # so the other figures pair one run of each system a round.
 default_hot_run() {  # key suffix, activity

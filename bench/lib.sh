@@ -98,6 +98,60 @@ bench_redis_benchmark() {  # socket requests clients pipeline call...
     awk -F'"' 'NR == 2 { print $4, $14, 0 }'
 }
 
+# wrk's purchase request, written to the given file: `flashsale load`'s (POST, a random user
+# among a billion in X-User-Id, an empty body), so every request on a hot activity reserves. Its
+# report -> "RESULT requests requests/s p99_ms errors" (errors: non-2xx, connect, read, write and
+# timeouts).
+bench_wrk_purchase_script() {  # file
+  cat >"$1" <<'LUA'
+wrk.method = "POST"
+local threads = 0
+setup = function(thread)
+  thread:set("seed", os.time() * 1000 + threads * 7919)
+  threads = threads + 1
+end
+local headers = {}
+init = function() math.randomseed(seed) end
+request = function()
+  headers["X-User-Id"] = "u" .. math.random(0, 999999999)
+  return wrk.format(nil, nil, headers, "")
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %d %.0f %.3f %d\n", summary.requests,
+    summary.requests / (summary.duration / 1e6), latency:percentile(99) / 1000,
+    e.status + e.connect + e.read + e.write + e.timeout))
+end
+LUA
+}
+
+# 0 once the order stream of an activity (namespace fs, the default's) has been read to its end by
+# the group "persist" and nothing is pending: the order pipeline has taken every order. Read from
+# Redis, which costs the service nothing.
+bench_stream_drained() {  # redis_socket activity
+  local key="fs:seckill:{$2}:stream" last delivered pending
+  last=$(redis-cli -s "$1" xinfo stream "$key" |
+    awk 'prev == "last-generated-id" { print; exit } { prev = $0 }')
+  read -r delivered pending < <(redis-cli -s "$1" xinfo groups "$key" |
+    awk 'prev == "last-delivered-id" { d = $0 } prev == "pending" { p = $0 } { prev = $0 }
+         END { print d, p }')
+  [ -n "$last" ] && [ "$last" = "$delivered" ] && [ "$pending" = 0 ]
+}
+
+# A private redis-server (AOF) rewrites its AOF at a quiet moment after a burst (its supervisor's
+# rule, src/supervise/aof_rewrite.h): while it does, the fork's child takes CPU from whatever runs.
+# Gives the supervisor three of its looks (one a second), then waits (at most two minutes) for a
+# rewrite it started.
+bench_settle_aof() {  # redis_socket
+  local info
+  sleep 3
+  for _ in $(seq 1 1200); do
+    info=$(redis-cli -s "$1" info persistence 2>/dev/null) || return 0
+    grep -Eq '^aof_rewrite_(in_progress|scheduled):1' <<<"$info" || return 0
+    sleep 0.1
+  done
+}
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 median() {  # numbers... -> their median; "-" if one is "-" (a figure that does not apply)
   printf '%s\n' "$@" | sort -g | awk '$1 == "-" { dash = 1 } { v[NR] = $1 }

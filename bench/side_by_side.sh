@@ -70,25 +70,11 @@ load() {  # port activity log [more flags]
   bench_load_summary "$dir/$log" | cut -d' ' -f1-3
 }
 
-# wrk: the same POST with a fresh X-User-Id per request -> "rps p99_ms errors".
-cat >"$dir/purchase.lua" <<'LUA'
-wrk.method = "POST"
-local counter = 0
-local thread_id = 0
-setup = function(thread) thread:set("tid", thread_id); thread_id = thread_id + 1 end
-request = function()
-  counter = counter + 1
-  return wrk.format(nil, nil, {["X-User-Id"] = "u" .. tid .. "-" .. counter})
-end
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %.0f %.3f %d\n", summary.requests / (summary.duration / 1e6),
-    latency:percentile(99) / 1000, summary.errors.status + summary.errors.connect +
-    summary.errors.read + summary.errors.write + summary.errors.timeout))
-end
-LUA
+# wrk: the same POST with a random X-User-Id per request (bench/lib.sh) -> "rps p99_ms errors".
+bench_wrk_purchase_script "$dir/purchase.lua"
 wrk_run() {  # port activity
   wrk -t "$threads" -c "$connections" -d "${seconds}s" -s "$dir/purchase.lua" \
-    "http://127.0.0.1:$1/api/v1/activities/$2/purchase" | awk '/^RESULT/ { print $2, $3, $4 }'
+    "http://127.0.0.1:$1/api/v1/activities/$2/purchase" | awk '/^RESULT/ { print $3, $4, $5 }'
 }
 
 # redis-benchmark on the reserve script -> "rps p99_ms errors"; 50 connections x 16 pipelined,

@@ -32,6 +32,9 @@ packages=(
   # operations: the prometheus tests (promtool, a prometheus server scraping serve and worker);
   # the Debian package and its test (dpkg-shlibdeps, systemd-analyze, the man page checked)
   prometheus dpkg-dev systemd groff-base man-db
+  # --identity jwt: cjose verifies the shop's JWTs (jansson for its pkg-config file); its tests
+  # mint tokens with python3-jwt, which signs RS256/ES256 through python3-cryptography
+  libcjose-dev libjansson-dev python3-jwt python3-cryptography
 )
 
 missing=()

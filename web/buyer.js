@@ -24,7 +24,7 @@
     blockedUntil: 0, // client time until which a Retry-After holds the button
     idempotencyKey: null, // kept across retries whose outcome is unknown
     refreshing: false,
-    identity: null, // "token" or "gateway", as GET /api/v1/config says
+    identity: null, // "token", "jwt" or "gateway", as GET /api/v1/config says
   };
 
   const serverNow = () => Date.now() + state.offsetMs;
@@ -45,9 +45,10 @@
   async function learnIdentity() {
     const answer = await FS.request("GET", "/api/v1/config");
     const identity = answer.status === 200 && answer.json ? answer.json.identity : null;
-    if (identity !== "token" && identity !== "gateway") return;
+    if (identity !== "token" && identity !== "jwt" && identity !== "gateway") return;
     state.identity = identity;
-    $(identity === "token" ? "mode-token" : "mode-user").checked = true;
+    // The shop's own access token (jwt) is pasted where flashsale's token goes: both are bearers.
+    $(identity === "gateway" ? "mode-user" : "mode-token").checked = true;
     $("id-mode-choice").hidden = true;
     showIdentityMode();
   }
@@ -228,7 +229,7 @@
     if (answer.status === 401) {
       state.idempotencyKey = null;
       const why = json.error ? `: ${json.error}` : "";
-      show("err", "unauthorized", state.identity === "token" || $("mode-token").checked
+      show("err", "unauthorized", state.identity !== "gateway" && $("mode-token").checked
         ? `Not signed in (401 Unauthorized${why}). Paste a valid token above.`
         : `Enter a user name above first (401 Unauthorized${why}).`);
       return true;

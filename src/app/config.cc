@@ -188,9 +188,10 @@ constexpr std::array<Named<Durability>, 3> kDurabilities{{
     {"wait", Durability::kWait},
     {"fsync", Durability::kFsync},
 }};
-constexpr std::array<Named<server::IdentityMode>, 2> kIdentities{{
+constexpr std::array<Named<server::IdentityMode>, 3> kIdentities{{
     {"token", server::IdentityMode::kToken},
     {"gateway", server::IdentityMode::kGateway},
+    {"jwt", server::IdentityMode::kJwt},
 }};
 constexpr std::array<Named<spdlog::level::level_enum>, 5> kLogLevels{{
     {"trace", spdlog::level::trace},
@@ -266,6 +267,12 @@ std::string CheckAmqpExchange(const std::string& value) {
   return checked.ok() ? "" : checked.error().message;
 }
 
+// --jwt-jwks: a path, or an https:// URL (a JWKS over plain http could be swapped on the way).
+std::string CheckJwks(const std::string& value) {
+  if (value.starts_with("http://")) return "must be a file or an https:// URL, not http://";
+  return "";
+}
+
 // Every setting, in the order of --help and of the config file template. The defaults come from
 // ServeConfig itself.
 const std::vector<Setting>& Settings() {
@@ -318,9 +325,10 @@ const std::vector<Setting>& Settings() {
                "sharing a Redis apart"},
       {.name = "identity",
        .field = Choice(&ServeConfig::identity, kIdentities),
-       .placeholder = "token|gateway",
-       .help = "How requests say who the user is: token (bearer tokens signed with the secret) "
-               "or gateway (set by a trusted gateway in front)"},
+       .placeholder = "token|gateway|jwt",
+       .help = "How requests say who the user is: token (bearer tokens signed with the secret), "
+               "gateway (set by a trusted gateway in front) or jwt (the shop's own access "
+               "tokens, checked against its JWKS: see the jwt- settings)"},
       {.name = "secret",
        .field = Text(&ServeConfig::secret, CheckSecret),
        .placeholder = "TEXT",
@@ -337,6 +345,35 @@ const std::vector<Setting>& Settings() {
        .help = "Gateway identity: a secret the gateway sends in X-Gateway-Secret with every user "
                "request, 16 bytes or more (compared in constant time; missing or wrong is 401); "
                "empty: not asked. Prefer the file or the variable: flags show in ps"},
+      {.name = "jwt-jwks",
+       .field = Text(&ServeConfig::jwt_jwks, CheckJwks),
+       .placeholder = "FILE|URL",
+       .help = "JWT identity: the identity provider's keys, a JWKS file or an https:// URL (the "
+               "system's CAs, or SSL_CERT_FILE); read again every jwt-jwks-refresh-s, so keys "
+               "rotate without a restart. Required with identity jwt"},
+      {.name = "jwt-issuer",
+       .field = Text(&ServeConfig::jwt_issuer),
+       .placeholder = "TEXT",
+       .help = "JWT identity: the iss every token must carry, exactly. Required with identity jwt"},
+      {.name = "jwt-audience",
+       .field = Text(&ServeConfig::jwt_audience),
+       .placeholder = "TEXT",
+       .help =
+           "JWT identity: the aud every token must carry (or list). Required with identity jwt"},
+      {.name = "jwt-user-claim",
+       .field = Text(&ServeConfig::jwt_user_claim, NotEmpty),
+       .placeholder = "CLAIM",
+       .help = "JWT identity: the claim holding the user id; its value must be 1-64 characters "
+               "of [A-Za-z0-9_.:@-]"},
+      {.name = "jwt-leeway-s",
+       .field = Integer(&ServeConfig::jwt_leeway, 0, 600),
+       .placeholder = "SECONDS",
+       .help = "JWT identity: clock skew allowed when checking exp and nbf, 0..600"},
+      {.name = "jwt-jwks-refresh-s",
+       .field = Integer(&ServeConfig::jwt_jwks_refresh, 1, 86400),
+       .placeholder = "SECONDS",
+       .help = "JWT identity: how often the JWKS is read again, 1..86400; a read that fails "
+               "keeps the keys in use"},
       {.name = "demo",
        .field = Switch(&ServeConfig::demo),
        .help = "Demo mode: create the open activity 'demo' (see demo-stock) and take the user from "
@@ -496,6 +533,7 @@ bool ServeOnly(const Setting& setting) {
         "webhook-url", "amqp-url", "amqp-exchange"}) {
     if (setting.name == name) return true;
   }
+  if (setting.name.starts_with("jwt-")) return true;  // the JWT identity's settings
   return false;
 }
 

@@ -80,10 +80,17 @@ struct ServeConfig {
   std::chrono::milliseconds durability_wait{200};  // wait: WAIT's timeout, 1..60000 ms
   std::string db_url;                              // empty: sqlite:<data_dir>/flashsale.db
   std::string key_namespace = "fs";                // 1..64 of [A-Za-z0-9_.-]
-  server::IdentityMode identity = server::IdentityMode::kToken;  // token | gateway
+  server::IdentityMode identity = server::IdentityMode::kToken;  // token | gateway | jwt
   std::string secret;          // empty: generated once into <data_dir>/secret
   std::string admin_token;     // empty: generated once into <data_dir>/admin-token
   std::string gateway_secret;  // gateway identity: X-Gateway-Secret; empty: off
+  // jwt identity (service/jwt.h): the shop's access tokens checked against its JWKS
+  std::string jwt_jwks;                        // a file or an https:// URL; required for jwt
+  std::string jwt_issuer;                      // `iss` must equal it; required for jwt
+  std::string jwt_audience;                    // `aud` must contain it; required for jwt
+  std::string jwt_user_claim = "sub";          // the claim that names the user
+  std::chrono::seconds jwt_leeway{30};         // clock skew allowed on exp and nbf, 0..600 s
+  std::chrono::seconds jwt_jwks_refresh{300};  // how often the JWKS is read again, 1..86400 s
   bool demo = false;
   int64_t demo_stock = 100;                      // >= 0
   int64_t max_header_bytes = 8192;               // 1024..1048576

@@ -156,6 +156,17 @@ TEST_F(ConfigTest, EverySettingHasAFlagAVariableAndAKey) {
        [](ServeConfig& c) { c.admin_token = "admin-token-16-bytes"; }},
       {"gateway-secret", "gateway-secret-16b", "\"gateway-secret-16b\"",
        [](ServeConfig& c) { c.gateway_secret = "gateway-secret-16b"; }},
+      {"identity", "jwt", "\"jwt\"",
+       [](ServeConfig& c) { c.identity = server::IdentityMode::kJwt; }},
+      {"jwt-jwks", "https://idp/certs", "\"https://idp/certs\"",
+       [](ServeConfig& c) { c.jwt_jwks = "https://idp/certs"; }},
+      {"jwt-issuer", "https://idp/realms/shop", "\"https://idp/realms/shop\"",
+       [](ServeConfig& c) { c.jwt_issuer = "https://idp/realms/shop"; }},
+      {"jwt-audience", "flashsale", "\"flashsale\"",
+       [](ServeConfig& c) { c.jwt_audience = "flashsale"; }},
+      {"jwt-user-claim", "email", "\"email\"", [](ServeConfig& c) { c.jwt_user_claim = "email"; }},
+      {"jwt-leeway-s", "5", "5", [](ServeConfig& c) { c.jwt_leeway = 5s; }},
+      {"jwt-jwks-refresh-s", "60", "60", [](ServeConfig& c) { c.jwt_jwks_refresh = 60s; }},
       {"demo", "true", "true", [](ServeConfig& c) { c.demo = true; }},
       {"demo-stock", "0", "0", [](ServeConfig& c) { c.demo_stock = 0; }},
       {"max-header-bytes", "4096", "4096", [](ServeConfig& c) { c.max_header_bytes = 4096; }},
@@ -284,8 +295,9 @@ TEST_F(ConfigTest, AnOverriddenValueIsStillChecked) {
   std::string file = Write("range.toml", "threads = 300\n");
   EXPECT_EQ(ErrorOf({"--config", file, "--threads", "4"}),
             "setting 'threads' from " + file + ":1: must be 0..256, not 300");
-  EXPECT_EQ(ErrorOf({"--identity", "token"}, {{"FLASHSALE_IDENTITY", "tokne"}}),
-            "setting 'identity' from FLASHSALE_IDENTITY: must be token or gateway, not \"tokne\"");
+  EXPECT_EQ(
+      ErrorOf({"--identity", "token"}, {{"FLASHSALE_IDENTITY", "tokne"}}),
+      "setting 'identity' from FLASHSALE_IDENTITY: must be token, gateway or jwt, not \"tokne\"");
 }
 
 TEST_F(ConfigTest, RejectsValuesOutsideTheRules) {
@@ -308,8 +320,8 @@ TEST_F(ConfigTest, RejectsValuesOutsideTheRules) {
       {"idempotency-ttl-s", "0", "must be at least 1, not 0"},
       {"demo-stock", "-1", "must be at least 0, not -1"},
       {"registry-poll-ms", "9", "must be at least 10, not 9"},
-      {"identity", "tokne", "must be token or gateway, not \"tokne\""},
-      {"identity", "Token", "must be token or gateway, not \"Token\""},
+      {"identity", "tokne", "must be token, gateway or jwt, not \"tokne\""},
+      {"identity", "Token", "must be token, gateway or jwt, not \"Token\""},
       {"durability", "sync", "must be async, wait or fsync, not \"sync\""},
       {"durability-wait-ms", "0", "must be 1..60000, not 0"},
       {"log-level", "verbose", "must be trace, debug, info, warn or error, not \"verbose\""},
@@ -320,6 +332,10 @@ TEST_F(ConfigTest, RejectsValuesOutsideTheRules) {
       {"key-namespace", "fs:x", "must be 1 to 64 characters of A-Z a-z 0-9 _ . -, not \"fs:x\""},
       {"data-dir", "", "must not be empty"},
       {"redis-server", "", "must not be empty"},
+      {"jwt-jwks", "http://idp.example/certs", "must be a file or an https:// URL, not http://"},
+      {"jwt-user-claim", "", "must not be empty"},
+      {"jwt-leeway-s", "601", "must be 0..600, not 601"},
+      {"jwt-jwks-refresh-s", "0", "must be 1..86400, not 0"},
   };
   for (const Case& c : rejected) {
     EXPECT_EQ(ErrorOf({"--" + c.name, c.value}),

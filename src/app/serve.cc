@@ -32,6 +32,7 @@
 #include "server/http_server.h"
 #include "service/admin.h"
 #include "service/event_relay.h"
+#include "service/jwt.h"
 #include "service/pipeline.h"
 #include "service/redis_watch.h"
 #include "store/store.h"
@@ -315,10 +316,54 @@ bool GatewayIdentity(const ServeConfig& config) {
   return config.identity == server::IdentityMode::kGateway || config.demo;
 }
 
+// --identity jwt: the verifier of the shop's JWTs and the refresher keeping its keys fresh. The
+// settings jwt identity needs are checked first, and the JWKS is read once now: serve does not
+// start with a verifier that would refuse every buyer.
+struct JwtIdentity {
+  std::shared_ptr<service::JwtVerifier> verifier;
+  std::unique_ptr<service::JwksRefresher> refresher;
+};
+
+Result<JwtIdentity> StartJwtIdentity(const ServeConfig& config) {
+  JwtIdentity jwt;
+  if (config.identity != server::IdentityMode::kJwt || config.demo) return jwt;
+  struct Required {
+    std::string_view name;
+    std::string_view variable;
+    const std::string& value;
+  };
+  for (const Required& required :
+       {Required{"jwt-jwks", "FLASHSALE_JWT_JWKS", config.jwt_jwks},
+        Required{"jwt-issuer", "FLASHSALE_JWT_ISSUER", config.jwt_issuer},
+        Required{"jwt-audience", "FLASHSALE_JWT_AUDIENCE", config.jwt_audience}}) {
+    if (required.value.empty()) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "identity jwt needs the setting '{}' (--{} or {}); README.md, \"The shop's "
+                       "identity: JWT\", shows the values for an identity provider",
+                       required.name, required.name, required.variable);
+    }
+  }
+  jwt.verifier = std::make_shared<service::JwtVerifier>(
+      service::JwtSettings{.issuer = config.jwt_issuer,
+                           .audience = config.jwt_audience,
+                           .user_claim = config.jwt_user_claim,
+                           .leeway = config.jwt_leeway},
+      base::SystemClock::Instance());
+  auto refresher = service::JwksRefresher::Start(
+      {.source = config.jwt_jwks, .refresh_every = config.jwt_jwks_refresh}, *jwt.verifier);
+  if (!refresher) {
+    return MakeError(ErrorCode::kInvalidArgument, "setting 'jwt-jwks': {}",
+                     refresher.error().message);
+  }
+  jwt.refresher = std::move(*refresher);
+  return jwt;
+}
+
 server::IdentityConfig IdentityFor(const ServeConfig& config, const Secrets& secrets) {
   server::IdentityConfig identity;
-  identity.mode =
-      GatewayIdentity(config) ? server::IdentityMode::kGateway : server::IdentityMode::kToken;
+  identity.mode = GatewayIdentity(config)                         ? server::IdentityMode::kGateway
+                  : config.identity == server::IdentityMode::kJwt ? server::IdentityMode::kJwt
+                                                                  : server::IdentityMode::kToken;
   identity.signer = core::TokenSigner(secrets.secret);
   identity.admin_token = secrets.admin_token;
   identity.gateway_secret = config.gateway_secret;
@@ -422,7 +467,9 @@ void PrintBanner(const ServeConfig& config, uint16_t port, int threads,
   const std::string base_url = BaseUrl(config.listen, port);
   std::cout << fmt::format("flashsale serving on {}  ({} threads; redis {}; db {}; {} identity)\n",
                            base_url, threads, redis_options.endpoint.Describe(), store.Describe(),
-                           GatewayIdentity(config) ? "gateway (X-User-Id)" : "token (Bearer)");
+                           GatewayIdentity(config)                         ? "gateway (X-User-Id)"
+                           : config.identity == server::IdentityMode::kJwt ? "jwt (Bearer, JWKS)"
+                                                                           : "token (Bearer)");
   if (demo) {
     // What is true now: a restarted demo keeps its sale, which may be sold out or over.
     const int64_t now_ms = base::SystemClock::Instance().NowMs();
@@ -497,6 +544,8 @@ int RunServe(const ServeConfig& config) {
   };
   auto secrets = PrepareDataDir(config);
   if (!secrets) return fail(secrets.error());
+  auto jwt = StartJwtIdentity(config);  // --identity jwt: its settings checked, its keys read
+  if (!jwt) return fail(jwt.error());
   auto served = StartRedis(config);
   if (!served) return fail(served.error());
   const redis::ConnectionOptions& redis_options = served->options;
@@ -522,6 +571,7 @@ int RunServe(const ServeConfig& config) {
   server::ServerDeps deps =
       ServerDepsFor(redis_options, **store, db_pool, registry, settings, metrics);
   deps.identity = IdentityFor(config, *secrets);
+  deps.identity.jwt = jwt->verifier;
   service::PipelineMetrics pipeline_metrics;
   AddServeMetrics(metrics, pipeline_metrics, redis_watch, served->embedded.get());
 

@@ -258,10 +258,13 @@ asio::awaitable<Reply> HandleActivityList(Call& call) {
 }
 
 asio::awaitable<Reply> HandleConfig(Call& call) {
+  const IdentityMode mode = call.worker.identity.mode;
   JsonWriter w;
   w.BeginObject()
       .Key("identity")
-      .String(call.worker.identity.mode == IdentityMode::kToken ? "token" : "gateway");
+      .String(mode == IdentityMode::kToken ? "token"
+              : mode == IdentityMode::kJwt ? "jwt"
+                                           : "gateway");
   w.EndObject();
   co_return Json(http::status::ok, Word::kOk, w);
 }
@@ -457,6 +460,12 @@ asio::awaitable<Reply> HandleAdminJob(Call& call) {
 }
 
 asio::awaitable<Reply> HandleAdminToken(Call& call) {
+  if (call.worker.identity.mode == IdentityMode::kJwt) {
+    // Such a token would be refused by this very service: buyers bring the shop's JWTs.
+    co_return ErrorReply(http::status::bad_request, Word::kBadRequest,
+                         "identity is jwt: buyers' tokens come from the shop's identity provider, "
+                         "not from flashsale");
+  }
   auto body = ParseTokenBody(call.request.body());
   if (!body) co_return ErrorToReply(body.error());
   const int64_t expires_ms = call.worker.service.clock().NowMs() + body->ttl_s * 1000;

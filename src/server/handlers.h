@@ -57,7 +57,7 @@ boost::asio::awaitable<Reply> HandleTicket(Call& call);
 boost::asio::awaitable<Reply> HandlePay(Call& call);
 boost::asio::awaitable<Reply> HandleActivityInfo(Call& call);
 boost::asio::awaitable<Reply> HandleActivityList(Call& call);
-// What a page needs to know of the service: {"identity": "token" | "gateway"}.
+// What a page needs to know of the service: {"identity": "token" | "gateway" | "jwt"}.
 boost::asio::awaitable<Reply> HandleConfig(Call& call);
 boost::asio::awaitable<Reply> HandleOrders(Call& call);
 boost::asio::awaitable<Reply> HandleAdminList(Call& call);

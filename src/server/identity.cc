@@ -4,6 +4,7 @@
 
 #include "base/crypto.h"
 #include "base/ids.h"
+#include "service/jwt.h"
 
 namespace flashsale::server {
 
@@ -76,6 +77,19 @@ base::Result<std::string> AuthenticateUser(const IdentityConfig& config, const R
     return std::string(user);
   }
   const std::string_view token = BearerToken(request);
+  if (config.mode == IdentityMode::kJwt) {
+    if (token.empty()) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "missing 'Authorization: Bearer <access token>' (jwt mode: the access token "
+                       "of the shop's identity provider)");
+    }
+    if (config.jwt == nullptr)
+      return MakeError(ErrorCode::kInternal, "jwt mode without a verifier");
+    auto user = config.jwt->Verify(token);
+    if (!user.ok())
+      return MakeError(ErrorCode::kInvalidArgument, "bad JWT: {}", user.error().message);
+    return user;
+  }
   if (token.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "missing 'Authorization: Bearer <token>' (token mode; `flashsale token` or "
