@@ -13,11 +13,14 @@ packages=(
   ccache
   # libraries (docs/design.md, "Dependencies")
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
-  libhiredis-dev libssl-dev libsqlite3-dev libmariadb-dev
+  libhiredis-dev libssl-dev libsqlite3-dev libmariadb-dev librabbitmq-dev
   libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # servers the tests, benchmarks and the embedded default start
   redis-server redis-tools mariadb-server
+  # the order events' RabbitMQ tests: a broker (started by the test fixtures, with its own epmd),
+  # and pika, a client nobody here wrote, reading the queues
+  rabbitmq-server python3-pika
   # scripts/galera.sh: MariaDB Galera (the provider, and rsync for state transfers between nodes)
   galera-4 rsync
   # the TLS tests (Redis, MariaDB) make their certificates with the openssl command
@@ -51,8 +54,8 @@ else
   if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
   echo "install-deps: installing ${missing[*]}"
   "${sudo[@]}" apt-get update -qq
-  # policy-rc.d keeps Debian from starting system-wide redis/mariadb services: the tests and the
-  # embedded default start their own servers in private directories.
+  # policy-rc.d keeps Debian from starting system-wide redis/mariadb/rabbitmq services: the tests
+  # and the embedded default start their own servers in private directories.
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   echo "install-deps: done"

@@ -25,6 +25,7 @@
 
 #include "core/token.h"
 #include "server/cors.h"
+#include "service/amqp_publisher.h"
 #include "service/event_relay.h"
 
 namespace flashsale::app {
@@ -254,6 +255,18 @@ std::string CheckWebhookUrl(const std::string& value) {
   return parsed.ok() ? "" : parsed.error().message;
 }
 
+// --amqp-url and --amqp-exchange (service/amqp_publisher.h): empty, or amqp://...; an exchange
+// name AMQP allows.
+std::string CheckAmqpUrl(const std::string& value) {
+  if (value.empty()) return "";
+  auto parsed = service::ParseAmqpUrl(value);
+  return parsed.ok() ? "" : parsed.error().message;
+}
+std::string CheckAmqpExchange(const std::string& value) {
+  auto checked = service::CheckExchangeName(value);
+  return checked.ok() ? "" : checked.error().message;
+}
+
 // --jwt-jwks: a path, or an https:// URL (a JWKS over plain http could be swapped on the way).
 std::string CheckJwks(const std::string& value) {
   if (value.starts_with("http://")) return "must be a file or an https:// URL, not http://";
@@ -476,6 +489,18 @@ const std::vector<Setting>& Settings() {
        .help = "Receivers of the order events (webhooks): each event POSTed as JSON, signed "
                "(X-Flashsale-Signature), retried, parked when it keeps failing; http://host[:port]"
                "[/path], comma-separated; empty: none"},
+      {.name = "amqp-url",
+       .field = Text(&ServeConfig::amqp_url, CheckAmqpUrl),
+       .placeholder = "URL",
+       .help = "A RabbitMQ broker that receives the order events: each published to "
+               "--amqp-exchange with publisher confirms (routing key: the activity id; "
+               "message-id: the event id), retried, parked when it keeps failing; "
+               "amqp://user:password@host[:port][/vhost]; empty: none"},
+      {.name = "amqp-exchange",
+       .field = Text(&ServeConfig::amqp_exchange, CheckAmqpExchange),
+       .placeholder = "NAME",
+       .help = "The exchange --amqp-url publishes to; declared by the operator, with queues "
+               "bound to it (a message no queue takes counts as not delivered)"},
       {.name = "allow-evicting-redis",
        .field = Switch(&ServeConfig::allow_evicting_redis),
        .help = "Start even on a Redis whose maxmemory-policy may evict keys without a TTL "
@@ -505,7 +530,7 @@ bool ServeOnly(const Setting& setting) {
        {"threads", "redis-server", "identity", "secret", "admin-token", "demo", "demo-stock",
         "max-header-bytes", "max-body-bytes", "read-timeout-ms", "idle-timeout-ms",
         "shutdown-timeout-ms", "idempotency-ttl-s", "trust-forwarded-for", "cors-origin",
-        "webhook-url"}) {
+        "webhook-url", "amqp-url", "amqp-exchange"}) {
     if (setting.name == name) return true;
   }
   if (setting.name.starts_with("jwt-")) return true;  // the JWT identity's settings

@@ -115,7 +115,9 @@ struct ServeConfig {
   bool trust_forwarded_for = false;
   std::vector<std::string> cors_origin;  // origins whose pages may call the public API (CORS)
   std::vector<std::string> webhook_url;  // receivers of the order events (service/event_relay.h)
-  bool allow_evicting_redis = false;     // start on a Redis whose maxmemory-policy may evict
+  std::string amqp_url;  // a RabbitMQ receiver (service/amqp_publisher.h); empty: none
+  std::string amqp_exchange = "flashsale.events";  // the exchange events are published to
+  bool allow_evicting_redis = false;  // start on a Redis whose maxmemory-policy may evict
   spdlog::level::level_enum log_level = spdlog::level::info;  // trace|debug|info|warn|error
   LogFormat log_format = LogFormat::kText;                    // text | json (JSON lines on stderr)
   double access_log_sample = 0;  // a fraction 0..1 of requests logged (1 in round(1/x))

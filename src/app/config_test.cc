@@ -617,6 +617,27 @@ TEST_F(ConfigTest, WebhookUrlsAreAListAndEachIsChecked) {
   }
 }
 
+// Issue 35 point 1: RabbitMQ as a receiver; a bad URL is refused without showing its password.
+TEST_F(ConfigTest, AmqpUrlAndExchangeAreChecked) {
+  EXPECT_EQ(Parse({}).amqp_url, "");
+  EXPECT_EQ(Parse({}).amqp_exchange, "flashsale.events");
+  const ServeConfig set =
+      Parse({"--amqp-url", "amqp://app:s3cret@mq.internal:5672/shop", "--amqp-exchange", "orders"});
+  EXPECT_EQ(set.amqp_url, "amqp://app:s3cret@mq.internal:5672/shop");
+  EXPECT_EQ(set.amqp_exchange, "orders");
+  EXPECT_TRUE(Parse({}, {{"FLASHSALE_AMQP_URL", "amqp://app:s3cret@mq.internal:5672/shop"},
+                         {"FLASHSALE_AMQP_EXCHANGE", "orders"}}) == set);
+  for (const char* bad :
+       {"amqps://app:s3cret@mq", "http://app:s3cret@mq", "amqp://app:s3cret@mq:0"}) {
+    SCOPED_TRACE(bad);
+    const std::string error = ErrorOf({"--amqp-url", bad});
+    EXPECT_NE(error.find("setting 'amqp-url' from --amqp-url"), std::string::npos) << error;
+    EXPECT_EQ(error.find("s3cret"), std::string::npos) << error;
+  }
+  const std::string error = ErrorOf({"--amqp-exchange", "no spaces"});
+  EXPECT_NE(error.find("setting 'amqp-exchange' from --amqp-exchange"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace flashsale::app
 

@@ -583,6 +583,11 @@ int RunServe(const ServeConfig& config) {
   // at a time, under the job lock "webhooks").
   pipeline_deps.webhooks.urls = config.webhook_url;
   pipeline_deps.webhooks.key = service::WebhookKey(secrets->secret);
+  // RabbitMQ: one more receiver of the same relay (service/amqp_publisher.h).
+  pipeline_deps.webhooks.amqp.url = config.amqp_url;
+  pipeline_deps.webhooks.amqp.exchange = config.amqp_exchange;
+  // And each activity's own webhook URLs (core::Activity::webhook_urls), read at each pass.
+  pipeline_deps.webhooks.activity_webhooks = true;
   service::OrderPipeline pipeline(std::move(pipeline_deps), ConsumerOptionsFor(config),
                                   static_cast<int>(config.consumers),
                                   /*poll_registry=*/false, options.registry_poll);

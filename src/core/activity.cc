@@ -123,6 +123,33 @@ base::Status ValidateLottery(const Activity& a) {
   return {};
 }
 
+// The activity's own webhook receivers: a few, each an http:// URL of sane length without spaces,
+// line breaks or a fragment, none twice. (The relay parses each fully, service/event_relay.h; the
+// admin API checks them with the same parser before they get here.)
+base::Status ValidateWebhookUrls(const Activity& a) {
+  if (a.webhook_urls.size() > kMaxActivityWebhooks) {
+    return MakeError(ErrorCode::kInvalidArgument, "activity '{}': at most {} webhook_urls", a.id,
+                     kMaxActivityWebhooks);
+  }
+  for (size_t i = 0; i < a.webhook_urls.size(); ++i) {
+    const std::string& url = a.webhook_urls[i];
+    if (!url.starts_with("http://") || url.size() > kMaxWebhookUrlBytes ||
+        url.find_first_of(" \t\r\n#") != std::string::npos) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "activity '{}': webhook_urls[{}] must be http://host[:port][/path], at "
+                       "most {} bytes, without spaces or a fragment",
+                       a.id, i, kMaxWebhookUrlBytes);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (a.webhook_urls[j] == url) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "activity '{}': webhook_urls[{}] is there twice", a.id, i);
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 base::Status Validate(const Activity& a) {
@@ -165,6 +192,7 @@ base::Status Validate(const Activity& a) {
                      "lottery '{}': payment_window_ms must be 0 (a lottery's wins do not expire)",
                      a.id);
   }
+  if (auto valid = ValidateWebhookUrls(a); !valid) return valid;
   if (a.per_user_limit < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': per-user limit {} must be >= 1",
                      a.id, a.per_user_limit);

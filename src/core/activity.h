@@ -75,6 +75,9 @@ struct Activity {
   // Set: a lottery. Its stock is counted (kCounted) and `stock` is the prizes' total; the
   // per-user limit counts draws.
   std::optional<Lottery> lottery;
+  // Webhook receivers of this activity's order events only, besides the global ones
+  // (service/event_relay.h): each http://host[:port][/path], at most kMaxActivityWebhooks.
+  std::vector<std::string> webhook_urls;
 
   bool is_lottery() const { return lottery.has_value(); }
 
@@ -106,6 +109,8 @@ inline constexpr int64_t kMaxPaymentWindowMs = int64_t{30} * 24 * 3600 * 1000;  
 inline constexpr int64_t kMaxPrizes = 64;
 inline constexpr int64_t kMaxWeight = 1'000'000'000;
 inline constexpr int64_t kMaxQueueCapacity = 10'000'000;
+inline constexpr size_t kMaxActivityWebhooks = 8;
+inline constexpr size_t kMaxWebhookUrlBytes = 512;
 
 base::Status ValidatePurchase(std::string_view user_id, int64_t quantity);
 

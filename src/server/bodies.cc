@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/ids.h"
+#include "service/event_relay.h"
 
 namespace flashsale::server {
 
@@ -125,6 +126,20 @@ class Fields {
     if (!field_) return std::move(field_).error(); \
     if (field_->has_value()) (out) = **field_;     \
   } while (false)
+
+// "webhook_urls": an activity's own webhook receivers, each checked as --webhook-url is
+// (service::ParseWebhookUrl; its error names the URL with any password redacted).
+Result<std::optional<std::vector<std::string>>> WebhookUrls(const Fields& fields) {
+  auto urls = fields.Strings("webhook_urls");
+  if (!urls || !urls->has_value()) return urls;
+  for (const std::string& url : **urls) {
+    if (auto parsed = service::ParseWebhookUrl(url); !parsed) {
+      return MakeError(ErrorCode::kInvalidArgument, "field 'webhook_urls': {}",
+                       parsed.error().message);
+    }
+  }
+  return urls;
+}
 
 // A lottery's fields: "prizes": [{"id", "name", "weight", "stock"}, ...], "no_prize_weight",
 // "admission" ("direct" | "queue" | "fifo"), "queue_capacity".
@@ -514,6 +529,7 @@ Result<core::Activity> ParseActivityBody(std::string_view body, int64_t now_ms) 
                                "admission",
                                "queue_capacity",
                                "payment_window_ms",
+                               "webhook_urls",
                                "version",
                                "created_ms",
                                "updated_ms"});
@@ -567,6 +583,7 @@ Result<core::Activity> ParseActivityBody(std::string_view body, int64_t now_ms) 
   FLASHSALE_FIELD(a.user_rate, fields.Rate("user_rate"));
   FLASHSALE_FIELD(a.address_rate, fields.Rate("address_rate"));
   FLASHSALE_FIELD(a.payment_window_ms, fields.Int("payment_window_ms"));
+  FLASHSALE_FIELD(a.webhook_urls, WebhookUrls(fields));
   if (a.kind == core::StockKind::kItemised && fields.Find("stock") != nullptr) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "kind \"items\" takes its stock from 'items', not 'stock'");
@@ -624,9 +641,9 @@ Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body,
   if (!object) return std::move(object).error();
   Fields fields(*object, "");
   if (auto only = fields.Only({"title", "start_ms", "end_ms", "per_user_limit", "open", "user_rate",
-                               "address_rate", "payment_window_ms", "id", "kind", "total_units",
-                               "prizes", "no_prize_weight", "admission", "queue_capacity",
-                               "version", "created_ms", "updated_ms"});
+                               "address_rate", "payment_window_ms", "webhook_urls", "id", "kind",
+                               "total_units", "prizes", "no_prize_weight", "admission",
+                               "queue_capacity", "version", "created_ms", "updated_ms"});
       !only) {
     return only.error();
   }
@@ -646,6 +663,7 @@ Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body,
   FLASHSALE_FIELD(update.user_rate, fields.Rate("user_rate"));
   FLASHSALE_FIELD(update.address_rate, fields.Rate("address_rate"));
   FLASHSALE_FIELD(update.payment_window_ms, fields.Int("payment_window_ms"));
+  FLASHSALE_FIELD(update.webhook_urls, WebhookUrls(fields));
   if (object->empty()) return MakeError(ErrorCode::kInvalidArgument, "nothing to update");
   return update;
 }

@@ -166,6 +166,38 @@ TEST(ActivityBodyTest, ADefaultSaleAndBadBodiesNameTheField) {
       [](const std::string& body) { return ParseActivityBody(body, kNowMs); });
 }
 
+// Issue 35 point 1: an activity's own webhook receivers, checked as --webhook-url is.
+TEST(ActivityBodyTest, WebhookUrlsAreTakenCheckedAndChanged) {
+  const core::Activity sale =
+      ParseActivityBody(
+          R"({"id":"a","stock":3,"webhook_urls":["http://127.0.0.1:9000/hook","http://pay"]})",
+          kNowMs)
+          .value();
+  EXPECT_EQ(sale.webhook_urls,
+            (std::vector<std::string>{"http://127.0.0.1:9000/hook", "http://pay"}));
+  EXPECT_TRUE(ParseActivityBody(R"({"id":"a","stock":3})", kNowMs).value().webhook_urls.empty());
+  const std::string nine = R"(["http://a/1","http://a/2","http://a/3","http://a/4","http://a/5",)"
+                           R"("http://a/6","http://a/7","http://a/8","http://a/9"])";
+  ExpectRefused(
+      {
+          {R"({"id":"a","stock":1,"webhook_urls":"http://a"})",
+           "field 'webhook_urls' must be an array of strings"},
+          {R"({"id":"a","stock":1,"webhook_urls":["https://a/hook"]})",
+           "field 'webhook_urls': webhook URL 'https://a/hook': must start with http://"},
+          {R"({"id":"a","stock":1,"webhook_urls":["http://a:0/"]})", "the port must be"},
+          {R"({"id":"a","stock":1,"webhook_urls":["http://a/x","http://a/x"]})",
+           "webhook_urls[1] is there twice"},
+          {R"({"id":"a","stock":1,"webhook_urls":)" + nine + "}", "at most 8 webhook_urls"},
+      },
+      [](const std::string& body) { return ParseActivityBody(body, kNowMs); });
+  const store::ActivityUpdate update =
+      ParseActivityUpdate(R"({"webhook_urls":["http://pay/hook"]})").value();
+  ASSERT_TRUE(update.webhook_urls.has_value());
+  EXPECT_EQ(*update.webhook_urls, (std::vector<std::string>{"http://pay/hook"}));
+  EXPECT_TRUE(ParseActivityUpdate(R"({"webhook_urls":[]})").value().webhook_urls->empty());
+  EXPECT_FALSE(ParseActivityUpdate(R"({"webhook_urls":["ftp://x"]})").ok());
+}
+
 TEST(ActivityUpdateTest, AChangeOfWhatMayChangeAndBadBodiesNameTheField) {
   const store::ActivityUpdate update = ParseActivityUpdate(R"({"per_user_limit":3})").value();
   ASSERT_TRUE(update.per_user_limit.has_value());

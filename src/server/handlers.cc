@@ -66,6 +66,9 @@ void WriteState(JsonWriter& w, const service::ActivityState& state) {
   WriteRate(w, "user_rate", record.activity.user_rate);
   WriteRate(w, "address_rate", record.activity.address_rate);
   w.Key("payment_window_ms").Int(record.activity.payment_window_ms);
+  w.Key("webhook_urls").BeginArray();
+  for (const std::string& url : record.activity.webhook_urls) w.String(url);
+  w.EndArray();
   w.Key("version").Int(record.version).Key("created_ms").Int(record.created_ms);
   w.Key("updated_ms").Int(record.updated_ms);
   service::WriteLotteryFields(w, record.activity);

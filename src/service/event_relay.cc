@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <charconv>
 #include <csignal>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -143,29 +144,89 @@ std::string WebhookBody(const store::OrderEvent& event) {
   return std::move(w).Take();
 }
 
-EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
-    : context_(context), options_(std::move(options)) {}
+namespace {
 
-asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(const std::string& url,
-                                                          const WebhookUrl& parsed,
-                                                          const store::OrderEvent& event,
-                                                          int& attempts, std::string& error,
-                                                          const bool* stop) {
-  const std::string body = WebhookBody(event);
-  auto backoff = options_.backoff_initial;
-  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    if (*stop) co_return Delivery::kStopped;
+// A webhook: POST <url>, signed; a 2xx answer acknowledges. An activity's own (with `activity`)
+// is named "<url>#activity=<id>" in the record: a URL given to both keeps two cursors.
+class WebhookReceiver final : public EventReceiver {
+ public:
+  WebhookReceiver(std::string url, WebhookUrl parsed, ServiceContext& context,
+                  const RelayOptions& options, std::string activity = {})
+      : name_(activity.empty() ? url : ActivityWebhookName(url, activity)),
+        activity_(std::move(activity)),
+        parsed_(std::move(parsed)),
+        context_(context),
+        key_(options.key),
+        timeout_(options.timeout) {}
+
+  const std::string& name() const override { return name_; }
+  std::string_view kind() const override { return "webhook"; }
+  const std::string& activity() const override { return activity_; }
+
+  asio::awaitable<base::Status> Send(const store::OrderEvent& event) override {
+    const std::string body = WebhookBody(event);
     const std::string timestamp = std::to_string(context_.clock().NowMs() / 1000);
     const std::vector<std::pair<std::string, std::string>> headers = {
         {"X-Flashsale-Event-Id", event.event_id},
         {"X-Flashsale-Timestamp", timestamp},
-        {"X-Flashsale-Signature", WebhookSignature(options_.key, timestamp, body)}};
+        {"X-Flashsale-Signature", WebhookSignature(key_, timestamp, body)}};
+    auto status = co_await PostJson(parsed_, headers, body, timeout_);
+    if (!status.ok()) co_return std::move(status).error();
+    if (*status < 200 || *status >= 300) {
+      co_return MakeError(ErrorCode::kUnavailable, "answered {}", *status);
+    }
+    co_return base::Status{};
+  }
+
+ private:
+  const std::string name_;
+  const std::string activity_;
+  const WebhookUrl parsed_;
+  ServiceContext& context_;
+  const std::string key_;
+  const std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+std::string ActivityWebhookName(std::string_view url, std::string_view activity) {
+  return fmt::format("{}#activity={}", url, activity);
+}
+
+EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
+    : context_(context), options_(std::move(options)) {
+  for (const std::string& url : options_.urls) {
+    auto parsed = ParseWebhookUrl(url);
+    if (!parsed.ok()) {
+      invalid_.push_back(std::move(parsed).error());
+      continue;
+    }
+    receivers_.push_back(
+        std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_, options_));
+  }
+  if (!options_.amqp.url.empty()) {
+    auto broker = AmqpReceiver::Create(options_.amqp, options_.timeout);
+    if (broker.ok()) {
+      receivers_.push_back(std::move(*broker));
+    } else {
+      invalid_.push_back(std::move(broker).error());
+    }
+  }
+}
+
+asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(EventReceiver& receiver,
+                                                          const store::OrderEvent& event,
+                                                          int& attempts, std::string& error,
+                                                          const bool* stop) {
+  auto backoff = options_.backoff_initial;
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    if (*stop) co_return Delivery::kStopped;
     ++attempts;
-    auto status = co_await PostJson(parsed, headers, body, options_.timeout);
-    if (status.ok() && *status >= 200 && *status < 300) co_return Delivery::kDelivered;
-    error = status.ok() ? fmt::format("answered {}", *status) : status.error().message;
-    spdlog::warn("webhook {} to {} (attempt {} of {}): {}", event.event_id, base::RedactUrl(url),
-                 attempt, options_.max_attempts, error);
+    auto sent = co_await receiver.Send(event);
+    if (sent.ok()) co_return Delivery::kDelivered;
+    error = sent.error().message;
+    spdlog::warn("{} {} to {} (attempt {} of {}): {}", receiver.kind(), event.event_id,
+                 base::RedactUrl(receiver.name()), attempt, options_.max_attempts, error);
     if (attempt == options_.max_attempts) break;
     co_await Sleep(backoff);
     backoff = std::min(backoff * 2, options_.backoff_max);
@@ -173,10 +234,9 @@ asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(const std::string& url
   co_return Delivery::kFailed;
 }
 
-asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, const bool* stop,
+asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, const bool* stop,
                                                      const LeaseKeeper* keeper) {
-  auto parsed = ParseWebhookUrl(url);
-  if (!parsed.ok()) co_return std::move(parsed).error();
+  const std::string& url = receiver.name();
   const auto save = [&](store::DeliveryUpdate update) -> asio::awaitable<base::Status> {
     const auto write = [update = std::move(update), now = context_.clock().NowMs()](
                            store::Store& store) { return store.SaveDelivery(update, now); };
@@ -211,7 +271,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
     }
     int attempts = 0;
     std::string error;
-    const Delivery delivery = co_await Deliver(url, *parsed, held.event, attempts, error, stop);
+    const Delivery delivery = co_await Deliver(receiver, held.event, attempts, error, stop);
     if (delivery == Delivery::kStopped) co_return handled;
     if (delivery == Delivery::kDelivered) {
       update.delivered.push_back(held.event.seq);
@@ -237,8 +297,17 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
   };
   auto events = co_await context_.OnDb(read_events);
   if (!events.ok()) co_return std::move(events).error();
+  // Events of other activities (for an activity's own receiver): passed over, the cursor moved
+  // past them with the next save, or at the end.
+  int64_t passed_over = 0;
   for (const store::OrderEvent& event : *events) {
-    if (lost()) co_return handled;
+    if (lost()) break;
+    if (!receiver.activity().empty() && event.activity_id != receiver.activity()) {
+      passed_over = event.seq;
+      ++handled;
+      continue;
+    }
+    passed_over = 0;
     store::DeliveryUpdate update{.receiver = url, .cursor = event.seq};
     if (blocked.contains(event.activity_id)) {
       store::ParkedEvent held{.receiver = url, .event = event};
@@ -247,14 +316,14 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
     } else {
       int attempts = 0;
       std::string error;
-      const Delivery delivery = co_await Deliver(url, *parsed, event, attempts, error, stop);
-      if (delivery == Delivery::kStopped) co_return handled;
+      const Delivery delivery = co_await Deliver(receiver, event, attempts, error, stop);
+      if (delivery == Delivery::kStopped) break;
       // A fault test: killed after the receiver's 2xx, before the cursor is saved.
       if (delivery == Delivery::kDelivered && base::FailpointHit("kill-after-webhook")) {
         ::raise(SIGKILL);
       }
       if (delivery == Delivery::kFailed) {
-        spdlog::error("webhook {} to {} parked after {} attempts: {}", event.event_id,
+        spdlog::error("{} {} to {} parked after {} attempts: {}", receiver.kind(), event.event_id,
                       base::RedactUrl(url), attempts, error);
         store::ParkedEvent failed{.receiver = url, .event = event, .attempts = attempts};
         failed.last_error = error;
@@ -267,13 +336,57 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(const std::string& url, con
     }
     ++handled;
   }
+  if (passed_over > 0) {
+    // (A named update: GCC 12 destroys a temporary argument twice inside a co_await.)
+    store::DeliveryUpdate moved{.receiver = url, .cursor = passed_over};
+    if (auto saved = co_await save(std::move(moved)); !saved.ok()) {
+      co_return std::move(saved).error();
+    }
+  }
   co_return handled;
 }
 
+asio::awaitable<base::Status> EventRelay::RefreshActivityReceivers() {
+  const auto read = [](store::Store& store) { return store.ListActivities(); };
+  auto activities = co_await context_.OnDb(read);
+  if (!activities.ok()) co_return std::move(activities).error();
+  std::map<std::string, std::unique_ptr<EventReceiver>> now;
+  for (const store::ActivityRecord& record : *activities) {
+    const core::Activity& activity = record.activity;
+    for (const std::string& url : activity.webhook_urls) {
+      const std::string name = ActivityWebhookName(url, activity.id);
+      if (auto kept = activity_receivers_.find(name); kept != activity_receivers_.end()) {
+        now.emplace(name, std::move(kept->second));
+        continue;
+      }
+      auto parsed = ParseWebhookUrl(url);
+      if (!parsed.ok()) {  // the admin API checks them: one from elsewhere is logged, not sent to
+        spdlog::warn("webhooks: activity {}: {}", activity.id, parsed.error().message);
+        continue;
+      }
+      now.emplace(name, std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_,
+                                                          options_, activity.id));
+    }
+  }
+  activity_receivers_ = std::move(now);
+  co_return base::Status{};
+}
+
 asio::awaitable<Result<int64_t>> EventRelay::Pass(const bool* stop, const LeaseKeeper* keeper) {
+  if (!invalid_.empty()) co_return invalid_.front();
+  if (options_.activity_webhooks) {
+    if (auto refreshed = co_await RefreshActivityReceivers(); !refreshed.ok()) {
+      co_return std::move(refreshed).error();
+    }
+  }
   int64_t handled = 0;
-  for (const std::string& url : options_.urls) {
-    auto one = co_await PassOne(url, stop, keeper);
+  for (const auto& receiver : receivers_) {
+    auto one = co_await PassOne(*receiver, stop, keeper);
+    if (!one.ok()) co_return std::move(one).error();
+    handled += *one;
+  }
+  for (const auto& [name, receiver] : activity_receivers_) {
+    auto one = co_await PassOne(*receiver, stop, keeper);
     if (!one.ok()) co_return std::move(one).error();
     handled += *one;
   }

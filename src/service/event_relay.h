@@ -1,16 +1,22 @@
 #pragma once
-// Webhooks (issue 35, point 1): the record's order events (store::Store::EventsAfter) POSTed to
-// the receivers an operator configured (`--webhook-url`), at least once and, per receiver, in
-// order per activity.
+// The relay (issue 35, point 1): the record's order events (store::Store::EventsAfter) delivered to
+// the receivers an operator configured, at least once and, per receiver, in order per activity.
+// A receiver (EventReceiver) is a webhook URL (`--webhook-url`, below) or a RabbitMQ exchange
+// (`--amqp-url`, service/amqp_publisher.h), each getting every activity's events, or a webhook
+// URL of one activity's definition (core::Activity::webhook_urls, read from the record at each
+// pass), getting that activity's events only, under its own name "<url>#activity=<id>"; the
+// relay's loop, cursors, backoff and parking are the same for all.
 //
 // Design note. One relay runs across all instances: it holds the job lock "webhooks"
 // (redis/lock.h, kept alive by a LeaseKeeper) while it relays, and stops when the lock is lost.
-// For each receiver the record keeps a delivery cursor (store::DeliveryUpdate); a pass reads the
-// events after it and POSTs them one at a time, in seq order:
-//   - a 2xx answer is the receiver's acknowledgement: the event is delivered and the cursor moves
-//     past it (saved after each event, so a relay that dies delivers at most that event again);
-//   - anything else (a refused connection, a non-2xx status, no answer within the timeout) is
-//     tried again after a pause that doubles from backoff_initial to backoff_max, up to
+// For each receiver the record keeps a delivery cursor (store::DeliveryUpdate, under the
+// receiver's name()); a pass reads the events after it and sends them one at a time, in seq
+// order:
+//   - the receiver's acknowledgement (a webhook's 2xx answer, the broker's publisher confirm)
+//     marks the event delivered and the cursor moves past it (saved after each event, so a relay
+//     that dies delivers at most that event again);
+//   - anything else (a refused connection, a non-2xx status, a nack, no answer within the
+//     timeout) is tried again after a pause that doubles from backoff_initial to backoff_max, up to
 //     max_attempts in all; then the event is parked (kept in the record with its last error,
 //     listed by the admin route and the CLI, never dropped) and the cursor moves on;
 //   - an event of an activity that has a parked event is parked behind it, untried: a receiver
@@ -21,7 +27,7 @@
 // acknowledged (it failed, timed out, or the relay died before saving it), and always with the
 // same id.
 //
-// The request: POST <url>, Content-Type: application/json, the body one event
+// A webhook's request: POST <url>, Content-Type: application/json, the body one event
 // {"id","seq","order_id","activity_id","state","at_ms"}, and the headers
 //   X-Flashsale-Event-Id   the event's id
 //   X-Flashsale-Timestamp  Unix seconds when it was sent
@@ -38,12 +44,16 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
+#include "service/amqp_publisher.h"
 #include "service/context.h"
+#include "service/event_receiver.h"
 #include "store/store.h"
 
 namespace flashsale::service {
@@ -59,6 +69,10 @@ struct WebhookUrl {
 // kInvalidArgument naming what is wrong (not http://, no host, a bad port, over 512 bytes).
 base::Result<WebhookUrl> ParseWebhookUrl(std::string_view url);
 
+// The name in the record of an activity's own webhook receiver: "<url>#activity=<id>" (a
+// webhook URL has no fragment, so it never names a global receiver).
+std::string ActivityWebhookName(std::string_view url, std::string_view activity);
+
 // The signing key for receivers: DeriveKey(secret, "webhook-signing"), raw bytes.
 std::string WebhookKey(std::string_view secret);
 // "v1=" + lower-case hex of HMAC-SHA256(key, timestamp + "." + body).
@@ -68,14 +82,21 @@ std::string WebhookSignature(std::string_view key, std::string_view timestamp,
 std::string WebhookBody(const store::OrderEvent& event);
 
 struct RelayOptions {
-  std::vector<std::string> urls;  // the receivers; none: the relay does not run
-  std::string key;                // WebhookKey(secret)
-  int64_t batch = 100;            // events read at once per receiver
-  int max_attempts = 5;           // deliveries of one event in a pass before it is parked
+  std::vector<std::string> urls;  // the webhook receivers of every activity's events
+  // Also the activities' own webhook URLs (core::Activity::webhook_urls), read from the record
+  // at each pass; serve sets it.
+  bool activity_webhooks = false;
+  AmqpOptions amqp;      // the broker; an empty url: none
+  std::string key;       // WebhookKey(secret)
+  int64_t batch = 100;   // events read at once per receiver
+  int max_attempts = 5;  // deliveries of one event in a pass before it is parked
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{10'000};
   std::chrono::milliseconds timeout{5'000};  // one delivery: connect, send, the answer
   std::chrono::milliseconds idle_poll{200};  // pause when nothing was relayed
+
+  // Whether there may be a receiver; none: the relay does not run.
+  bool HasReceivers() const { return !urls.empty() || !amqp.url.empty() || activity_webhooks; }
 };
 
 class EventRelay {
@@ -87,6 +108,10 @@ class EventRelay {
   // relays while it holds it.
   boost::asio::awaitable<void> Run(const bool* stop);
 
+  // The receivers of every activity's events, webhooks first (in the order of `urls`), then the
+  // broker. (The activities' own receivers come after them in a pass.)
+  const std::vector<std::unique_ptr<EventReceiver>>& receivers() const { return receivers_; }
+
   // One pass over every receiver (retries asked for, then new events); the number of events
   // delivered or parked. Stops early when *stop or the keeper (if any) lost the lock. Without the
   // lock: for tests, and callers that hold it.
@@ -95,15 +120,22 @@ class EventRelay {
 
  private:
   enum class Delivery { kDelivered, kFailed, kStopped };
-  // Up to max_attempts POSTs of one event, with backoff; `error` says why the last one failed.
-  boost::asio::awaitable<Delivery> Deliver(const std::string& url, const WebhookUrl& parsed,
-                                           const store::OrderEvent& event, int& attempts,
-                                           std::string& error, const bool* stop);
-  boost::asio::awaitable<base::Result<int64_t>> PassOne(const std::string& url, const bool* stop,
+  // Up to max_attempts sends of one event, with backoff; `error` says why the last one failed.
+  boost::asio::awaitable<Delivery> Deliver(EventReceiver& receiver, const store::OrderEvent& event,
+                                           int& attempts, std::string& error, const bool* stop);
+  boost::asio::awaitable<base::Result<int64_t>> PassOne(EventReceiver& receiver, const bool* stop,
                                                         const LeaseKeeper* keeper);
 
   ServiceContext& context_;
   RelayOptions options_;
+  // Reads the activities' own webhook URLs (core::Activity::webhook_urls) into
+  // activity_receivers_, keeping the receivers still configured.
+  boost::asio::awaitable<base::Status> RefreshActivityReceivers();
+
+  std::vector<std::unique_ptr<EventReceiver>> receivers_;
+  std::map<std::string, std::unique_ptr<EventReceiver>> activity_receivers_;  // by name
+  std::vector<base::Error> invalid_;  // receivers that could not be made (a bad URL): each pass
+                                      // fails with the first
 };
 
 }  // namespace flashsale::service

@@ -96,7 +96,7 @@ class OrderPipeline::Runner {
       }
       asio::co_spawn(io_, RunJobSchedule(context_, jobs_, &stop_, job_metrics_),
                      [this](std::exception_ptr) { jobs_done_ = true; });
-      if (!webhooks_.urls.empty()) {
+      if (webhooks_.HasReceivers()) {
         relay_.emplace(context_, webhooks_);
         asio::co_spawn(io_, relay_->Run(&stop_),
                        [this](std::exception_ptr) { relay_done_ = true; });
@@ -176,7 +176,7 @@ class OrderPipeline::Runner {
   std::optional<DrawQueueConsumer> queue_consumer_;  // kJobs
   JobSchedule jobs_;
   RelayOptions webhooks_;
-  std::optional<EventRelay> relay_;  // kJobs, with webhook URLs
+  std::optional<EventRelay> relay_;  // kJobs, with receivers (webhooks, a broker)
   JobMetrics* job_metrics_;
   asio::steady_timer poll_timer_;
   bool stop_ = false;

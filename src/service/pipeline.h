@@ -31,7 +31,7 @@ struct PipelineDeps {
   RandomFactory random = MakeSecureRandom;  // each consumer thread's (queued draws, lock tokens)
   PipelineMetrics* metrics = nullptr;
   JobSchedule jobs;       // run by the jobs' thread (zero periods: none)
-  RelayOptions webhooks;  // run by the jobs' thread (service/event_relay.h); no URLs: none
+  RelayOptions webhooks;  // run by the jobs' thread (service/event_relay.h); no receivers: none
 };
 
 class OrderPipeline {

@@ -9,8 +9,28 @@ namespace flashsale::store::records {
 using base::ErrorCode;
 using base::MakeError;
 
-std::array<SqlValue, 16> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
-                                              int64_t now_ms) {
+std::string JoinWebhookUrls(const std::vector<std::string>& urls) {
+  std::string text;
+  for (const std::string& url : urls) {
+    if (!text.empty()) text += '\n';
+    text += url;
+  }
+  return text;
+}
+
+std::vector<std::string> SplitWebhookUrls(std::string_view text) {
+  std::vector<std::string> urls;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    if (end != 0) urls.emplace_back(text.substr(0, end));
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return urls;
+}
+
+std::array<SqlValue, 17> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
+                                              const std::string& webhooks, int64_t now_ms) {
   return {a.id,
           a.title,
           core::ToString(a.kind),
@@ -26,10 +46,12 @@ std::array<SqlValue, 16> ActivityInsertValues(const core::Activity& a, const std
           now_ms,
           now_ms,
           lottery,
-          a.payment_window_ms};
+          a.payment_window_ms,
+          webhooks};
 }
 
-std::array<SqlValue, 12> ActivityUpdateValues(const core::Activity& merged, std::string_view id,
+std::array<SqlValue, 13> ActivityUpdateValues(const core::Activity& merged,
+                                              const std::string& webhooks, std::string_view id,
                                               int64_t now_ms) {
   const core::Activity& a = merged;
   return {a.title,
@@ -42,6 +64,7 @@ std::array<SqlValue, 12> ActivityUpdateValues(const core::Activity& merged, std:
           a.address_rate.per_second,
           a.address_rate.burst,
           a.payment_window_ms,
+          webhooks,
           now_ms,
           id};
 }
@@ -57,6 +80,7 @@ base::Result<core::Activity> MergeUpdate(const ActivityRecord& current,
   if (update.user_rate) a.user_rate = *update.user_rate;
   if (update.address_rate) a.address_rate = *update.address_rate;
   if (update.payment_window_ms) a.payment_window_ms = *update.payment_window_ms;
+  if (update.webhook_urls) a.webhook_urls = *update.webhook_urls;
   a.items.clear();
   if (auto valid = core::Validate(a); !valid) return valid.error();
   return a;

@@ -26,19 +26,20 @@ using SqlValue = std::variant<int64_t, double, std::string_view>;
 inline constexpr std::string_view kSelectActivity =
     "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
     "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
-    "payment_window_ms FROM activities";
+    "payment_window_ms, webhook_urls FROM activities";
 
 // The values: ActivityInsertValues.
 inline constexpr std::string_view kInsertActivity =
     "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, "
     "user_rate, user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
-    "payment_window_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)";
+    "payment_window_ms, webhook_urls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, "
+    "?)";
 
 // The values: ActivityUpdateValues.
 inline constexpr std::string_view kUpdateActivity =
     "UPDATE activities SET title = ?, start_ms = ?, end_ms = ?, per_user_limit = ?, open = ?, "
     "user_rate = ?, user_burst = ?, address_rate = ?, address_burst = ?, payment_window_ms = ?, "
-    "version = version + 1, updated_ms = ? WHERE id = ?";
+    "webhook_urls = ?, version = version + 1, updated_ms = ? WHERE id = ?";
 
 // ? units, ? now_ms, ? id.
 inline constexpr std::string_view kAddStock =
@@ -48,6 +49,11 @@ inline constexpr std::string_view kAddStock =
 // ? activity_id, ? item_id, ? now_ms.
 inline constexpr std::string_view kInsertItem =
     "INSERT INTO activity_items (activity_id, item_id, added_ms) VALUES (?, ?, ?)";
+
+// An activity's webhook URLs as the column keeps them: one a line (a URL holds no line break,
+// core::Validate), and back; "" is none.
+std::string JoinWebhookUrls(const std::vector<std::string>& urls);
+std::vector<std::string> SplitWebhookUrls(std::string_view text);
 
 // `row` has Text(i), Int(i) and Double(i) over the columns of kSelectActivity.
 template <typename Row>
@@ -70,14 +76,17 @@ ActivityRecord ReadActivity(const Row& row) {
   record.updated_ms = row.Int(14);
   SetLotteryFromColumn(a, row.Text(15));
   a.payment_window_ms = row.Int(16);
+  a.webhook_urls = SplitWebhookUrls(row.Text(17));
   return record;
 }
 
-// For kInsertActivity; `lottery` is EncodeLottery(a.lottery) and must outlive the values.
-std::array<SqlValue, 16> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
-                                              int64_t now_ms);
-// For kUpdateActivity: `merged` as MergeUpdate returned it.
-std::array<SqlValue, 12> ActivityUpdateValues(const core::Activity& merged, std::string_view id,
+// For kInsertActivity; `lottery` is EncodeLottery(a.lottery) and `webhooks`
+// JoinWebhookUrls(a.webhook_urls); both must outlive the values.
+std::array<SqlValue, 17> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
+                                              const std::string& webhooks, int64_t now_ms);
+// For kUpdateActivity: `merged` as MergeUpdate returned it, `webhooks` its joined URLs.
+std::array<SqlValue, 13> ActivityUpdateValues(const core::Activity& merged,
+                                              const std::string& webhooks, std::string_view id,
                                               int64_t now_ms);
 
 // The activity `current` with `update` applied, validated (kInvalidArgument otherwise). Items are

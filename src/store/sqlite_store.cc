@@ -142,6 +142,10 @@ CREATE TABLE webhook_parked (
     R"sql(
 CREATE INDEX orders_by_activity_id ON orders (activity_id, order_id);
 )sql",
+    // An activity's own webhook receivers (core::Activity::webhook_urls), one URL a line.
+    R"sql(
+ALTER TABLE activities ADD COLUMN webhook_urls TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // Raises an activity's write mark to (epoch, seq) unless it is at that or higher (epoch first,
@@ -472,8 +476,9 @@ Result<ActivityRecord> SqliteStore::CreateActivity(const core::Activity& a, int6
   if (!tx.status()) return tx.status().error();
   Stmt insert(db_, records::kInsertActivity);
   const std::string lottery = EncodeLottery(a.lottery);
-  if (auto run =
-          insert.BindAll(records::ActivityInsertValues(a, lottery, now_ms)).Run("create activity");
+  const std::string webhooks = records::JoinWebhookUrls(a.webhook_urls);
+  if (auto run = insert.BindAll(records::ActivityInsertValues(a, lottery, webhooks, now_ms))
+                     .Run("create activity");
       !run) {
     if (run.error().code == ErrorCode::kAlreadyExists) return records::ActivityExists(a.id);
     return run.error();
@@ -493,8 +498,9 @@ Result<ActivityRecord> SqliteStore::UpdateActivity(std::string_view id,
   auto merged = records::MergeUpdate(*current, update);
   if (!merged) return std::move(merged).error();
   Stmt write(db_, records::kUpdateActivity);
-  if (auto run =
-          write.BindAll(records::ActivityUpdateValues(*merged, id, now_ms)).Run("update activity");
+  const std::string webhooks = records::JoinWebhookUrls(merged->webhook_urls);
+  if (auto run = write.BindAll(records::ActivityUpdateValues(*merged, webhooks, id, now_ms))
+                     .Run("update activity");
       !run) {
     return run.error();
   }

@@ -41,6 +41,7 @@ struct ActivityUpdate {
   std::optional<core::RateLimit> user_rate;
   std::optional<core::RateLimit> address_rate;
   std::optional<int64_t> payment_window_ms;
+  std::optional<std::vector<std::string>> webhook_urls;
 };
 
 enum class OrderState { kReserved, kPaid, kCancelled };

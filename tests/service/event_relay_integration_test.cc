@@ -288,5 +288,54 @@ TEST_F(EventRelayTest, AnEventThatKeepsFailingIsParkedWithTheRestOfItsActivityAn
   ASSERT_NO_FATAL_FAILURE(ExpectDeliveredOnceAckedInOrder(receiver.deliveries(), events));
 }
 
+// An activity's own webhook URLs (core::Activity::webhook_urls, in its definition): that
+// activity's events only, besides the global receivers, each with a cursor of its own; a URL taken
+// out of the definition gets nothing more.
+TEST_F(EventRelayTest, AnActivitysOwnReceiverGetsItsEventsOnlyBesidesTheGlobalOnes) {
+  const auto ok = [](const std::string&, int) { return Answer::kOk; };
+  Receiver global(ok, kTimeout);
+  Receiver east_hook(ok, kTimeout);
+  core::Activity east{.id = "east", .title = "east", .start_ms = 0, .end_ms = 1000, .stock = 100};
+  east.webhook_urls = {east_hook.url()};
+  ASSERT_TRUE(store_->CreateActivity(east, 1).ok());
+  ASSERT_NO_FATAL_FAILURE(MakeEvents({"east", "west"}, 4));
+  const auto events = AllEvents();
+  std::vector<store::OrderEvent> east_events;
+  for (const auto& event : events) {
+    if (event.activity_id == "east") east_events.push_back(event);
+  }
+  ASSERT_FALSE(east_events.empty());
+  ASSERT_LT(east_events.size(), events.size());
+
+  RelayOptions options = Options(global.url(), 3);
+  options.activity_webhooks = true;
+  EventRelay relay(*context_, options);
+  PassUntilIdle(relay);
+  ASSERT_NO_FATAL_FAILURE(ExpectDeliveredOnceAckedInOrder(global.deliveries(), events));
+  ASSERT_NO_FATAL_FAILURE(ExpectDeliveredOnceAckedInOrder(east_hook.deliveries(), east_events));
+  ASSERT_EQ(east_hook.deliveries().size(), east_events.size()) << "west's events went there too";
+  for (const auto& d : east_hook.deliveries()) {
+    EXPECT_EQ(json::parse(d.body).at("activity_id").as_string(), "east");
+  }
+  // Its own cursor, past west's events too; the global one's untouched by it.
+  const std::string name = ActivityWebhookName(east_hook.url(), "east");
+  EXPECT_EQ(name, east_hook.url() + "#activity=east");
+  EXPECT_EQ(*store_->DeliveryCursor(name), events.back().seq);
+  EXPECT_EQ(*store_->DeliveryCursor(global.url()), events.back().seq);
+
+  // Taken out of the definition: east's next event goes to the global receiver only.
+  ASSERT_TRUE(store_->UpdateActivity("east", {.webhook_urls = std::vector<std::string>{}}, 2).ok());
+  const std::vector<store::OrderRecord> late = {{.order_id = "east-late",
+                                                 .activity_id = "east",
+                                                 .user_id = "late",
+                                                 .quantity = 1,
+                                                 .created_ms = 1,
+                                                 .stream_id = "2-0"}};
+  ASSERT_TRUE(store_->InsertOrders(late, 300).ok());
+  EXPECT_EQ(PassUntilIdle(relay), 1);
+  EXPECT_EQ(global.deliveries().size(), events.size() + 1);
+  EXPECT_EQ(east_hook.deliveries().size(), east_events.size());
+}
+
 }  // namespace
 }  // namespace flashsale::service

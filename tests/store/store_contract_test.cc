@@ -235,6 +235,7 @@ TEST_P(StoreContractTest, CreateGetListRoundTrip) {
   auto a = Counted("phone");
   a.user_rate = {5.5, 3};
   a.payment_window_ms = 900'000;
+  a.webhook_urls = {"http://127.0.0.1:9000/hook", "http://pay.internal/events?x=1"};
   auto created = store_->CreateActivity(a, 42);
   ASSERT_TRUE(created.ok()) << created.error().ToString();
   EXPECT_EQ(created->version, 1);
@@ -252,7 +253,16 @@ TEST_P(StoreContractTest, CreateGetListRoundTrip) {
   EXPECT_DOUBLE_EQ(got->activity.user_rate.per_second, 5.5);
   EXPECT_EQ(got->activity.user_rate.burst, 3);
   EXPECT_EQ(got->activity.payment_window_ms, 900'000);
+  EXPECT_EQ(got->activity.webhook_urls, a.webhook_urls);
   EXPECT_FALSE(got->activity.address_rate.enabled());
+  // An update replaces them; none is an empty list.
+  auto changed = store_->UpdateActivity(
+      "phone", {.webhook_urls = std::vector<std::string>{"http://other/hook"}}, 43);
+  ASSERT_TRUE(changed.ok()) << changed.error().ToString();
+  EXPECT_EQ(changed->activity.webhook_urls, (std::vector<std::string>{"http://other/hook"}));
+  auto cleared = store_->UpdateActivity("phone", {.webhook_urls = std::vector<std::string>{}}, 44);
+  ASSERT_TRUE(cleared.ok());
+  EXPECT_TRUE(store_->GetActivity("phone", false)->activity.webhook_urls.empty());
 
   auto coupons = Counted("coupons");
   coupons.kind = core::StockKind::kItemised;
@@ -1246,7 +1256,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::Activity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 8);
+  EXPECT_EQ(*tcp->SchemaVersion(), 9);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -1308,9 +1318,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 8);
-  EXPECT_EQ(*second->SchemaVersion(), 8);
-  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "8");
+  EXPECT_EQ(*first->SchemaVersion(), 9);
+  EXPECT_EQ(*second->SchemaVersion(), 9);
+  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "9");
 }
 
 // A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
@@ -1326,7 +1336,7 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   auto second = OpenMySql(writers.second_url);
   auto migrated = second->Migrate();
   ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
-  EXPECT_EQ(*second->SchemaVersion(), 8);
+  EXPECT_EQ(*second->SchemaVersion(), 9);
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 

@@ -186,9 +186,14 @@ constexpr std::string_view kMigration8[] = {
     "ALTER TABLE orders ADD KEY IF NOT EXISTS orders_by_activity_id (activity_id, order_id)",
 };
 
-constexpr std::array<std::span<const std::string_view>, 8> kMigrations = {
-    kMigration1, kMigration2, kMigration3, kMigration4,
-    kMigration5, kMigration6, kMigration7, kMigration8};
+// An activity's own webhook receivers (core::Activity::webhook_urls), one URL a line.
+constexpr std::string_view kMigration9[] = {
+    "ALTER TABLE activities ADD COLUMN IF NOT EXISTS webhook_urls TEXT NOT NULL DEFAULT ''",
+};
+
+constexpr std::array<std::span<const std::string_view>, 9> kMigrations = {
+    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5,
+    kMigration6, kMigration7, kMigration8, kMigration9};
 
 // ---- The migration lock ----
 //

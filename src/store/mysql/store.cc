@@ -203,7 +203,9 @@ Result<ActivityRecord> MySqlStore::CreateActivity(const core::Activity& a, int64
     if (!tx.status()) return tx.status().error();
     Statement insert(conn, std::string(records::kInsertActivity), "create activity");
     const std::string lottery = EncodeLottery(a.lottery);
-    if (auto run = insert.Execute(records::ActivityInsertValues(a, lottery, now_ms)); !run) {
+    const std::string webhooks = records::JoinWebhookUrls(a.webhook_urls);
+    if (auto run = insert.Execute(records::ActivityInsertValues(a, lottery, webhooks, now_ms));
+        !run) {
       if (run.error().code == ErrorCode::kAlreadyExists) return records::ActivityExists(a.id);
       return run.error();
     }
@@ -220,7 +222,8 @@ Result<ActivityRecord> MySqlStore::UpdateActivity(std::string_view id, const Act
       auto merged = records::MergeUpdate(current, update);
       if (!merged) return std::move(merged).error();
       Statement write(conn, std::string(records::kUpdateActivity), "update activity");
-      return write.Execute(records::ActivityUpdateValues(*merged, id, now_ms));
+      const std::string webhooks = records::JoinWebhookUrls(merged->webhook_urls);
+      return write.Execute(records::ActivityUpdateValues(*merged, webhooks, id, now_ms));
     });
   });
 }
