@@ -14,10 +14,16 @@
 namespace flashsale::app {
 
 std::string AdminTokenOf(const AdminTarget& target) {
-  if (!target.admin_token.empty()) return target.admin_token;
-  std::string token;
-  std::ifstream in(target.data_dir + "/admin-token");
-  std::getline(in, token);
+  std::string token = target.admin_token;
+  if (token.empty()) {
+    std::ifstream in(target.data_dir + "/admin-token");
+    std::getline(in, token);
+  }
+  if (token.empty()) {
+    std::cerr << "no admin token: give --admin-token (or FLASHSALE_ADMIN_TOKEN), or the "
+                 "--data-dir of the running serve ("
+              << target.data_dir << "/admin-token does not exist)\n";
+  }
   return token;
 }
 
@@ -29,12 +35,7 @@ bool WantsText(const AdminTarget& target) {
 int AdminCall(const AdminTarget& target, std::string_view method, const std::string& path,
               const TextOf& text_of, std::string_view body) {
   const std::string token = AdminTokenOf(target);
-  if (token.empty()) {
-    std::cerr << "no admin token: give --admin-token (or FLASHSALE_ADMIN_TOKEN), or the "
-                 "--data-dir of the running serve ("
-              << target.data_dir << "/admin-token does not exist)\n";
-    return 2;
-  }
+  if (token.empty()) return 2;
   const ServerUrl url = FindServerUrl(target.url, target.data_dir, EnvFromProcess);
   auto answer = CallAdmin(url.url, method, path, token, body);
   if (!answer.ok()) {

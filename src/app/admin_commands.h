@@ -18,7 +18,8 @@ struct AdminTarget {
   bool text = false;                          // --text: text, in a pipe too
 };
 
-// The admin token given, or the one the running serve keeps in its data directory (empty: none).
+// The admin token given, or the one the running serve keeps in its data directory; empty when there
+// is none, after telling stderr where one comes from.
 std::string AdminTokenOf(const AdminTarget& target);
 
 // Text (true) or the API's JSON (false): --json, --text, else whether stdout is a terminal.
