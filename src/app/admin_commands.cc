@@ -70,7 +70,7 @@ std::string ParkedText(std::string_view body) {
   const boost::json::object* object = ec ? nullptr : value.if_object();
   const boost::json::value* parked = object ? object->if_contains("parked") : nullptr;
   if (parked == nullptr || !parked->is_array()) return AnswerText(body);
-  if (parked->as_array().empty()) return "no parked webhook deliveries\n";
+  if (parked->as_array().empty()) return "no parked deliveries (webhooks or the broker)\n";
   std::string text = "receiver\tevent\tattempts\tretry\tlast error\n";
   for (const auto& entry : parked->as_array()) {
     const auto& held = entry.as_object();
