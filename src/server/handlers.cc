@@ -410,6 +410,60 @@ asio::awaitable<Reply> HandleAdminOrders(Call& call) {
   co_return OrdersPageReply(*page, csv);
 }
 
+asio::awaitable<Reply> HandleAdminReport(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto report =
+      co_await service::ReadActivityReport(call.worker.service, std::string(call.params[0]));
+  if (!report) co_return ErrorToReply(report.error());
+  const core::Activity& activity = report->activity.activity;
+  const store::OrderReport& orders = report->orders;
+  int64_t units_sold = 0;
+  for (const store::StateTotal& state : orders.states) {
+    if (state.state != "cancelled") units_sold += state.units;
+  }
+  const int64_t stock = report->activity.total_units;
+  JsonWriter w;
+  w.BeginObject().Key("activity_id").String(activity.id).Key("title").String(activity.title);
+  w.Key("lottery").Bool(activity.lottery.has_value());
+  w.Key("start_ms").Int(activity.start_ms).Key("end_ms").Int(activity.end_ms);
+  w.Key("stock").Int(stock).Key("units_sold").Int(units_sold).Key("orders").Int(orders.orders);
+  w.Key("first_order_ms");
+  if (orders.orders > 0) {
+    w.Int(orders.first_ms).Key("last_order_ms").Int(orders.last_ms);
+  } else {
+    w.Null().Key("last_order_ms").Null();
+  }
+  // Sold out: every unit of the stock is held by a live order; the time is from the activity's
+  // start to the last order.
+  w.Key("sell_out_ms");
+  if (stock > 0 && units_sold >= stock && orders.orders > 0) {
+    w.Int(orders.last_ms - activity.start_ms);
+  } else {
+    w.Null();
+  }
+  w.Key("step_s").Int(orders.step_s).Key("buckets").BeginArray();
+  for (const store::ReportBucket& bucket : orders.buckets) {
+    w.BeginObject().Key("second").Int(bucket.second).Key("orders").Int(bucket.orders);
+    w.Key("units").Int(bucket.units).EndObject();
+  }
+  w.EndArray().Key("states").BeginObject();
+  for (const store::StateTotal& state : orders.states) {
+    w.Key(state.state).BeginObject().Key("orders").Int(state.orders);
+    w.Key("units").Int(state.units).EndObject();
+  }
+  w.EndObject().Key("refund_due").Int(orders.refund_due);
+  w.Key("compensation_due").Int(orders.compensation_due);
+  w.Key("refused").Int(orders.refused).Key("prizes").BeginArray();
+  for (const auto& [prize_id, won] : orders.prizes) {
+    const core::Prize* prize = activity.lottery ? activity.lottery->Find(prize_id) : nullptr;
+    w.BeginObject().Key("prize_id").String(prize_id);
+    w.Key("name").String(prize != nullptr ? std::string_view(prize->name) : std::string_view());
+    w.Key("won").Int(won).EndObject();
+  }
+  w.EndArray().EndObject();
+  co_return Json(http::status::ok, Word::kOk, w);
+}
+
 asio::awaitable<Reply> HandleAdminWebhooksParked(Call& call) {
   auto parked = co_await service::ListParked(call.worker.service, 1000);
   if (!parked) co_return ErrorToReply(parked.error());
@@ -540,6 +594,8 @@ asio::awaitable<Reply> HandlePage(Call& call) { co_return WebFileReply(call, "in
 asio::awaitable<Reply> HandleDashboard(Call& call) {
   co_return WebFileReply(call, "dashboard.html");
 }
+
+asio::awaitable<Reply> HandleReportPage(Call& call) { co_return WebFileReply(call, "report.html"); }
 
 asio::awaitable<Reply> HandleWebFile(Call& call) { co_return WebFileReply(call, call.params[0]); }
 

@@ -83,6 +83,9 @@ boost::asio::awaitable<Reply> HandleAdminEvents(Call& call);
 // activity's orders, JSON or CSV (by format=, else Accept), the next page's cursor in
 // X-Next-Cursor (server/replies.h OrdersPageReply; the export, issue 35 point 3).
 boost::asio::awaitable<Reply> HandleAdminOrders(Call& call);
+// GET /api/v1/admin/activities/{id}/report: the report after the sale (issue 35, point 4), from the
+// record: orders per second, totals by state, time to sell out, prizes won, refusals.
+boost::asio::awaitable<Reply> HandleAdminReport(Call& call);
 // GET /api/v1/admin/webhooks/parked: webhook deliveries that kept failing (service/event_relay.h);
 // POST /api/v1/admin/webhooks/retry: ask for them to be tried again ({"receiver": URL} or all).
 boost::asio::awaitable<Reply> HandleAdminWebhooksParked(Call& call);
@@ -96,6 +99,8 @@ boost::asio::awaitable<Reply> HandleMetrics(Call& call);
 // The files of web/: the buyer page at /, the dashboard at /dashboard, the rest at /web/{file}.
 boost::asio::awaitable<Reply> HandlePage(Call& call);
 boost::asio::awaitable<Reply> HandleDashboard(Call& call);
+// The report page, /report?activity=<id> (web/report.html).
+boost::asio::awaitable<Reply> HandleReportPage(Call& call);
 boost::asio::awaitable<Reply> HandleWebFile(Call& call);
 
 }  // namespace flashsale::server

@@ -48,6 +48,9 @@ constexpr Route kRoutes[] = {
     // The export (issue 35, point 3): an activity's orders, a page at a time.
     {verb::get, "/api/v1/admin/activities/{id}/orders", RouteId::kAdmin, Access::kAdmin,
      HandleAdminOrders, kActivity},
+    // The report after the sale (issue 35, point 4).
+    {verb::get, "/api/v1/admin/activities/{id}/report", RouteId::kAdmin, Access::kAdmin,
+     HandleAdminReport, kActivity},
     {verb::post, "/api/v1/admin/tokens", RouteId::kAdmin, Access::kAdmin, HandleAdminToken},
     {verb::post, "/api/v1/admin/jobs/{job}", RouteId::kAdmin, Access::kAdmin, HandleAdminJob},
     {verb::get, "/api/v1/admin/redis", RouteId::kAdmin, Access::kAdmin, HandleAdminRedis},
@@ -79,6 +82,7 @@ constexpr Route kRoutes[] = {
     // The buyer page, the operator dashboard and their files (web/).
     {verb::get, "/", RouteId::kPage, Access::kPublic, HandlePage},
     {verb::get, "/dashboard", RouteId::kPage, Access::kPublic, HandleDashboard},
+    {verb::get, "/report", RouteId::kPage, Access::kPublic, HandleReportPage},
     {verb::get, "/web/{file}", RouteId::kPage, Access::kPublic, HandleWebFile},
 };
 

@@ -171,4 +171,17 @@ asio::awaitable<Result<store::OrderPage>> ReadOrdersPage(ServiceContext& context
   co_return co_await context.OnDb(read);
 }
 
+asio::awaitable<Result<ActivityReport>> ReadActivityReport(ServiceContext& context,
+                                                           std::string activity_id) {
+  const auto read = [activity_id =
+                         std::move(activity_id)](store::Store& store) -> Result<ActivityReport> {
+    auto activity = store.GetActivity(activity_id, false);
+    if (!activity) return std::move(activity).error();
+    auto orders = store.ReportOrders(activity_id);
+    if (!orders) return std::move(orders).error();
+    return ActivityReport{std::move(*activity), std::move(*orders)};
+  };
+  co_return co_await context.OnDb(read);
+}
+
 }  // namespace flashsale::service

@@ -67,4 +67,13 @@ boost::asio::awaitable<base::Result<store::OrderPage>> ReadOrdersPage(ServiceCon
                                                                       int64_t limit,
                                                                       store::OrderStates states);
 
+// The report after a sale (issue 35, point 4): the activity as the record holds it and its
+// orders counted (store::Store::ReportOrders); kNotFound for an activity the record does not have.
+struct ActivityReport {
+  store::ActivityRecord activity;
+  store::OrderReport orders;
+};
+boost::asio::awaitable<base::Result<ActivityReport>> ReadActivityReport(ServiceContext& context,
+                                                                        std::string activity_id);
+
 }  // namespace flashsale::service

@@ -1,5 +1,7 @@
 #include "store/records.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "base/crypto.h"
@@ -286,6 +288,21 @@ base::Error ActivityExists(std::string_view id) {
 base::Error ItemExists(std::string_view activity_id, std::string_view item) {
   return MakeError(ErrorCode::kAlreadyExists, "activity '{}' already has item '{}'", activity_id,
                    item);
+}
+
+int64_t ReportStepSeconds(int64_t first_ms, int64_t last_ms) {
+  const int64_t span_s = last_ms / 1000 - first_ms / 1000 + 1;
+  if (span_s <= kMaxReportBuckets) return 1;
+  return (span_s + kMaxReportBuckets - 1) / kMaxReportBuckets;
+}
+
+std::string ReportBucketsSql(int64_t first_ms, int64_t step_s) {
+  const int64_t base_ms = first_ms / 1000 * 1000;
+  return fmt::format(
+      "SELECT created_ms - ((created_ms - {0}) % {1}) AS bucket_ms, COUNT(*), "
+      "CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM orders WHERE activity_id = ? AND "
+      "created_ms >= {0} GROUP BY bucket_ms ORDER BY bucket_ms",
+      base_ms, step_s * 1000);
 }
 
 }  // namespace flashsale::store::records

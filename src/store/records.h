@@ -324,6 +324,33 @@ inline constexpr std::string_view kCountOrders =
     "SIGNED), CAST(COALESCE(SUM(CASE WHEN state = 'cancelled' THEN quantity END), 0) AS SIGNED) "
     "FROM orders WHERE activity_id = ?";
 
+// ---- The report (Store::ReportOrders) ----
+
+// ? activity_id: COUNT, first and last created_ms, refunds and compensations due.
+inline constexpr std::string_view kReportSpan =
+    "SELECT COUNT(*), CAST(COALESCE(MIN(created_ms), 0) AS SIGNED), CAST(COALESCE(MAX(created_ms), "
+    "0) AS SIGNED), CAST(COALESCE(SUM(refund_due), 0) AS SIGNED), "
+    "CAST(COALESCE(SUM(compensation_due), 0) AS SIGNED) FROM orders WHERE activity_id = ?";
+// ? activity_id: state, orders, units.
+inline constexpr std::string_view kReportStates =
+    "SELECT state, COUNT(*), CAST(COALESCE(SUM(quantity), 0) AS SIGNED) FROM orders WHERE "
+    "activity_id = ? GROUP BY state ORDER BY state";
+// ? activity_id: prize id (a win's one item), wins not cancelled.
+inline constexpr std::string_view kReportPrizes =
+    "SELECT items, COUNT(*) FROM orders WHERE activity_id = ? AND draw_no > 0 AND state <> "
+    "'cancelled' GROUP BY items ORDER BY items";
+// ? activity_id: orders refused by the dead-letter step.
+inline constexpr std::string_view kReportRefused =
+    "SELECT COUNT(*) FROM order_events WHERE activity_id = ? AND state = 'refused'";
+
+// The bucket width, in whole seconds, for orders created from first_ms to last_ms: 1, or wider
+// so that there are at most kMaxReportBuckets.
+int64_t ReportStepSeconds(int64_t first_ms, int64_t last_ms);
+// ? activity_id: the bucket's first ms, orders, units; by bucket. Buckets of `step_s` seconds
+// from the second of `first_ms` (both are numbers this code computed, written into the text so
+// that both dialects group by the same plain expression).
+std::string ReportBucketsSql(int64_t first_ms, int64_t step_s);
+
 // ---- Errors ----
 
 base::Error NoActivity(std::string_view id);                                  // kNotFound

@@ -796,6 +796,49 @@ Result<OrderCounts> SqliteStore::CountOrders(std::string_view activity_id) {
   return OrderCounts{query.Int(0), query.Int(1), query.Int(2)};
 }
 
+Result<OrderReport> SqliteStore::ReportOrders(std::string_view activity_id) {
+  std::lock_guard lock(mutex_);
+  OrderReport report;
+  Stmt span(db_, records::kReportSpan);
+  auto row = span.Bind(activity_id).Step("report orders");
+  if (!row) return std::move(row).error();
+  report.orders = span.Int(0);
+  report.first_ms = span.Int(1);
+  report.last_ms = span.Int(2);
+  report.refund_due = span.Int(3);
+  report.compensation_due = span.Int(4);
+  report.step_s = records::ReportStepSeconds(report.first_ms, report.last_ms);
+  Stmt buckets(db_, records::ReportBucketsSql(report.first_ms, report.step_s));
+  buckets.Bind(activity_id);
+  for (;;) {
+    auto next = buckets.Step("report orders");
+    if (!next) return std::move(next).error();
+    if (!*next) break;
+    report.buckets.push_back({buckets.Int(0) / 1000, buckets.Int(1), buckets.Int(2)});
+  }
+  Stmt states(db_, records::kReportStates);
+  states.Bind(activity_id);
+  for (;;) {
+    auto next = states.Step("report orders");
+    if (!next) return std::move(next).error();
+    if (!*next) break;
+    report.states.push_back({states.Text(0), states.Int(1), states.Int(2)});
+  }
+  Stmt prizes(db_, records::kReportPrizes);
+  prizes.Bind(activity_id);
+  for (;;) {
+    auto next = prizes.Step("report orders");
+    if (!next) return std::move(next).error();
+    if (!*next) break;
+    report.prizes.emplace_back(prizes.Text(0), prizes.Int(1));
+  }
+  Stmt refused(db_, records::kReportRefused);
+  auto counted = refused.Bind(activity_id).Step("report orders");
+  if (!counted) return std::move(counted).error();
+  report.refused = refused.Int(0);
+  return report;
+}
+
 Result<OrderAudit> SqliteStore::AuditOrders(std::string_view activity_id, int64_t per_user_limit) {
   std::lock_guard lock(mutex_);
   OrderAudit audit;

@@ -47,6 +47,7 @@ class SqliteStore final : public Store {
   base::Result<std::vector<OrderRecord>> OrdersOfUser(std::string_view user_id,
                                                       int64_t limit) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
+  base::Result<OrderReport> ReportOrders(std::string_view activity_id) override;
   base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) override;
   base::Result<OrderPage> OrdersPage(std::string_view activity_id, std::string_view cursor,
                                      int64_t limit, OrderStates states) override;

@@ -187,6 +187,34 @@ struct OrderPage {
 
 inline constexpr int64_t kMaxOrdersPerPage = 10000;
 
+// The report after a sale (issue 35, point 4; Store::ReportOrders): what the record holds of one
+// activity's orders, counted by the database (GROUP BY), bounded in size.
+struct ReportBucket {
+  int64_t second = 0;  // the bucket's first second (created_ms / 1000)
+  int64_t orders = 0;  // orders created in the bucket, any state
+  int64_t units = 0;
+};
+struct StateTotal {
+  std::string state;  // "reserved" | "paid" | "cancelled"
+  int64_t orders = 0;
+  int64_t units = 0;
+};
+// At most this many buckets: a sale longer than kMaxReportBuckets seconds is bucketed by a wider
+// step (whole seconds).
+inline constexpr int64_t kMaxReportBuckets = 3600;
+struct OrderReport {
+  int64_t orders = 0;    // rows, any state
+  int64_t first_ms = 0;  // the first and last order's created_ms; 0 when there is none
+  int64_t last_ms = 0;
+  int64_t step_s = 1;                 // each bucket's width in seconds
+  std::vector<ReportBucket> buckets;  // by second; seconds without an order are absent
+  std::vector<StateTotal> states;     // by state name; states without an order are absent
+  int64_t refund_due = 0;             // orders flagged for a refund
+  int64_t compensation_due = 0;       // orders flagged for a compensation
+  std::vector<std::pair<std::string, int64_t>> prizes;  // live lottery wins per prize id, by id
+  int64_t refused = 0;  // orders the dead-letter step refused (order_events, state refused)
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -298,6 +326,8 @@ class Store {
   // page of this activity gave (tampered, cut, or another activity's), a bad limit or no state.
   virtual base::Result<OrderPage> OrdersPage(std::string_view activity_id, std::string_view cursor,
                                              int64_t limit, OrderStates states) = 0;
+  // The report of the activity's orders (OrderReport); an activity with no order has an empty one.
+  virtual base::Result<OrderReport> ReportOrders(std::string_view activity_id) = 0;
   // Every order of the activity, any state, oldest first (for reconciliation).
   virtual base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) = 0;
   // Looks for a double sale in the record: see OrderAudit. For `flashsale load --verify`.

@@ -1,4 +1,4 @@
-// The buyer page and the operator dashboard in a real browser: Debian's chromium driven by
+// The buyer page, the operator dashboard and the report in a real browser: Debian's chromium driven by
 // playwright-core, against a real `flashsale serve --demo` (its own embedded redis-server and
 // SQLite in a temporary directory, on a free loopback port). Activities are created through the
 // admin API; purchases that are not the page's own go out as plain HTTP requests from here.
@@ -740,6 +740,58 @@ describe("dashboard", () => {
 });
 
 // --- Token identity (serve's default): the page asks for a token and says what a 401 is ---------
+
+describe("report", () => {
+  // Issue 35, point 4: the page draws the record's orders per second; its points are checked
+  // against the JSON route, which reads the record.
+  test("the chart's points are the record's orders per second, with the totals", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    await service.createActivity({ id: "report-sale", title: "Report", stock: 6, per_user_limit: 1 });
+    let bought = 0;
+    for (let i = 0; i < 6; i++) {
+      const answer = await service.buy("report-sale", `report-${i}`);
+      assert.equal(answer.json && answer.json.code, 1, answer.text);
+      bought += 1;
+      if (i % 2 === 1) await sleep(1100); // orders in more than one second
+    }
+    // Until the order pipeline has persisted every order (bounded).
+    let report = null;
+    for (let i = 0; i < 200; i++) {
+      const answer = await service.admin("GET", "/api/v1/admin/activities/report-sale/report");
+      assert.equal(answer.status, 200, answer.text);
+      report = answer.json;
+      if (report.orders === bought) break;
+      await sleep(100);
+    }
+    assert.equal(report.orders, bought, JSON.stringify(report));
+    assert.equal(report.units_sold, 6);
+    assert.equal(typeof report.sell_out_ms, "number", "sold out: a time to sell out");
+    assert.ok(report.buckets.length >= 2, JSON.stringify(report.buckets));
+
+    const page = await newPage(t);
+    await page.goto(`${service.base}/report?activity=report-sale`);
+    await page.fill("#admin-token", service.adminToken);
+    await page.click("#connect");
+    await page.waitForSelector('body[data-loaded="true"]');
+    const points = await page.$$eval("#chart circle.point", (circles) =>
+      circles.map((c) => ({ second: Number(c.dataset.second), orders: Number(c.dataset.orders) })));
+    assert.deepEqual(points, report.buckets.map((b) => ({ second: b.second, orders: b.orders })));
+    assert.equal(points.reduce((sum, p) => sum + p.orders, 0), bought);
+    const totals = await page.innerText("#totals");
+    assert.match(totals, /units sold \/ stock\s+6 \/ 6/);
+    assert.doesNotMatch(await page.innerText("body"), /null|undefined|NaN|\[object /);
+    assert.deepEqual(page.errors, []);
+    await shot(page, "report");
+  });
+
+  test("a wrong admin token is said so", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    const page = await newPage(t);
+    await page.goto(`${service.base}/report?activity=demo`);
+    await page.fill("#admin-token", "not-the-token");
+    await page.click("#connect");
+    await page.waitForFunction(() => /refused/.test(document.getElementById("status").textContent));
+    assert.equal(await page.$$eval("#chart circle.point", (c) => c.length), 0);
+  });
+});
 
 describe("buyer page in token mode", () => {
   const tokenService = new Service([], "flashsale-token");

@@ -726,6 +726,93 @@ TEST_P(StoreContractTest, ACancelledOrderFreesTheUsersSlot) {
   EXPECT_EQ(counts->cancelled_units, 1);
 }
 
+// The report after the sale (issue 35, point 4): orders per second of their created time, totals
+// by state, first and last, flags, refusals, counted by the database for this activity only.
+TEST_P(StoreContractTest, ReportOrdersCountsBucketsAndTotalsOfTheActivity) {
+  auto empty = store_->ReportOrders("act");
+  ASSERT_TRUE(empty.ok()) << empty.error().ToString();
+  EXPECT_EQ(empty->orders, 0);
+  EXPECT_TRUE(empty->buckets.empty());
+  EXPECT_TRUE(empty->states.empty());
+
+  std::vector<OrderRecord> batch = {
+      Order("a1", "u1", false, 1000500), Order("a2", "u2", false, 1000999),
+      Order("a3", "u3", false, 1002000), Order("a4", "u4", false, 1002999),
+      Order("a5", "u5", false, 1002100), Order("a6", "u6", false, 1005001)};
+  batch[2].quantity = 3;
+  batch[3].state = OrderState::kCancelled;
+  auto other = Order("x1", "u1", false, 1000100);
+  other.activity_id = "other";
+  batch.push_back(other);
+  ASSERT_TRUE(store_->InsertOrders(batch, 2000000).ok());
+  ASSERT_EQ(*store_->PayOrder("a1", 2000001), PayOutcome::kPaid);
+  ASSERT_TRUE(store_->FlagCompensation(std::vector<std::string>{"a5"}, 2000002).ok());
+  const std::vector<RefusedOrder> refused = {{"r1", "act"}, {"r2", "act"}, {"r3", "other"}};
+  ASSERT_TRUE(store_->RecordRefused(refused, 2000003).ok());
+
+  auto report = store_->ReportOrders("act");
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_EQ(report->orders, 6);
+  EXPECT_EQ(report->first_ms, 1000500);
+  EXPECT_EQ(report->last_ms, 1005001);
+  EXPECT_EQ(report->step_s, 1);
+  ASSERT_EQ(report->buckets.size(), 3u);
+  EXPECT_EQ(report->buckets[0].second, 1000);
+  EXPECT_EQ(report->buckets[0].orders, 2);
+  EXPECT_EQ(report->buckets[0].units, 2);
+  EXPECT_EQ(report->buckets[1].second, 1002);
+  EXPECT_EQ(report->buckets[1].orders, 3);
+  EXPECT_EQ(report->buckets[1].units, 5);
+  EXPECT_EQ(report->buckets[2].second, 1005);
+  EXPECT_EQ(report->buckets[2].orders, 1);
+  ASSERT_EQ(report->states.size(), 3u);
+  EXPECT_EQ(report->states[0].state, "cancelled");
+  EXPECT_EQ(report->states[0].orders, 1);
+  EXPECT_EQ(report->states[1].state, "paid");
+  EXPECT_EQ(report->states[1].units, 1);
+  EXPECT_EQ(report->states[2].state, "reserved");
+  EXPECT_EQ(report->states[2].orders, 4);
+  EXPECT_EQ(report->states[2].units, 6);
+  EXPECT_EQ(report->compensation_due, 1);
+  EXPECT_EQ(report->refund_due, 0);
+  EXPECT_EQ(report->refused, 2);
+  EXPECT_TRUE(report->prizes.empty());
+}
+
+// A sale longer than kMaxReportBuckets seconds is bucketed by a wider step, never more buckets.
+TEST_P(StoreContractTest, ReportOrdersBoundsTheBucketsOfALongSale) {
+  std::vector<OrderRecord> batch = {
+      Order("b1", "u1", false, 10000), Order("b2", "u2", false, 11999),
+      Order("b3", "u3", false, 12000), Order("b4", "u4", false, 10000 + 7200 * 1000)};
+  ASSERT_TRUE(store_->InsertOrders(batch, 1).ok());
+  auto report = store_->ReportOrders("act");
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_EQ(report->step_s, 3);  // 7201 seconds in at most 3600 buckets
+  ASSERT_EQ(report->buckets.size(), 2u);
+  EXPECT_EQ(report->buckets[0].second, 10);
+  EXPECT_EQ(report->buckets[0].orders, 3);
+  EXPECT_EQ(report->buckets[1].second, 10 + 7200);
+  EXPECT_EQ(report->buckets[1].orders, 1);
+}
+
+// A lottery's wins per prize; a cancelled win is not counted.
+TEST_P(StoreContractTest, ReportOrdersCountsPrizesWon) {
+  auto win = [](std::string id, std::string user, std::string prize, int64_t draw) {
+    OrderRecord order = Order(std::move(id), std::move(user), false, 5000);
+    order.items = {std::move(prize)};
+    order.draw_no = draw;
+    return order;
+  };
+  std::vector<OrderRecord> batch = {win("w1", "alice", "mug", 1), win("w2", "bob", "gold", 1),
+                                    win("w3", "carol", "mug", 1), win("w4", "dave", "mug", 1)};
+  batch[3].state = OrderState::kCancelled;
+  ASSERT_TRUE(store_->InsertOrders(batch, 1).ok());
+  auto report = store_->ReportOrders("act");
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_EQ(report->prizes,
+            (std::vector<std::pair<std::string, int64_t>>{{"gold", 1}, {"mug", 2}}));
+}
+
 TEST_P(StoreContractTest, AuditOrdersFindsUsersOverTheLimitAndIntentsRecordedTwice) {
   auto clean = store_->AuditOrders("act", 2);
   ASSERT_TRUE(clean.ok()) << clean.error().ToString();

@@ -455,6 +455,40 @@ Result<OrderCounts> MySqlStore::CountOrders(std::string_view activity_id) {
   });
 }
 
+Result<OrderReport> MySqlStore::ReportOrders(std::string_view activity_id) {
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> Result<OrderReport> {
+    OrderReport report;
+    Statement span(conn, std::string(records::kReportSpan), "report orders");
+    if (auto run = span.Execute({activity_id}); !run) return run.error();
+    const Row& row = span.rows().at(0);
+    report.orders = row.Int(0);
+    report.first_ms = row.Int(1);
+    report.last_ms = row.Int(2);
+    report.refund_due = row.Int(3);
+    report.compensation_due = row.Int(4);
+    report.step_s = records::ReportStepSeconds(report.first_ms, report.last_ms);
+    Statement buckets(conn, records::ReportBucketsSql(report.first_ms, report.step_s),
+                      "report orders");
+    if (auto run = buckets.Execute({activity_id}); !run) return run.error();
+    for (const Row& bucket : buckets.rows()) {
+      report.buckets.push_back({bucket.Int(0) / 1000, bucket.Int(1), bucket.Int(2)});
+    }
+    Statement states(conn, std::string(records::kReportStates), "report orders");
+    if (auto run = states.Execute({activity_id}); !run) return run.error();
+    for (const Row& state : states.rows()) {
+      report.states.push_back({state.Text(0), state.Int(1), state.Int(2)});
+    }
+    Statement prizes(conn, std::string(records::kReportPrizes), "report orders");
+    if (auto run = prizes.Execute({activity_id}); !run) return run.error();
+    for (const Row& prize : prizes.rows()) report.prizes.emplace_back(prize.Text(0), prize.Int(1));
+    Statement refused(conn, std::string(records::kReportRefused), "report orders");
+    if (auto run = refused.Execute({activity_id}); !run) return run.error();
+    report.refused = refused.rows().at(0).Int(0);
+    return report;
+  });
+}
+
 Result<OrderAudit> MySqlStore::AuditOrders(std::string_view activity_id, int64_t per_user_limit) {
   std::lock_guard lock(mutex_);
   return Run([&](Connection& conn) -> Result<OrderAudit> {

@@ -79,6 +79,7 @@ class MySqlStore final : public Store {
   base::Result<OrderPage> OrdersPage(std::string_view activity_id, std::string_view cursor,
                                      int64_t limit, OrderStates states) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
+  base::Result<OrderReport> ReportOrders(std::string_view activity_id) override;
   base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
                                        int64_t per_user_limit) override;
 
