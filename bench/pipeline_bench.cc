@@ -140,6 +140,9 @@ class TimedStore final : public store::Store {
                                             int64_t limit, store::OrderStates states) override {
     return inner_.OrdersPage(activity_id, cursor, limit, states);
   }
+  base::Result<store::OrderReport> ReportOrders(std::string_view activity_id) override {
+    return inner_.ReportOrders(activity_id);
+  }
   base::Result<std::vector<store::OrderRecord>> CancelUnpaid(std::string_view activity_id,
                                                              int64_t before, int64_t limit,
                                                              int64_t now_ms) override {
