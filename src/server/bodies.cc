@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <set>
+#include <utility>
 
 #include "base/ids.h"
 #include "service/event_relay.h"
@@ -241,6 +242,23 @@ base::Status CheckUnchanged(const Fields& fields, const store::ActivityRecord& c
   return {};
 }
 
+// The key=value pairs of a query string, in order; nullopt for a pair without '=' or a trailing
+// '&'. An empty query has none.
+std::optional<std::vector<std::pair<std::string_view, std::string_view>>> QueryPairs(
+    std::string_view query) {
+  std::vector<std::pair<std::string_view, std::string_view>> pairs;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (amp != std::string_view::npos && query.empty()) return std::nullopt;  // a trailing '&'
+    const size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) return std::nullopt;
+    pairs.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));
+  }
+  return pairs;
+}
+
 }  // namespace
 
 Result<JobBody> ParseJobBody(std::string_view body) {
@@ -298,15 +316,9 @@ Result<EventsQuery> ParseEventsQuery(std::string_view query) {
                      "25000), each at most once");
   };
   bool seen[3] = {false, false, false};
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (amp != std::string_view::npos && query.empty()) return bad();  // a trailing '&'
-    const size_t eq = pair.find('=');
-    if (eq == std::string_view::npos) return bad();
-    const std::string_view key = pair.substr(0, eq);
-    const std::string_view digits = pair.substr(eq + 1);
+  const auto pairs = QueryPairs(query);
+  if (!pairs) return bad();
+  for (const auto& [key, digits] : *pairs) {
     int64_t value = 0;
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
     if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return bad();
@@ -337,15 +349,9 @@ Result<OrdersQuery> ParseOrdersQuery(std::string_view query) {
                      store::kMaxOrdersPerPage);
   };
   bool seen[4] = {false, false, false, false};
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (amp != std::string_view::npos && query.empty()) return bad();  // a trailing '&'
-    const size_t eq = pair.find('=');
-    if (eq == std::string_view::npos) return bad();
-    const std::string_view key = pair.substr(0, eq);
-    const std::string_view value = pair.substr(eq + 1);
+  const auto pairs = QueryPairs(query);
+  if (!pairs) return bad();
+  for (const auto& [key, value] : *pairs) {
     int slot = -1;
     if (key == "after") {
       slot = 0;
