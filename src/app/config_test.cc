@@ -618,6 +618,25 @@ TEST_F(ConfigTest, WebhookUrlsAreAListAndEachIsChecked) {
 }
 
 // Issue 35 point 1: RabbitMQ as a receiver; a bad URL is refused without showing its password.
+// identity jwt without the settings it needs: config check names each missing one and its
+// variable (serve refuses to start with the first); given them, or another identity, nothing.
+TEST_F(ConfigTest, ConfigCheckNamesTheSettingsIdentityJwtNeeds) {
+  const std::string file = Write("jwt.toml", "identity = \"jwt\"\njwt-issuer = \"https://idp\"\n");
+  std::vector<std::string> problems = CheckConfig(file, EnvOf({}));
+  ASSERT_EQ(problems.size(), 2U) << (problems.empty() ? "" : problems.front());
+  EXPECT_NE(problems[0].find("'jwt-jwks' (--jwt-jwks or FLASHSALE_JWT_JWKS)"), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[1].find("'jwt-audience'"), std::string::npos) << problems[1];
+  EXPECT_NE(problems[1].find("FLASHSALE_JWT_AUDIENCE"), std::string::npos) << problems[1];
+
+  problems = CheckConfig(file, EnvOf({{"FLASHSALE_JWT_JWKS", "/etc/jwks.json"},
+                                      {"FLASHSALE_JWT_AUDIENCE", "flashsale"}}));
+  EXPECT_TRUE(problems.empty()) << problems.front();
+
+  const std::string token = Write("token.toml", "identity = \"token\"\n");
+  EXPECT_TRUE(CheckConfig(token, EnvOf({})).empty());
+}
+
 TEST_F(ConfigTest, AmqpUrlAndExchangeAreChecked) {
   EXPECT_EQ(Parse({}).amqp_url, "");
   EXPECT_EQ(Parse({}).amqp_exchange, "flashsale.events");

@@ -30,6 +30,7 @@
 
 #include "base/crypto.h"
 #include "base/ids.h"
+#include "base/redact.h"
 
 namespace flashsale::service {
 
@@ -449,7 +450,7 @@ Result<std::string> FetchJwks(const JwksSourceOptions& options) {
   io.run();
   if (!result.has_value()) return MakeError(ErrorCode::kUnavailable, "fetch did not finish");
   if (!result->ok()) {
-    return MakeError(ErrorCode::kUnavailable, "JWKS from {}: {}", options.source,
+    return MakeError(ErrorCode::kUnavailable, "JWKS from {}: {}", base::RedactUrl(options.source),
                      result->error().message);
   }
   return std::move(*result);
@@ -485,14 +486,15 @@ base::Status JwksRefresher::RefreshNow() {
   if (!text.ok()) return std::move(text).error();
   if (*text == last_text_) return {};
   auto keys = JwtKeySet::Parse(*text);
+  // The source as it may be printed (a password in the URL replaced).
+  const std::string shown = base::RedactUrl(options_.source);
   if (!keys.ok()) {
-    return MakeError(ErrorCode::kInvalidArgument, "JWKS from {}: {}", options_.source,
-                     keys.error().message);
+    return MakeError(ErrorCode::kInvalidArgument, "JWKS from {}: {}", shown, keys.error().message);
   }
   for (const std::string& skipped : (*keys)->skipped()) {
-    spdlog::info("JWKS from {}: left out {}", options_.source, skipped);
+    spdlog::info("JWKS from {}: left out {}", shown, skipped);
   }
-  spdlog::info("JWKS from {}: {} key(s), kid {}", options_.source, (*keys)->Kids().size(),
+  spdlog::info("JWKS from {}: {} key(s), kid {}", shown, (*keys)->Kids().size(),
                fmt::join((*keys)->Kids(), ", "));
   verifier_.SetKeys(std::move(*keys));
   last_text_ = std::move(*text);
