@@ -249,7 +249,7 @@ std::string CheckSecret(const std::string& value) {
 // One origin of --cors-origin (server/cors.h).
 std::string CheckCorsOrigin(const std::string& value) { return server::CheckOrigin(value); }
 
-// One URL of --webhook-url (service/event_relay.h): http://host[:port][/path].
+// One URL of --webhook-url (service/event_relay.h): https:// or http://host[:port][/path].
 std::string CheckWebhookUrl(const std::string& value) {
   auto parsed = service::ParseWebhookUrl(value);
   return parsed.ok() ? "" : parsed.error().message;
@@ -487,8 +487,9 @@ const std::vector<Setting>& Settings() {
        .field = List(&ServeConfig::webhook_url, CheckWebhookUrl),
        .placeholder = "URL,...",
        .help = "Receivers of the order events (webhooks): each event POSTed as JSON, signed "
-               "(X-Flashsale-Signature), retried, parked when it keeps failing; http://host[:port]"
-               "[/path], comma-separated; empty: none"},
+               "(X-Flashsale-Signature), retried, parked when it keeps failing; https:// (the "
+               "certificate checked, SSL_CERT_FILE names other CAs) or http://host[:port][/path], "
+               "comma-separated; empty: none"},
       {.name = "amqp-url",
        .field = Text(&ServeConfig::amqp_url, CheckAmqpUrl),
        .placeholder = "URL",

@@ -604,20 +604,19 @@ TEST_F(ConfigTest, CorsOriginsAreAListFromTheFlagTheVariableAndTheFile) {
 // Issue 35 point 1: the receivers of the order events.
 TEST_F(ConfigTest, WebhookUrlsAreAListAndEachIsChecked) {
   const ServeConfig two =
-      Parse({"--webhook-url", "http://127.0.0.1:9000/hook,http://pay.internal"});
+      Parse({"--webhook-url", "http://127.0.0.1:9000/hook,https://pay.example"});
   EXPECT_EQ(two.webhook_url,
-            (std::vector<std::string>{"http://127.0.0.1:9000/hook", "http://pay.internal"}));
+            (std::vector<std::string>{"http://127.0.0.1:9000/hook", "https://pay.example"}));
   EXPECT_TRUE(Parse({}, {{"FLASHSALE_WEBHOOK_URL",
-                          "http://127.0.0.1:9000/hook, http://pay.internal"}}) == two);
-  for (const char* bad : {"https://pay.example/hook", "pay.example", "http://", "http://a:0/",
-                          "http://a:99999/", "http://user@a/", "http://a/x y"}) {
+                          "http://127.0.0.1:9000/hook, https://pay.example"}}) == two);
+  for (const char* bad : {"ftp://pay.example/hook", "pay.example", "https://", "http://",
+                          "http://a:0/", "http://a:99999/", "http://user@a/", "http://a/x y"}) {
     SCOPED_TRACE(bad);
     const std::string error = ErrorOf({"--webhook-url", bad});
     EXPECT_NE(error.find("setting 'webhook-url' from --webhook-url"), std::string::npos) << error;
   }
 }
 
-// Issue 35 point 1: RabbitMQ as a receiver; a bad URL is refused without showing its password.
 // identity jwt without the settings it needs: config check names each missing one and its
 // variable (serve refuses to start with the first); given them, or another identity, nothing.
 TEST_F(ConfigTest, ConfigCheckNamesTheSettingsIdentityJwtNeeds) {
@@ -637,6 +636,7 @@ TEST_F(ConfigTest, ConfigCheckNamesTheSettingsIdentityJwtNeeds) {
   EXPECT_TRUE(CheckConfig(token, EnvOf({})).empty());
 }
 
+// Issue 35 point 1: RabbitMQ as a receiver; a bad URL is refused without showing its password.
 TEST_F(ConfigTest, AmqpUrlAndExchangeAreChecked) {
   EXPECT_EQ(Parse({}).amqp_url, "");
   EXPECT_EQ(Parse({}).amqp_exchange, "flashsale.events");

@@ -3,13 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/beast/http/verb.hpp>
 #include <charconv>
 #include <csignal>
 #include <map>
@@ -48,45 +45,6 @@ asio::awaitable<void> Sleep(std::chrono::milliseconds duration) {
   co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
-// One POST; the answer's status, or why there was none.
-asio::awaitable<Result<unsigned>> PostJson(
-    const WebhookUrl& url, const std::vector<std::pair<std::string, std::string>>& headers,
-    const std::string& body, std::chrono::milliseconds timeout) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::ip::tcp::resolver resolver(executor);
-  auto [resolve_ec, endpoints] =
-      co_await resolver.async_resolve(url.host, url.port, asio::as_tuple(asio::use_awaitable));
-  if (resolve_ec) co_return MakeError(ErrorCode::kUnavailable, "resolve: {}", resolve_ec.message());
-  beast::tcp_stream stream(executor);
-  stream.expires_after(timeout);
-  auto [connect_ec, endpoint] =
-      co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
-  if (connect_ec) co_return MakeError(ErrorCode::kUnavailable, "connect: {}", connect_ec.message());
-  http::request<http::string_body> request{http::verb::post, url.target, 11};
-  request.set(http::field::host, url.host + (url.port == "80" ? "" : ":" + url.port));
-  request.set(http::field::user_agent, "flashsale-webhooks");
-  request.set(http::field::content_type, "application/json");
-  request.set(http::field::connection, "close");
-  for (const auto& [name, value] : headers) request.set(name, value);
-  request.body() = body;
-  request.prepare_payload();
-  auto [write_ec, written] =
-      co_await http::async_write(stream, request, asio::as_tuple(asio::use_awaitable));
-  if (write_ec) co_return MakeError(ErrorCode::kUnavailable, "send: {}", write_ec.message());
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxAnswerBytes);
-  auto [read_ec, read] =
-      co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
-  if (read_ec == beast::error::timeout) {
-    co_return MakeError(ErrorCode::kUnavailable, "no answer within {} ms", timeout.count());
-  }
-  if (read_ec) co_return MakeError(ErrorCode::kUnavailable, "answer: {}", read_ec.message());
-  beast::error_code ignored;
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  co_return parser.get().result_int();
-}
-
 }  // namespace
 
 Result<WebhookUrl> ParseWebhookUrl(std::string_view url) {
@@ -95,16 +53,16 @@ Result<WebhookUrl> ParseWebhookUrl(std::string_view url) {
                      base::RedactUrl(url.substr(0, 100)), why);
   };
   if (url.size() > 512) return bad("over 512 bytes");
-  constexpr std::string_view kScheme = "http://";
-  if (!url.starts_with(kScheme)) return bad("must start with http://");
-  std::string_view rest = url.substr(kScheme.size());
+  WebhookUrl parsed;
+  parsed.tls = url.starts_with("https://");
+  if (!parsed.tls && !url.starts_with("http://")) return bad("must start with https:// or http://");
+  std::string_view rest = url.substr(parsed.tls ? 8 : 7);
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
-  WebhookUrl parsed;
   parsed.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
   if (authority.find('@') != std::string_view::npos) return bad("user info is not supported");
   const size_t colon = authority.rfind(':');
-  parsed.port = "80";
+  parsed.port = parsed.tls ? "443" : "80";
   if (colon != std::string_view::npos) {
     const std::string_view port = authority.substr(colon + 1);
     int value = 0;
@@ -151,11 +109,12 @@ namespace {
 class WebhookReceiver final : public EventReceiver {
  public:
   WebhookReceiver(std::string url, WebhookUrl parsed, ServiceContext& context,
-                  const RelayOptions& options, std::string activity = {})
+                  const RelayOptions& options, asio::ssl::context& tls, std::string activity = {})
       : name_(activity.empty() ? url : ActivityWebhookName(url, activity)),
         activity_(std::move(activity)),
         parsed_(std::move(parsed)),
         context_(context),
+        tls_(tls),
         key_(options.key),
         timeout_(options.timeout) {}
 
@@ -166,14 +125,20 @@ class WebhookReceiver final : public EventReceiver {
   asio::awaitable<base::Status> Send(const store::OrderEvent& event) override {
     const std::string body = WebhookBody(event);
     const std::string timestamp = std::to_string(context_.clock().NowMs() / 1000);
-    const std::vector<std::pair<std::string, std::string>> headers = {
-        {"X-Flashsale-Event-Id", event.event_id},
-        {"X-Flashsale-Timestamp", timestamp},
-        {"X-Flashsale-Signature", WebhookSignature(key_, timestamp, body)}};
-    auto status = co_await PostJson(parsed_, headers, body, timeout_);
-    if (!status.ok()) co_return std::move(status).error();
-    if (*status < 200 || *status >= 300) {
-      co_return MakeError(ErrorCode::kUnavailable, "answered {}", *status);
+    HttpRequest request{
+        .method = http::verb::post,
+        .headers = {{"User-Agent", "flashsale-webhooks"},
+                    {"Content-Type", "application/json"},
+                    {"X-Flashsale-Event-Id", event.event_id},
+                    {"X-Flashsale-Timestamp", timestamp},
+                    {"X-Flashsale-Signature", WebhookSignature(key_, timestamp, body)}},
+        .body = body,
+        .timeout = timeout_,
+        .max_answer_bytes = kMaxAnswerBytes};
+    auto answer = co_await HttpExchange(parsed_, request, &tls_);
+    if (!answer.ok()) co_return std::move(answer).error();
+    if (answer->status < 200 || answer->status >= 300) {
+      co_return MakeError(ErrorCode::kUnavailable, "answered {}", answer->status);
     }
     co_return base::Status{};
   }
@@ -183,6 +148,7 @@ class WebhookReceiver final : public EventReceiver {
   const std::string activity_;
   const WebhookUrl parsed_;
   ServiceContext& context_;
+  asio::ssl::context& tls_;
   const std::string key_;
   const std::chrono::milliseconds timeout_;
 };
@@ -194,7 +160,7 @@ std::string ActivityWebhookName(std::string_view url, std::string_view activity)
 }
 
 EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
-    : context_(context), options_(std::move(options)) {
+    : context_(context), options_(std::move(options)), tls_(MakeTlsClientContext()) {
   for (const std::string& url : options_.urls) {
     auto parsed = ParseWebhookUrl(url);
     if (!parsed.ok()) {
@@ -202,7 +168,7 @@ EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
       continue;
     }
     receivers_.push_back(
-        std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_, options_));
+        std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_, options_, tls_));
   }
   if (!options_.amqp.url.empty()) {
     auto broker = AmqpReceiver::Create(options_.amqp, options_.timeout);
@@ -365,7 +331,7 @@ asio::awaitable<base::Status> EventRelay::RefreshActivityReceivers() {
         continue;
       }
       now.emplace(name, std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_,
-                                                          options_, activity.id));
+                                                          options_, tls_, activity.id));
     }
   }
   activity_receivers_ = std::move(now);

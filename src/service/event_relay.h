@@ -33,7 +33,9 @@
 //   X-Flashsale-Timestamp  Unix seconds when it was sent
 //   X-Flashsale-Signature  "v1=" + hex(HMAC-SHA256(key, timestamp + "." + body))
 // where key is WebhookKey(secret): derived from the service secret (base::DeriveKey, purpose
-// "webhook-signing"), so a receiver holds a key that signs nothing else. http:// URLs only.
+// "webhook-signing"), so a receiver holds a key that signs nothing else. https:// URLs are
+// checked as every TLS client does (the system's CAs, or those SSL_CERT_FILE names; the
+// certificate must name the host); http:// is taken too, for receivers on a private network.
 //
 // Limits: one event per request, one receiver after another, so a receiver that keeps timing out
 // slows the others (max_attempts x timeout per event before it is parked); the host name is
@@ -54,19 +56,18 @@
 #include "service/amqp_publisher.h"
 #include "service/context.h"
 #include "service/event_receiver.h"
+#include "service/http_client.h"
 #include "store/store.h"
 
 namespace flashsale::service {
 
 class LeaseKeeper;
 
-// A receiver's URL, http://host[:port][/path].
-struct WebhookUrl {
-  std::string host;
-  std::string port;    // "80" when not given
-  std::string target;  // the path and query, "/" when not given
-};
-// kInvalidArgument naming what is wrong (not http://, no host, a bad port, over 512 bytes).
+// A receiver's URL, https://host[:port][/path] or http://host[:port][/path] (port 443 or 80 when
+// not given; target "/" when no path is).
+using WebhookUrl = HttpTarget;
+// kInvalidArgument naming what is wrong (neither https:// nor http://, no host, a bad port, over
+// 512 bytes).
 base::Result<WebhookUrl> ParseWebhookUrl(std::string_view url);
 
 // The name in the record of an activity's own webhook receiver: "<url>#activity=<id>" (a
@@ -128,6 +129,8 @@ class EventRelay {
 
   ServiceContext& context_;
   RelayOptions options_;
+  // The https receivers' TLS: the system's CAs (or SSL_CERT_FILE's), the host's name checked.
+  boost::asio::ssl::context tls_;
   // Reads the activities' own webhook URLs (core::Activity::webhook_urls) into
   // activity_receivers_, keeping the receivers still configured.
   boost::asio::awaitable<base::Status> RefreshActivityReceivers();
