@@ -155,6 +155,27 @@ class WebhookReceiver final : public EventReceiver {
 
 }  // namespace
 
+void RelayMetrics::AppendPrometheus(std::string& out) const {
+  out +=
+      "# HELP flashsale_events_delivered_total Order events a receiver acknowledged (a webhook's "
+      "2xx, the broker's confirm).\n"
+      "# TYPE flashsale_events_delivered_total counter\n"
+      "# HELP flashsale_event_attempts_failed_total Deliveries of order events that failed (tried "
+      "again, or the event parked).\n"
+      "# TYPE flashsale_event_attempts_failed_total counter\n"
+      "# HELP flashsale_events_parked_total Order events parked: kept in the record, listed by "
+      "flashsale webhooks, sent again on demand.\n"
+      "# TYPE flashsale_events_parked_total counter\n";
+  for (const auto& [name, kind] : {std::pair<std::string_view, const Kind*>{"webhook", &webhook},
+                                   std::pair<std::string_view, const Kind*>{"amqp", &amqp}}) {
+    out += fmt::format(
+        "flashsale_events_delivered_total{{receiver=\"{0}\"}} {1}\n"
+        "flashsale_event_attempts_failed_total{{receiver=\"{0}\"}} {2}\n"
+        "flashsale_events_parked_total{{receiver=\"{0}\"}} {3}\n",
+        name, kind->delivered.value(), kind->failed_attempts.value(), kind->parked.value());
+  }
+}
+
 std::string ActivityWebhookName(std::string_view url, std::string_view activity) {
   return fmt::format("{}#activity={}", url, activity);
 }
@@ -189,7 +210,11 @@ asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(EventReceiver& receive
     if (*stop) co_return Delivery::kStopped;
     ++attempts;
     auto sent = co_await receiver.Send(event);
-    if (sent.ok()) co_return Delivery::kDelivered;
+    if (sent.ok()) {
+      if (options_.metrics != nullptr) options_.metrics->Of(receiver.kind()).delivered.Add();
+      co_return Delivery::kDelivered;
+    }
+    if (options_.metrics != nullptr) options_.metrics->Of(receiver.kind()).failed_attempts.Add();
     error = sent.error().message;
     spdlog::warn("{} {} to {} (attempt {} of {}): {}", receiver.kind(), event.event_id,
                  base::RedactUrl(receiver.name()), attempt, options_.max_attempts, error);
@@ -209,6 +234,9 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
     co_return co_await context_.OnDb(write);
   };
   const auto lost = [&] { return *stop || (keeper != nullptr && keeper->lost()); };
+  const auto count_parked = [&] {
+    if (options_.metrics != nullptr) options_.metrics->Of(receiver.kind()).parked.Add();
+  };
   int64_t handled = 0;
   // Activities with a parked event: their later events wait behind it.
   std::set<std::string> blocked;
@@ -246,6 +274,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
       again.attempts = attempts;
       again.last_error = error;
       update.parked.push_back(std::move(again));
+      count_parked();
       blocked.insert(activity);
     }
     if (auto saved = co_await save(std::move(update)); !saved.ok()) {
@@ -279,6 +308,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
       store::ParkedEvent held{.receiver = url, .event = event};
       held.last_error = "held behind an earlier undelivered event of activity " + event.activity_id;
       update.parked.push_back(std::move(held));
+      count_parked();
     } else {
       int attempts = 0;
       std::string error;
@@ -294,6 +324,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
         store::ParkedEvent failed{.receiver = url, .event = event, .attempts = attempts};
         failed.last_error = error;
         update.parked.push_back(std::move(failed));
+        count_parked();
         blocked.insert(event.activity_id);
       }
     }

@@ -52,6 +52,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/metrics.h"
 #include "base/result.h"
 #include "service/amqp_publisher.h"
 #include "service/context.h"
@@ -82,6 +83,22 @@ std::string WebhookSignature(std::string_view key, std::string_view timestamp,
 // The JSON body of one event.
 std::string WebhookBody(const store::OrderEvent& event);
 
+// What the relay did, by receiver kind ("webhook", "amqp"), for /metrics: events acknowledged,
+// attempts that failed (each retried or, the last, parked), events parked (after their attempts,
+// or held behind an earlier parked event of their activity).
+struct RelayMetrics {
+  struct Kind {
+    base::Counter delivered;
+    base::Counter failed_attempts;
+    base::Counter parked;
+  };
+  Kind webhook;
+  Kind amqp;
+
+  Kind& Of(std::string_view kind) { return kind == "amqp" ? amqp : webhook; }
+  void AppendPrometheus(std::string& out) const;
+};
+
 struct RelayOptions {
   std::vector<std::string> urls;  // the webhook receivers of every activity's events
   // Also the activities' own webhook URLs (core::Activity::webhook_urls), read from the record
@@ -95,6 +112,7 @@ struct RelayOptions {
   std::chrono::milliseconds backoff_max{10'000};
   std::chrono::milliseconds timeout{5'000};  // one delivery: connect, send, the answer
   std::chrono::milliseconds idle_poll{200};  // pause when nothing was relayed
+  RelayMetrics* metrics = nullptr;           // counted when set
 
   // Whether there may be a receiver; none: the relay does not run.
   bool HasReceivers() const { return !urls.empty() || !amqp.url.empty() || activity_webhooks; }

@@ -406,10 +406,17 @@ TEST_F(HttpsReceiverTest, EveryEventArrivesSignedOverTlsAndAnUntrustedCertificat
 
   // Not trusted: every attempt fails in the handshake, the events are parked, none arrives.
   ::setenv("SSL_CERT_FILE", (dir_ / "stranger.crt").c_str(), 1);
+  RelayMetrics metrics;
+  RelayOptions options = Options(url, 2);
+  options.metrics = &metrics;
   {
-    EventRelay relay(*context_, Options(url, 2));
+    EventRelay relay(*context_, options);
     EXPECT_EQ(PassUntilIdle(relay), static_cast<int64_t>(events.size()));
   }
+  // Each activity's first event tried twice and parked, the rest held behind it.
+  EXPECT_EQ(metrics.webhook.failed_attempts.value(), 4u);
+  EXPECT_EQ(metrics.webhook.parked.value(), events.size());
+  EXPECT_EQ(metrics.webhook.delivered.value(), 0u);
   auto parked = store_->ParkedEvents(url, 100);
   ASSERT_TRUE(parked.ok());
   ASSERT_EQ(parked->size(), events.size());
@@ -420,8 +427,15 @@ TEST_F(HttpsReceiverTest, EveryEventArrivesSignedOverTlsAndAnUntrustedCertificat
   // Trusted: the parked events retried on demand arrive, each once, in order, signed.
   ::setenv("SSL_CERT_FILE", (dir_ / "server.crt").c_str(), 1);
   ASSERT_TRUE(store_->RequestRetry(url).ok());
-  EventRelay relay(*context_, Options(url, 2));
+  EventRelay relay(*context_, options);
   EXPECT_EQ(PassUntilIdle(relay), static_cast<int64_t>(events.size()));
+  EXPECT_EQ(metrics.webhook.delivered.value(), events.size());
+  std::string exposition;
+  metrics.AppendPrometheus(exposition);
+  EXPECT_NE(exposition.find("flashsale_events_parked_total{receiver=\"webhook\"} " +
+                            std::to_string(events.size()) + "\n"),
+            std::string::npos)
+      << exposition;
   const auto logged = Logged();
   ASSERT_EQ(logged.size(), events.size()) << testing::ReadFile(dir_ / "receiver.log");
   for (size_t i = 0; i < events.size(); ++i) {
