@@ -191,9 +191,14 @@ constexpr std::string_view kMigration9[] = {
     "ALTER TABLE activities ADD COLUMN IF NOT EXISTS webhook_urls TEXT NOT NULL DEFAULT ''",
 };
 
-constexpr std::array<std::span<const std::string_view>, 9> kMigrations = {
+// An activity's waiting room (core::Activity::waiting_room, core::EncodeWaitingRoom); '': none.
+constexpr std::string_view kMigration10[] = {
+    "ALTER TABLE activities ADD COLUMN IF NOT EXISTS waiting_room TEXT NOT NULL DEFAULT ''",
+};
+
+constexpr std::array<std::span<const std::string_view>, 10> kMigrations = {
     kMigration1, kMigration2, kMigration3, kMigration4, kMigration5,
-    kMigration6, kMigration7, kMigration8, kMigration9};
+    kMigration6, kMigration7, kMigration8, kMigration9, kMigration10};
 
 // ---- The migration lock ----
 //
