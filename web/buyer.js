@@ -25,10 +25,19 @@
     idempotencyKey: null, // kept across retries whose outcome is unknown
     refreshing: false,
     identity: null, // "token", "jwt" or "gateway", as GET /api/v1/config says
+    // The waiting room (issue 37), when the activity has one.
+    room: {
+      joined: false,
+      polling: false,
+      view: null, // the last answer of POST .../join or GET .../wait
+      firstAhead: null, // places ahead at the first answer with a place: the progress bar's 0 %
+      pass: null, // admitted: sent with the purchase as X-Waiting-Room-Pass
+    },
   };
 
   const serverNow = () => Date.now() + state.offsetMs;
   const isLottery = () => state.activity && state.activity.kind === "lottery";
+  const hasRoom = () => !!(state.activity && state.activity.waiting_room);
 
   // --- Identity: a user name (gateway mode) in localStorage, or a bearer token (token mode). ---
 
@@ -153,6 +162,7 @@
     if (!a.open) return "closed";
     if (now < a.start_ms) return "before";
     if (state.soldOut) return "sold_out";
+    if (hasRoom() && !state.room.pass) return "room";
     return "on";
   }
 
@@ -167,7 +177,7 @@
 
     let countdown = "";
     if (current === "before") countdown = `Starts in ${FS.duration(a.start_ms - now)}`;
-    else if (current === "on" || current === "sold_out") countdown = `Ends in ${FS.duration(a.end_ms - now)}`;
+    else if (current === "on" || current === "sold_out" || current === "room") countdown = `Ends in ${FS.duration(a.end_ms - now)}`;
     else if (current === "ended") countdown = "This sale has ended.";
     else if (current === "closed") countdown = "Closed by the operator for now.";
     $("countdown").textContent = countdown;
@@ -186,6 +196,7 @@
     else if (current === "ended") label = "Ended";
     else if (current === "closed") label = "Closed";
     else if (current === "sold_out") label = isLottery() ? "All prizes gone" : "Sold out";
+    else if (current === "room") label = "Wait for your turn";
     else if (blockedFor > 0) label = `Try again in ${Math.ceil(blockedFor / 1000)} s`;
     else enabled = true;
 
@@ -193,6 +204,7 @@
     button.classList.toggle("loading", state.busy);
     button.setAttribute("aria-busy", state.busy ? "true" : "false");
     if (button.textContent !== label) button.textContent = label;
+    renderRoom();
     $("clock").textContent = `Server clock ${state.offsetMs >= 0 ? "+" : "−"}${Math.abs(Math.round(state.offsetMs))} ms from this device.`;
   }
 
@@ -333,6 +345,13 @@
       case -6:
         show("err", "conflict", "That order id belongs to someone else; press again.");
         return;
+      case -13:
+        // The waiting room's pass was refused (expired, most likely): back to the room for a
+        // fresh one.
+        state.room.pass = null;
+        show("warn", "pass_required", `You need your turn in the waiting room first: ${json.error || "no valid pass"}.`);
+        if (state.room.joined) pollRoom();
+        return;
       case -12:
         // The attempt's key was used for another request (the page makes a new one per attempt).
         show("err", "idempotency_key_reused", "That attempt was refused (its key had been used for another request); press again.");
@@ -422,6 +441,101 @@
     show("warn", "queue_timeout", "Still in the queue after a minute. Your ticket stays valid: press again to check.");
   }
 
+  // --- The waiting room: join once, then long-poll the place until admitted (a pass) or sold out.
+
+  const ROOM_WAIT_MS = 20000;
+
+  function renderRoom() {
+    const room = state.room;
+    $("room").hidden = !hasRoom();
+    if (!hasRoom()) return;
+    const view = room.view;
+    $("room-join").hidden = room.joined;
+    $("room-join").disabled = room.polling;
+    $("room-facts").hidden = !view || view.place === null;
+    $("room-progress").hidden = !view || view.place === null;
+    if (!view) return;
+    $("room").dataset.status = view.status;
+    let status = "";
+    if (view.status === "drawing") {
+      status = `You are in the waiting room (${view.waiting} in it). Places are drawn at random when the sale starts, in ${FS.duration(view.start_ms - serverNow())}: arriving earlier gives no advantage.`;
+    } else if (view.status === "waiting") {
+      status = "You are in line. Keep this page open: it lets you buy when your turn comes.";
+    } else if (view.status === "admitted") {
+      status = "It is your turn: buy now.";
+    } else if (view.status === "sold_out") {
+      status = "Sold out: every unit was taken before your turn.";
+    } else if (view.status === "not_joined") {
+      status = "You have no place in the waiting room: join it.";
+    }
+    $("room-status").textContent = status;
+    if (view.place !== null) {
+      // While it waits, the number ahead follows from the place, the start and the rate, as the
+      // server computes it (core::AdmittedThrough): counted down here, between the answers.
+      const rate = Number(state.activity.waiting_room.admit_per_s);
+      let ahead = view.ahead;
+      if (view.status === "waiting" && Number.isFinite(rate) && rate > 0 && serverNow() >= view.start_ms) {
+        const admitted = Math.floor(((serverNow() - view.start_ms) * rate) / 1000) + 1;
+        ahead = Math.max(0, Math.min(view.ahead, view.place - 1 - admitted));
+      }
+      $("room-place").textContent = `${view.place} of ${view.waiting}`;
+      $("room-ahead").textContent = String(ahead);
+      const left = view.status === "waiting" ? Math.max(0, view.admit_at_ms - serverNow()) : 0;
+      $("room-estimate").textContent = view.status === "waiting" ? FS.duration(left) : "none";
+      if (room.firstAhead === null && view.status === "waiting") room.firstAhead = Math.max(1, view.ahead);
+      const done = room.firstAhead === null ? 1 : 1 - ahead / room.firstAhead;
+      $("room-progress").value = view.status === "waiting" ? Math.round(Math.max(0, Math.min(1, done)) * 100) : 100;
+    }
+  }
+
+  // An answer of join or wait: the view, or a message for what went wrong. True to keep polling.
+  function takeRoomAnswer(answer) {
+    const json = answer.json || {};
+    if (answer.status === 200 && typeof json.status === "string") {
+      state.room.view = json;
+      learnClock(answer);
+      if (json.status === "not_joined") state.room.joined = false;
+      if (json.status === "admitted" && typeof json.pass === "string") {
+        state.room.pass = json.pass;
+        show("ok", "admitted", FS.el("strong", {}, "Your turn! "), "Press Buy now.");
+      }
+      if (json.status === "sold_out") {
+        state.soldOut = true;
+        show("warn", "sold_out", "Sold out: every unit has been taken.");
+      }
+      render();
+      return json.status === "drawing" || json.status === "waiting";
+    }
+    if (showServiceProblem(answer)) return answer.status === 0 || answer.status >= 500;
+    show("err", json.status || "room_error", `The waiting room refused: ${json.error || `HTTP ${answer.status}`}.`);
+    return false;
+  }
+
+  async function pollRoom() {
+    if (state.room.polling) return;
+    state.room.polling = true;
+    try {
+      for (;;) {
+        const url = `/api/v1/activities/${encodeURIComponent(state.id)}/wait?wait_ms=${ROOM_WAIT_MS}`;
+        const answer = await FS.request("GET", url, { headers: identityHeaders(), timeoutMs: ROOM_WAIT_MS + 10000 });
+        if (!takeRoomAnswer(answer)) return;
+        if (answer.status !== 200) await sleep(1000);
+      }
+    } finally {
+      state.room.polling = false;
+      render();
+    }
+  }
+
+  async function joinRoom() {
+    if (state.room.polling) return;
+    const answer = await FS.request("POST", `/api/v1/activities/${encodeURIComponent(state.id)}/join`, { headers: identityHeaders() });
+    if (answer.status === 200) state.room.joined = true;
+    if (takeRoomAnswer(answer)) pollRoom();
+  }
+
+  $("room-join").addEventListener("click", joinRoom);
+
   // --- The press: one request per attempt; the button is disabled before it leaves. ---
 
   async function act() {
@@ -433,6 +547,7 @@
       if (!state.idempotencyKey) state.idempotencyKey = newKey();
       const path = isLottery() ? "draw" : "purchase";
       const headers = { ...identityHeaders(), "Idempotency-Key": state.idempotencyKey };
+      if (state.room.pass) headers["X-Waiting-Room-Pass"] = state.room.pass;
       const answer = await FS.request("POST", `/api/v1/activities/${encodeURIComponent(state.id)}/${path}`, { headers });
       const json = answer.json || {};
       if (answer.status === 202 && typeof json.ticket_url === "string" && json.ticket_url.startsWith("/api/")) {

@@ -195,6 +195,18 @@ base::Status Validate(const Activity& a) {
                      a.id);
   }
   if (auto valid = ValidateWebhookUrls(a); !valid) return valid;
+  if (a.waiting_room) {
+    if (a.lottery) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "lottery '{}': waiting_room is for sales (a lottery has its admission "
+                       "queue)",
+                       a.id);
+    }
+    if (auto room = ValidateWaitingRoom(*a.waiting_room); !room) {
+      return MakeError(ErrorCode::kInvalidArgument, "activity '{}': {}", a.id,
+                       room.error().message);
+    }
+  }
   if (a.per_user_limit < 1) {
     return MakeError(ErrorCode::kInvalidArgument, "activity '{}': per-user limit {} must be >= 1",
                      a.id, a.per_user_limit);

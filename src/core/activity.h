@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "core/waiting_room.h"
 
 namespace flashsale::core {
 
@@ -78,6 +79,9 @@ struct Activity {
   // Webhook receivers of this activity's order events only, besides the global ones
   // (service/event_relay.h): each http://host[:port][/path], at most kMaxActivityWebhooks.
   std::vector<std::string> webhook_urls;
+  // Set: a sale with a waiting room (core/waiting_room.h): buyers join, are admitted in a fair
+  // order at a rate, and a purchase needs the pass of an admitted buyer. Not for lotteries.
+  std::optional<WaitingRoom> waiting_room;
 
   bool is_lottery() const { return lottery.has_value(); }
 

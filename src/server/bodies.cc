@@ -38,6 +38,13 @@ Result<json::object> ParseObject(std::string_view body) {
   return std::move(value.as_object());
 }
 
+#define FLASHSALE_ROOM_FIELD(out, expr)            \
+  do {                                             \
+    auto field_ = (expr);                          \
+    if (!field_) return std::move(field_).error(); \
+    if (field_->has_value()) (out) = **field_;     \
+  } while (false)
+
 // Reads the fields of one object, refusing unknown ones and wrong types.
 class Fields {
  public:
@@ -94,6 +101,31 @@ class Fields {
       out.emplace_back(element.as_string());
     }
     return std::optional<std::vector<std::string>>(std::move(out));
+  }
+  // "waiting_room": {opens_before_ms, admit_per_s, pass_ttl_ms, max_waiting} (each optional, at
+  // core::WaitingRoom's defaults), or null: none. Outer nullopt: the field is absent.
+  Result<std::optional<std::optional<core::WaitingRoom>>> Room(std::string_view name) const {
+    using Out = std::optional<std::optional<core::WaitingRoom>>;
+    const json::value* v = Find(name);
+    if (v == nullptr) return Out();
+    if (v->is_null()) return Out(std::optional<core::WaitingRoom>());
+    if (!v->is_object()) {
+      return Wrong(name,
+                   "an object {\"opens_before_ms\", \"admit_per_s\", \"pass_ttl_ms\", "
+                   "\"max_waiting\"}, or null (none)");
+    }
+    Fields room(v->as_object(), fmt::format("{}.", name));
+    if (auto only = room.Only({"opens_before_ms", "admit_per_s", "pass_ttl_ms", "max_waiting"});
+        !only) {
+      return only.error();
+    }
+    core::WaitingRoom out;
+    FLASHSALE_ROOM_FIELD(out.opens_before_ms, room.Int("opens_before_ms"));
+    FLASHSALE_ROOM_FIELD(out.admit_per_s, room.Int("admit_per_s"));
+    FLASHSALE_ROOM_FIELD(out.pass_ttl_ms, room.Int("pass_ttl_ms"));
+    FLASHSALE_ROOM_FIELD(out.max_waiting, room.Int("max_waiting"));
+    if (auto valid = core::ValidateWaitingRoom(out); !valid) return valid.error();
+    return Out(std::optional<core::WaitingRoom>(out));
   }
   Result<std::optional<core::RateLimit>> Rate(std::string_view name) const {
     const json::value* v = Find(name);
@@ -536,6 +568,7 @@ Result<core::Activity> ParseActivityBody(std::string_view body, int64_t now_ms) 
                                "queue_capacity",
                                "payment_window_ms",
                                "webhook_urls",
+                               "waiting_room",
                                "version",
                                "created_ms",
                                "updated_ms"});
@@ -590,6 +623,7 @@ Result<core::Activity> ParseActivityBody(std::string_view body, int64_t now_ms) 
   FLASHSALE_FIELD(a.address_rate, fields.Rate("address_rate"));
   FLASHSALE_FIELD(a.payment_window_ms, fields.Int("payment_window_ms"));
   FLASHSALE_FIELD(a.webhook_urls, WebhookUrls(fields));
+  FLASHSALE_FIELD(a.waiting_room, fields.Room("waiting_room"));
   if (a.kind == core::StockKind::kItemised && fields.Find("stock") != nullptr) {
     return MakeError(ErrorCode::kInvalidArgument,
                      "kind \"items\" takes its stock from 'items', not 'stock'");
@@ -646,10 +680,26 @@ Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body,
   auto object = ParseObject(body);
   if (!object) return std::move(object).error();
   Fields fields(*object, "");
-  if (auto only = fields.Only({"title", "start_ms", "end_ms", "per_user_limit", "open", "user_rate",
-                               "address_rate", "payment_window_ms", "webhook_urls", "id", "kind",
-                               "total_units", "prizes", "no_prize_weight", "admission",
-                               "queue_capacity", "version", "created_ms", "updated_ms"});
+  if (auto only = fields.Only({"title",
+                               "start_ms",
+                               "end_ms",
+                               "per_user_limit",
+                               "open",
+                               "user_rate",
+                               "address_rate",
+                               "payment_window_ms",
+                               "webhook_urls",
+                               "waiting_room",
+                               "id",
+                               "kind",
+                               "total_units",
+                               "prizes",
+                               "no_prize_weight",
+                               "admission",
+                               "queue_capacity",
+                               "version",
+                               "created_ms",
+                               "updated_ms"});
       !only) {
     return only.error();
   }
@@ -670,6 +720,11 @@ Result<store::ActivityUpdate> ParseActivityUpdate(std::string_view body,
   FLASHSALE_FIELD(update.address_rate, fields.Rate("address_rate"));
   FLASHSALE_FIELD(update.payment_window_ms, fields.Int("payment_window_ms"));
   FLASHSALE_FIELD(update.webhook_urls, WebhookUrls(fields));
+  {
+    auto room = fields.Room("waiting_room");
+    if (!room) return std::move(room).error();
+    if (room->has_value()) update.waiting_room = **room;
+  }
   if (object->empty()) return MakeError(ErrorCode::kInvalidArgument, "nothing to update");
   return update;
 }

@@ -61,7 +61,9 @@ base::Status ParseDrawBody(std::string_view body);
 //    "user_rate": {"per_second": r, "burst": b}, "address_rate": {...},
 //    "payment_window_ms": ms (0: orders never expire),
 //    "webhook_urls": ["http://host[:port][/path]", ...] (this activity's own webhook receivers,
-//    besides --webhook-url; at most 8)}
+//    besides --webhook-url; at most 8),
+//    "waiting_room": {"opens_before_ms", "admit_per_s", "pass_ttl_ms", "max_waiting"} or null
+//    (core/waiting_room.h; a sale only)}
 // or, for a lottery, "kind": "lottery" with "prizes": [{"id", "name", "weight", "stock"}, ...],
 // "no_prize_weight": w, "admission": "direct"|"queue"|"fifo", "queue_capacity": n (the
 // per-user limit then counts draws).
@@ -72,7 +74,8 @@ base::Status ParseDrawBody(std::string_view body);
 base::Result<core::Activity> ParseActivityBody(std::string_view body, int64_t now_ms);
 
 // PATCH /api/v1/admin/activities/{id}: any of title, start_ms, end_ms, per_user_limit, open,
-// user_rate, address_rate (null: off), payment_window_ms, webhook_urls ([]: none). It also takes
+// user_rate, address_rate (null: off), payment_window_ms, webhook_urls ([]: none), waiting_room
+// (null: none). It also takes
 // back what GET returns: version, created_ms and updated_ms are ignored; id, kind, total_units and
 // a lottery's prizes, no_prize_weight, admission and queue_capacity must equal `current`'s (when
 // given) or the update is refused naming the field.

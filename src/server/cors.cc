@@ -76,7 +76,8 @@ std::string PreflightHeaders(std::string_view methods) {
   // in gateway mode), a JSON body, an idempotency key. Cached by the browser for ten minutes.
   return fmt::format(
       "Access-Control-Allow-Methods: {}\r\n"
-      "Access-Control-Allow-Headers: Authorization, Content-Type, Idempotency-Key, X-User-Id\r\n"
+      "Access-Control-Allow-Headers: Authorization, Content-Type, Idempotency-Key, X-User-Id, "
+      "X-Waiting-Room-Pass\r\n"
       "Access-Control-Max-Age: 600\r\n",
       methods);
 }

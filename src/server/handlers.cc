@@ -22,6 +22,7 @@
 #include "service/purchase.h"
 #include "service/queries.h"
 #include "service/redis_watch.h"
+#include "service/waiting_room.h"
 
 namespace flashsale::server {
 
@@ -69,6 +70,7 @@ void WriteState(JsonWriter& w, const service::ActivityState& state) {
   w.Key("webhook_urls").BeginArray();
   for (const std::string& url : record.activity.webhook_urls) w.String(url);
   w.EndArray();
+  service::WriteWaitingRoomField(w, record.activity);
   w.Key("version").Int(record.version).Key("created_ms").Int(record.created_ms);
   w.Key("updated_ms").Int(record.updated_ms);
   service::WriteLotteryFields(w, record.activity);
@@ -188,6 +190,17 @@ asio::awaitable<Reply> HandlePurchase(Call& call) {
   auto quantity = ParsePurchaseBody(call.request.body());
   if (!quantity) co_return ErrorToReply(quantity.error());
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  {
+    // A sale with a waiting room sells only to the admitted (issue 37): the pass is checked here,
+    // before anything reaches Redis.
+    const service::SnapshotPtr snapshot = call.worker.service.snapshot();
+    const store::ActivityRecord* record = snapshot->Find(call.params[0]);
+    if (record != nullptr && record->activity.waiting_room) {
+      auto pass = service::CheckRoomPass(call.worker.service, record->activity, call.user_id,
+                                         Header(call.request, "X-Waiting-Room-Pass"));
+      if (!pass) co_return PassRequiredReply(call.params[0], pass.error().message);
+    }
+  }
   auto result =
       co_await service::Purchase(call.worker.service, AdmissionRequestOf(call, *quantity));
   if (auto reply = UndecidedReply(call, result, service::Use::kPurchase)) co_return *reply;
@@ -213,6 +226,28 @@ asio::awaitable<Reply> HandlePay(Call& call) {
   auto paid = co_await service::ConfirmPayment(call.worker.service, call.user_id, order_id);
   if (!paid) co_return PaymentErrorReply(paid.error());
   co_return PaymentReply(order_id, *paid);
+}
+
+asio::awaitable<Reply> HandleRoomJoin(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  if (!call.request.body().empty() && call.request.body() != "{}") {
+    co_return ErrorReply(http::status::bad_request, Word::kBadRequest,
+                         "a join takes no body (or {})");
+  }
+  auto view = co_await service::JoinRoom(call.worker.service, call.params[0], call.user_id,
+                                         call.client_address);
+  if (!view) co_return ErrorToReply(view.error());
+  co_return RoomReply(call.params[0], *view);
+}
+
+asio::awaitable<Reply> HandleRoomWait(Call& call) {
+  if (!ValidActivityParam(call)) co_return BadActivityParam(call);
+  auto wait_ms = ParseTicketQuery(call.query);
+  if (!wait_ms) co_return ErrorToReply(wait_ms.error());
+  auto view = co_await service::WaitInRoom(call.worker.service, call.params[0], call.user_id,
+                                           std::chrono::milliseconds(*wait_ms));
+  if (!view) co_return ErrorToReply(view.error());
+  co_return RoomReply(call.params[0], *view);
 }
 
 asio::awaitable<Reply> HandleTicket(Call& call) {

@@ -55,6 +55,10 @@ boost::asio::awaitable<Reply> HandlePurchase(Call& call);
 boost::asio::awaitable<Reply> HandleDraw(Call& call);
 boost::asio::awaitable<Reply> HandleTicket(Call& call);
 boost::asio::awaitable<Reply> HandlePay(Call& call);
+// POST /api/v1/activities/{id}/join and GET .../wait?wait_ms=N: the waiting room (issue 37,
+// service/waiting_room.h); the reply is the caller's place (server/replies.h RoomReply).
+boost::asio::awaitable<Reply> HandleRoomJoin(Call& call);
+boost::asio::awaitable<Reply> HandleRoomWait(Call& call);
 boost::asio::awaitable<Reply> HandleActivityInfo(Call& call);
 boost::asio::awaitable<Reply> HandleActivityList(Call& call);
 // What a page needs to know of the service: {"identity": "token" | "gateway" | "jwt"}.

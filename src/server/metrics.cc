@@ -11,8 +11,8 @@ namespace flashsale::server {
 namespace {
 
 constexpr std::array<std::string_view, static_cast<size_t>(RouteId::kCount)> kRouteNames = {
-    "purchase", "draw",   "ticket",  "activity", "orders",    "admin",
-    "healthz",  "readyz", "metrics", "page",     "preflight", "unmatched"};
+    "purchase", "draw",   "ticket",  "room", "activity",  "orders",   "admin",
+    "healthz",  "readyz", "metrics", "page", "preflight", "unmatched"};
 
 constexpr std::array<std::string_view, 6> kLocalReasons = {
     "none", "unknown_activity", "closed", "window", "sold_out", "rate_limited"};

@@ -225,6 +225,65 @@ Reply PendingTicketReply(std::string_view activity_id, std::string_view ticket) 
   return JsonReply(http::status::accepted, Word::kPending, std::move(w).Take());
 }
 
+Reply RoomReply(std::string_view activity_id, const service::RoomView& view) {
+  using service::RoomState;
+  JsonWriter w;
+  if (view.state == RoomState::kRateLimited) {
+    w.BeginObject().Key("code").Int(static_cast<int>(core::Outcome::kRateLimited));
+    w.Key("status").String("rate_limited").Key("activity_id").String(activity_id);
+    w.Key("retry_after_ms").Int(view.retry_after_ms).EndObject();
+    Reply reply =
+        JsonReply(http::status::too_many_requests, Word::kRateLimited, std::move(w).Take());
+    reply.retry_after_s = std::max<int64_t>(1, (view.retry_after_ms + 999) / 1000);
+    return reply;
+  }
+  w.BeginObject().Key("status").String(service::ToString(view.state));
+  w.Key("activity_id").String(activity_id).Key("place");
+  if (view.place > 0) {
+    w.Int(view.place);
+  } else {
+    w.Null();
+  }
+  w.Key("ahead").Int(view.ahead).Key("waiting").Int(view.size).Key("admit_at_ms");
+  if (view.admit_at_ms > 0) {
+    w.Int(view.admit_at_ms);
+  } else {
+    w.Null();
+  }
+  w.Key("estimate_ms").Int(view.estimate_ms).Key("start_ms").Int(view.start_ms);
+  w.Key("server_time_ms").Int(view.server_time_ms).Key("joined").Bool(view.joined_now);
+  if (view.state == RoomState::kAdmitted) {
+    w.Key("pass").String(view.pass).Key("pass_expires_ms").Int(view.pass_expires_ms);
+  }
+  w.EndObject();
+  Word word = Word::kNotJoined;
+  switch (view.state) {
+    case RoomState::kDrawing:
+      word = Word::kDrawing;
+      break;
+    case RoomState::kWaiting:
+      word = Word::kWaiting;
+      break;
+    case RoomState::kAdmitted:
+      word = Word::kAdmitted;
+      break;
+    case RoomState::kSoldOut:
+      word = Word::kSoldOut;
+      break;
+    case RoomState::kNotJoined:
+    case RoomState::kRateLimited:
+      break;
+  }
+  return JsonReply(http::status::ok, word, std::move(w).Take());
+}
+
+Reply PassRequiredReply(std::string_view activity_id, std::string_view why) {
+  JsonWriter w;
+  w.BeginObject().Key("code").Int(kPassRequiredCode).Key("status").String("pass_required");
+  w.Key("activity_id").String(activity_id).Key("error").String(why).EndObject();
+  return JsonReply(http::status::forbidden, Word::kPassRequired, std::move(w).Take());
+}
+
 namespace {
 
 // A public 5xx reply says what happened in words; the error's text (which may name a Redis

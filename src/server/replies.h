@@ -13,6 +13,7 @@
 #include "server/reply.h"
 #include "service/draw.h"
 #include "service/purchase.h"
+#include "service/waiting_room.h"
 #include "store/store.h"
 
 namespace flashsale::server {
@@ -29,6 +30,15 @@ Reply DrawOutcomeReply(std::string_view activity_id, const service::DrawResult& 
 Reply QueuedDrawReply(std::string_view activity_id, std::string_view ticket);
 // 202: the ticket is not decided yet.
 Reply PendingTicketReply(std::string_view activity_id, std::string_view ticket);
+// The waiting room (issue 37): 200 {"status": drawing|waiting|admitted|sold_out|not_joined,
+// "activity_id", "place" (null until the start), "ahead", "waiting", "admit_at_ms" (null when
+// none), "estimate_ms", "start_ms", "server_time_ms", "joined" (a join that took the place) and,
+// admitted, "pass" and "pass_expires_ms"}.
+Reply RoomReply(std::string_view activity_id, const service::RoomView& view);
+// A purchase of a sale with a waiting room without a valid pass: 403 {"code": -13, "status":
+// "pass_required", "activity_id", "error"}. Answered before Redis.
+inline constexpr int kPassRequiredCode = -13;
+Reply PassRequiredReply(std::string_view activity_id, std::string_view why);
 // A purchase or draw whose outcome Redis did not report: 503 unknown_outcome with the order id
 // it may exist under (GET /api/v1/orders shows it once it does); a retry with the same
 // Idempotency-Key gets the first outcome. `reason` is logged, never sent.

@@ -21,6 +21,7 @@ enum class RouteId : uint8_t {
   kPurchase,
   kDraw,
   kTicket,
+  kRoom,  // the waiting room's join and wait
   kActivity,
   kOrders,
   kAdmin,
@@ -56,6 +57,11 @@ enum class Word : uint8_t {
   kKeyReused,        // an Idempotency-Key used before with another request (422)
   kQueued,           // a draw joined the admission queue (202, with a ticket)
   kPending,          // a ticket not decided yet
+  kPassRequired,     // a purchase of a sale with a waiting room without a valid pass (403)
+  kDrawing,          // a waiting room's place taken before the start, drawn at the start
+  kWaiting,          // a waiting room's place not admitted yet
+  kAdmitted,         // a waiting room's place admitted: a pass
+  kNotJoined,        // no place in the waiting room
   kOk,
   kCreated,
   kBadRequest,

@@ -19,6 +19,11 @@ constexpr Route kRoutes[] = {
      kActivity},
     {verb::get, "/api/v1/activities/{id}/tickets/{ticket}", RouteId::kTicket, Access::kUser,
      HandleTicket, kActivity},
+    // The waiting room (issue 37, service/waiting_room.h).
+    {verb::post, "/api/v1/activities/{id}/join", RouteId::kRoom, Access::kUser, HandleRoomJoin,
+     kActivity},
+    {verb::get, "/api/v1/activities/{id}/wait", RouteId::kRoom, Access::kUser, HandleRoomWait,
+     kActivity},
     // Public reads.
     {verb::get, "/api/v1/activities", RouteId::kActivity, Access::kPublic, HandleActivityList},
     {verb::get, "/api/v1/activities/{id}", RouteId::kActivity, Access::kPublic, HandleActivityInfo,
@@ -67,6 +72,10 @@ constexpr Route kRoutes[] = {
      HandlePreflight, kActivity},
     {verb::options, "/api/v1/activities/{id}/tickets/{ticket}", RouteId::kPreflight,
      Access::kPublic, HandlePreflight, kActivity},
+    {verb::options, "/api/v1/activities/{id}/join", RouteId::kPreflight, Access::kPublic,
+     HandlePreflight, kActivity},
+    {verb::options, "/api/v1/activities/{id}/wait", RouteId::kPreflight, Access::kPublic,
+     HandlePreflight, kActivity},
     {verb::options, "/api/v1/activities", RouteId::kPreflight, Access::kPublic, HandlePreflight},
     {verb::options, "/api/v1/activities/{id}", RouteId::kPreflight, Access::kPublic,
      HandlePreflight, kActivity},

@@ -38,9 +38,22 @@ std::string RenderActivityDefinition(const store::ActivityRecord& record) {
       .Int(record.version)
       .Key("payment_window_ms")
       .Int(a.payment_window_ms);
+  WriteWaitingRoomField(w, a);
   WriteLotteryFields(w, a);
   w.EndObject();
   return std::move(w).Take();
+}
+
+void WriteWaitingRoomField(base::JsonWriter& w, const core::Activity& activity) {
+  w.Key("waiting_room");
+  if (!activity.waiting_room) {
+    w.Null();
+    return;
+  }
+  const core::WaitingRoom& room = *activity.waiting_room;
+  w.BeginObject().Key("opens_before_ms").Int(room.opens_before_ms);
+  w.Key("admit_per_s").Int(room.admit_per_s).Key("pass_ttl_ms").Int(room.pass_ttl_ms);
+  w.Key("max_waiting").Int(room.max_waiting).EndObject();
 }
 
 void WriteLotteryFields(base::JsonWriter& w, const core::Activity& activity) {

@@ -26,6 +26,8 @@ std::string RenderActivityDefinition(const store::ActivityRecord& record);
 // A lottery's fields of that JSON ("prizes", "no_prize_weight", "admission"), written into the
 // object `w` is in; nothing for a sale.
 void WriteLotteryFields(base::JsonWriter& w, const core::Activity& activity);
+// "waiting_room": the activity's waiting room (core/waiting_room.h), or null.
+void WriteWaitingRoomField(base::JsonWriter& w, const core::Activity& activity);
 
 // kNotFound for an activity this instance does not know. The definition comes from the cache
 // key <ns>:cache:seckill:activity:<md5({"activity_id":...})>:v<record version>, filled from the

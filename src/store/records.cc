@@ -1,6 +1,7 @@
 #include "store/records.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -20,6 +21,16 @@ std::string JoinWebhookUrls(const std::vector<std::string>& urls) {
   return text;
 }
 
+void SetWaitingRoomFromColumn(core::Activity& activity, std::string_view text) {
+  auto room = core::DecodeWaitingRoom(text);
+  if (room.ok()) {
+    activity.waiting_room = *room;
+    return;
+  }
+  spdlog::error("activity '{}': {}; it stays closed", activity.id, room.error().ToString());
+  activity.open = false;
+}
+
 std::vector<std::string> SplitWebhookUrls(std::string_view text) {
   std::vector<std::string> urls;
   while (!text.empty()) {
@@ -31,8 +42,9 @@ std::vector<std::string> SplitWebhookUrls(std::string_view text) {
   return urls;
 }
 
-std::array<SqlValue, 17> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
-                                              const std::string& webhooks, int64_t now_ms) {
+std::array<SqlValue, 18> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
+                                              const std::string& webhooks, const std::string& room,
+                                              int64_t now_ms) {
   return {a.id,
           a.title,
           core::ToString(a.kind),
@@ -49,12 +61,13 @@ std::array<SqlValue, 17> ActivityInsertValues(const core::Activity& a, const std
           now_ms,
           lottery,
           a.payment_window_ms,
-          webhooks};
+          webhooks,
+          room};
 }
 
-std::array<SqlValue, 13> ActivityUpdateValues(const core::Activity& merged,
-                                              const std::string& webhooks, std::string_view id,
-                                              int64_t now_ms) {
+std::array<SqlValue, 14> ActivityUpdateValues(const core::Activity& merged,
+                                              const std::string& webhooks, const std::string& room,
+                                              std::string_view id, int64_t now_ms) {
   const core::Activity& a = merged;
   return {a.title,
           a.start_ms,
@@ -67,6 +80,7 @@ std::array<SqlValue, 13> ActivityUpdateValues(const core::Activity& merged,
           a.address_rate.burst,
           a.payment_window_ms,
           webhooks,
+          room,
           now_ms,
           id};
 }
@@ -83,6 +97,7 @@ base::Result<core::Activity> MergeUpdate(const ActivityRecord& current,
   if (update.address_rate) a.address_rate = *update.address_rate;
   if (update.payment_window_ms) a.payment_window_ms = *update.payment_window_ms;
   if (update.webhook_urls) a.webhook_urls = *update.webhook_urls;
+  if (update.waiting_room) a.waiting_room = *update.waiting_room;
   a.items.clear();
   if (auto valid = core::Validate(a); !valid) return valid.error();
   return a;

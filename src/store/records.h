@@ -26,20 +26,20 @@ using SqlValue = std::variant<int64_t, double, std::string_view>;
 inline constexpr std::string_view kSelectActivity =
     "SELECT id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, user_rate, "
     "user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
-    "payment_window_ms, webhook_urls FROM activities";
+    "payment_window_ms, webhook_urls, waiting_room FROM activities";
 
 // The values: ActivityInsertValues.
 inline constexpr std::string_view kInsertActivity =
     "INSERT INTO activities (id, title, kind, start_ms, end_ms, per_user_limit, open, total_units, "
     "user_rate, user_burst, address_rate, address_burst, version, created_ms, updated_ms, lottery, "
-    "payment_window_ms, webhook_urls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, "
-    "?)";
+    "payment_window_ms, webhook_urls, waiting_room) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, "
+    "?, ?, ?, ?, ?, ?)";
 
 // The values: ActivityUpdateValues.
 inline constexpr std::string_view kUpdateActivity =
     "UPDATE activities SET title = ?, start_ms = ?, end_ms = ?, per_user_limit = ?, open = ?, "
     "user_rate = ?, user_burst = ?, address_rate = ?, address_burst = ?, payment_window_ms = ?, "
-    "webhook_urls = ?, version = version + 1, updated_ms = ? WHERE id = ?";
+    "webhook_urls = ?, waiting_room = ?, version = version + 1, updated_ms = ? WHERE id = ?";
 
 // ? units, ? now_ms, ? id.
 inline constexpr std::string_view kAddStock =
@@ -54,6 +54,11 @@ inline constexpr std::string_view kInsertItem =
 // core::Validate), and back; "" is none.
 std::string JoinWebhookUrls(const std::vector<std::string>& urls);
 std::vector<std::string> SplitWebhookUrls(std::string_view text);
+
+// Sets the waiting room of a row just read from its column (core::EncodeWaitingRoom); a column that
+// does not decode leaves the activity closed, and says so in the log, rather than selling without
+// the room the operator set.
+void SetWaitingRoomFromColumn(core::Activity& activity, std::string_view text);
 
 // `row` has Text(i), Int(i) and Double(i) over the columns of kSelectActivity.
 template <typename Row>
@@ -77,17 +82,21 @@ ActivityRecord ReadActivity(const Row& row) {
   SetLotteryFromColumn(a, row.Text(15));
   a.payment_window_ms = row.Int(16);
   a.webhook_urls = SplitWebhookUrls(row.Text(17));
+  SetWaitingRoomFromColumn(a, row.Text(18));
   return record;
 }
 
-// For kInsertActivity; `lottery` is EncodeLottery(a.lottery) and `webhooks`
-// JoinWebhookUrls(a.webhook_urls); both must outlive the values.
-std::array<SqlValue, 17> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
-                                              const std::string& webhooks, int64_t now_ms);
-// For kUpdateActivity: `merged` as MergeUpdate returned it, `webhooks` its joined URLs.
-std::array<SqlValue, 13> ActivityUpdateValues(const core::Activity& merged,
-                                              const std::string& webhooks, std::string_view id,
+// For kInsertActivity; `lottery` is EncodeLottery(a.lottery), `webhooks`
+// JoinWebhookUrls(a.webhook_urls) and `room` core::EncodeWaitingRoom(a.waiting_room); all must
+// outlive the values.
+std::array<SqlValue, 18> ActivityInsertValues(const core::Activity& a, const std::string& lottery,
+                                              const std::string& webhooks, const std::string& room,
                                               int64_t now_ms);
+// For kUpdateActivity: `merged` as MergeUpdate returned it, `webhooks` its joined URLs, `room` its
+// encoded waiting room.
+std::array<SqlValue, 14> ActivityUpdateValues(const core::Activity& merged,
+                                              const std::string& webhooks, const std::string& room,
+                                              std::string_view id, int64_t now_ms);
 
 // The activity `current` with `update` applied, validated (kInvalidArgument otherwise). Items are
 // not part of it: stock is added by AddStock only.

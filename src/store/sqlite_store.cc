@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 11> kMigrations = {
+constexpr std::array<std::string_view, 12> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -156,6 +156,10 @@ CREATE TABLE activity_answers (
   PRIMARY KEY (activity_id, word)
 ) WITHOUT ROWID;
 CREATE INDEX order_events_refused ON order_events (activity_id) WHERE state = 'refused';
+)sql",
+    // An activity's waiting room (core::Activity::waiting_room, core::EncodeWaitingRoom); '': none.
+    R"sql(
+ALTER TABLE activities ADD COLUMN waiting_room TEXT NOT NULL DEFAULT '';
 )sql",
 };
 
@@ -488,7 +492,8 @@ Result<ActivityRecord> SqliteStore::CreateActivity(const core::Activity& a, int6
   Stmt insert(db_, records::kInsertActivity);
   const std::string lottery = EncodeLottery(a.lottery);
   const std::string webhooks = records::JoinWebhookUrls(a.webhook_urls);
-  if (auto run = insert.BindAll(records::ActivityInsertValues(a, lottery, webhooks, now_ms))
+  const std::string room = core::EncodeWaitingRoom(a.waiting_room);
+  if (auto run = insert.BindAll(records::ActivityInsertValues(a, lottery, webhooks, room, now_ms))
                      .Run("create activity");
       !run) {
     if (run.error().code == ErrorCode::kAlreadyExists) return records::ActivityExists(a.id);
@@ -510,7 +515,8 @@ Result<ActivityRecord> SqliteStore::UpdateActivity(std::string_view id,
   if (!merged) return std::move(merged).error();
   Stmt write(db_, records::kUpdateActivity);
   const std::string webhooks = records::JoinWebhookUrls(merged->webhook_urls);
-  if (auto run = write.BindAll(records::ActivityUpdateValues(*merged, webhooks, id, now_ms))
+  const std::string room = core::EncodeWaitingRoom(merged->waiting_room);
+  if (auto run = write.BindAll(records::ActivityUpdateValues(*merged, webhooks, room, id, now_ms))
                      .Run("update activity");
       !run) {
     return run.error();

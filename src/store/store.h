@@ -42,6 +42,8 @@ struct ActivityUpdate {
   std::optional<core::RateLimit> address_rate;
   std::optional<int64_t> payment_window_ms;
   std::optional<std::vector<std::string>> webhook_urls;
+  // Set to nullopt inside: the room is turned off.
+  std::optional<std::optional<core::WaitingRoom>> waiting_room;
 };
 
 enum class OrderState { kReserved, kPaid, kCancelled };

@@ -324,6 +324,49 @@ describe("buyer page", () => {
     await shot(page, "buyer-sold-out-after-press");
   });
 
+  test("a waiting room: join, a drawn place with the number ahead, an estimate and a progress bar, then buy with the pass", { timeout: TEST_TIMEOUT_MS }, async (t) => {
+    const start = (await service.serverNow()) + 5000;
+    await service.createActivity({
+      id: "room", title: "Waiting room", stock: 10, start_ms: start, end_ms: start + 3_600_000,
+      waiting_room: { opens_before_ms: 60_000, admit_per_s: 1, pass_ttl_ms: 60_000, max_waiting: 1000 },
+    });
+    // Five others join first; the page's buyer joins last, and still gets a random place.
+    for (let i = 0; i < 5; i += 1) {
+      const joined = await service.http("POST", "/api/v1/activities/room/join", { headers: { "X-User-Id": `early${i}` } });
+      assert.equal(joined.status, 200, joined.text);
+    }
+    // Without a pass a purchase is refused before anything is sold.
+    const refused = await service.buy("room", "early0");
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.json.status, "pass_required");
+
+    const page = await newPage(t);
+    await openBuyer(page, "room", "roomie");
+    await page.waitForSelector("#room:not([hidden])");
+    await page.click("#room-join");
+    await page.waitForSelector('#room[data-status="drawing"]');
+    assert.match(await page.innerText("#room-status"), /^You are in the waiting room \(6 in it\)\. Places are drawn at random when the sale starts/);
+    assert.equal(await page.isDisabled("#action"), true);
+    await shot(page, "buyer-room-drawing");
+    // From the start: the place, the number ahead, the estimate and the bar, until the turn comes
+    // (one place a second: at most six seconds).
+    await page.waitForSelector("#room-facts:not([hidden])");
+    assert.match(await page.innerText("#room-place"), /^[1-6] of 6$/);
+    assert.match(await page.innerText("#room-ahead"), /^[0-5]$/);
+    assert.match(await page.innerText("#room-estimate"), /^(none|00:00:0[0-6])$/);
+    assert.equal(await page.isVisible("#room-progress"), true);
+    await shot(page, "buyer-room-place");
+    assert.match(await seen(page, "admitted"), /^Your turn! Press Buy now\.$/);
+    assert.equal(await page.innerText("#room-status"), "It is your turn: buy now.");
+    assert.equal(await page.getAttribute("#room-progress", "value"), "100");
+    await page.waitForSelector("#action:enabled");
+    await page.click("#action");
+    await seen(page, "reserved", "reserved-with-room-pass");
+    const orders = await service.http("GET", "/api/v1/orders", { headers: { "X-User-Id": "roomie" } });
+    assert.equal(orders.json.orders.filter((o) => o.activity_id === "room").length, 1, orders.text);
+    assert.deepEqual(page.errors, []);
+  });
+
   test("the countdown follows the server's clock and opens the button at the start", { timeout: TEST_TIMEOUT_MS }, async (t) => {
     const start = (await service.serverNow()) + 8000;
     await service.createActivity({ id: "soon", title: "Starts soon", stock: 5, start_ms: start, end_ms: start + 3_600_000 });

@@ -65,7 +65,7 @@ TEST_F(CorsHttpTest, APreflightOfAPublicRouteIsAnsweredForAnAllowedOriginOnly) {
   EXPECT_EQ(allowed.headers["access-control-allow-origin"], kShop);
   EXPECT_EQ(allowed.headers["access-control-allow-methods"], "POST, OPTIONS");
   EXPECT_EQ(allowed.headers["access-control-allow-headers"],
-            "Authorization, Content-Type, Idempotency-Key, X-User-Id");
+            "Authorization, Content-Type, Idempotency-Key, X-User-Id, X-Waiting-Room-Pass");
   EXPECT_EQ(allowed.headers["access-control-max-age"], "600");
   EXPECT_EQ(allowed.headers["vary"], "Origin");
   EXPECT_EQ(allowed.headers.count("access-control-allow-credentials"), 0u);

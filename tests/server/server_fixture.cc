@@ -1,5 +1,7 @@
 #include "server/server_fixture.h"
 
+#include <atomic>
+#include <memory>
 #include <stdexcept>
 
 namespace flashsale::testing {
@@ -38,6 +40,14 @@ ServerFixture::ServerFixture(const RedisServer& redis, ServerFixtureOptions opti
   deps.identity = identity_;
   deps.clock = &clock_;
   deps.metrics = &metrics_;
+  if (options.random_seed != 0) {
+    // A seed of its own for each thread (their order ids must differ); the first thread's is
+    // the seed itself.
+    auto next = std::make_shared<std::atomic<uint64_t>>(options.random_seed);
+    deps.random = [next]() -> std::unique_ptr<base::Random> {
+      return std::make_unique<base::SeededRandom>(next->fetch_add(1));
+    };
+  }
   server::ServerOptions server_options = options.server;
   server_options.host = "127.0.0.1";
   server_options.port = 0;

@@ -25,6 +25,9 @@ struct ServerFixtureOptions {
   std::string gateway_secret;  // gateway mode: X-Gateway-Secret required when set
   std::chrono::milliseconds redis_command_timeout{1000};  // a command's deadline
   size_t max_connections = 0;  // open connections served at once (0: no cap)
+  // Non-zero: each I/O thread draws from base::SeededRandom(random_seed) instead of the CSPRNG,
+  // so a test replays the same draws (a waiting room's order, issue 37).
+  uint64_t random_seed = 0;
 };
 
 class ServerFixture {

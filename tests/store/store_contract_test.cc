@@ -263,6 +263,22 @@ TEST_P(StoreContractTest, CreateGetListRoundTrip) {
   auto cleared = store_->UpdateActivity("phone", {.webhook_urls = std::vector<std::string>{}}, 44);
   ASSERT_TRUE(cleared.ok());
   EXPECT_TRUE(store_->GetActivity("phone", false)->activity.webhook_urls.empty());
+  // The waiting room (issue 37): none by default, set, changed and turned off by an update.
+  EXPECT_FALSE(store_->GetActivity("phone", false)->activity.waiting_room.has_value());
+  const core::WaitingRoom room{600'000, 50, 120'000, 10'000};
+  auto roomed =
+      store_->UpdateActivity("phone", {.waiting_room = std::optional<core::WaitingRoom>(room)}, 45);
+  ASSERT_TRUE(roomed.ok()) << roomed.error().ToString();
+  ASSERT_TRUE(store_->GetActivity("phone", false)->activity.waiting_room.has_value());
+  EXPECT_EQ(*store_->GetActivity("phone", false)->activity.waiting_room, room);
+  auto unroomed =
+      store_->UpdateActivity("phone", {.waiting_room = std::optional<core::WaitingRoom>()}, 46);
+  ASSERT_TRUE(unroomed.ok()) << unroomed.error().ToString();
+  EXPECT_FALSE(store_->GetActivity("phone", false)->activity.waiting_room.has_value());
+  auto with_room = Counted("roomed");
+  with_room.waiting_room = core::WaitingRoom{0, 7, 1'000, 1};
+  ASSERT_TRUE(store_->CreateActivity(with_room, 47).ok());
+  EXPECT_EQ(*store_->GetActivity("roomed", false)->activity.waiting_room, *with_room.waiting_room);
 
   auto coupons = Counted("coupons");
   coupons.kind = core::StockKind::kItemised;
@@ -277,9 +293,12 @@ TEST_P(StoreContractTest, CreateGetListRoundTrip) {
 
   auto list = store_->ListActivities();
   ASSERT_TRUE(list.ok());
-  ASSERT_EQ(list->size(), 2u);
+  ASSERT_EQ(list->size(), 3u);
   EXPECT_EQ((*list)[0].activity.id, "phone");
   EXPECT_EQ((*list)[1].activity.id, "coupons");
+  EXPECT_EQ((*list)[2].activity.id, "roomed");
+  ASSERT_TRUE((*list)[2].activity.waiting_room.has_value());  // as the list reads it too
+  EXPECT_EQ((*list)[2].activity.waiting_room->admit_per_s, 7);
 }
 
 TEST_P(StoreContractTest, ErrorsAreValues) {
@@ -1372,7 +1391,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::Activity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 10);
+  EXPECT_EQ(*tcp->SchemaVersion(), 11);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -1434,9 +1453,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 10);
-  EXPECT_EQ(*second->SchemaVersion(), 10);
-  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "10");
+  EXPECT_EQ(*first->SchemaVersion(), 11);
+  EXPECT_EQ(*second->SchemaVersion(), 11);
+  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "11");
 }
 
 // A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
@@ -1452,7 +1471,7 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   auto second = OpenMySql(writers.second_url);
   auto migrated = second->Migrate();
   ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
-  EXPECT_EQ(*second->SchemaVersion(), 10);
+  EXPECT_EQ(*second->SchemaVersion(), 11);
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 

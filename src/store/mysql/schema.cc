@@ -204,9 +204,14 @@ CREATE TABLE IF NOT EXISTS activity_answers (
     "ALTER TABLE order_events ADD KEY IF NOT EXISTS order_events_by_activity (activity_id, state)",
 };
 
-constexpr std::array<std::span<const std::string_view>, 10> kMigrations = {
-    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5,
-    kMigration6, kMigration7, kMigration8, kMigration9, kMigration10};
+// An activity's waiting room (core::Activity::waiting_room, core::EncodeWaitingRoom); '': none.
+constexpr std::string_view kMigration11[] = {
+    "ALTER TABLE activities ADD COLUMN IF NOT EXISTS waiting_room TEXT NOT NULL DEFAULT ''",
+};
+
+constexpr std::array<std::span<const std::string_view>, 11> kMigrations = {
+    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5, kMigration6,
+    kMigration7, kMigration8, kMigration9, kMigration10, kMigration11};
 
 // ---- The migration lock ----
 //

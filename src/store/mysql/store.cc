@@ -204,7 +204,9 @@ Result<ActivityRecord> MySqlStore::CreateActivity(const core::Activity& a, int64
     Statement insert(conn, std::string(records::kInsertActivity), "create activity");
     const std::string lottery = EncodeLottery(a.lottery);
     const std::string webhooks = records::JoinWebhookUrls(a.webhook_urls);
-    if (auto run = insert.Execute(records::ActivityInsertValues(a, lottery, webhooks, now_ms));
+    const std::string room = core::EncodeWaitingRoom(a.waiting_room);
+    if (auto run =
+            insert.Execute(records::ActivityInsertValues(a, lottery, webhooks, room, now_ms));
         !run) {
       if (run.error().code == ErrorCode::kAlreadyExists) return records::ActivityExists(a.id);
       return run.error();
@@ -223,7 +225,8 @@ Result<ActivityRecord> MySqlStore::UpdateActivity(std::string_view id, const Act
       if (!merged) return std::move(merged).error();
       Statement write(conn, std::string(records::kUpdateActivity), "update activity");
       const std::string webhooks = records::JoinWebhookUrls(merged->webhook_urls);
-      return write.Execute(records::ActivityUpdateValues(*merged, webhooks, id, now_ms));
+      const std::string room = core::EncodeWaitingRoom(merged->waiting_room);
+      return write.Execute(records::ActivityUpdateValues(*merged, webhooks, room, id, now_ms));
     });
   });
 }
