@@ -23,6 +23,7 @@
 #include "base/crypto.h"
 #include "base/subprocess.h"
 #include "service/event_relay.h"
+#include "support/certificate.h"
 #include "support/flashsale_process.h"
 #include "support/service_fixture.h"
 #include "support/wait.h"
@@ -373,13 +374,7 @@ class HttpsReceiverTest : public EventRelayTest {
 
   // A self-signed certificate for localhost in <dir>/<name>.crt, its key in <dir>/<name>.key.
   bool Certificate(const std::string& name) {
-    auto openssl = base::Subprocess::Spawn(
-        {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-         "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout",
-         dir_ / (name + ".key"), "-out", dir_ / (name + ".crt")},
-        dir_ / (name + "-req.log"));
-    if (!openssl.ok() || !openssl->Wait(std::chrono::seconds(60))) return false;
-    return openssl->exit_status() == 0;
+    return testing::SelfSignedCertificate(dir_.path(), name);
   }
 
   // The deliveries the receiver logged: event id -> (signature valid, body), in arrival order.
