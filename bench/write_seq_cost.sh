@@ -8,7 +8,8 @@
 # Without `hot`: the reserve script inside Redis. The script as it is in this tree (`new`: two
 # more ARGV, two more fields in the meta HMGET, one `HINCRBY meta wseq 1` per call that records an
 # order, the field `s` in the stream entry, a two-value reply header) and as it was before
-# ($WRITE_SEQ_BEFORE, default afacbc9, main before the sequence was merged: `old`), both loaded
+# ($WRITE_SEQ_BEFORE, default afacbc9, main before the sequence was merged: `old`; any commit
+# may be named, each script is called with the ARGV its own header declares), both loaded
 # side by side on the same redis-server, driven by redis-benchmark (C; 50 connections x 16
 # pipelined; `__rand_int__` placeholders make every order id and user fresh, so every call
 # reserves), single reservations and batches of 32 a call, with the AOF off and on (`everysec`,
@@ -280,11 +281,11 @@ one_run() {  # variant(old|new) sha batch tag
   setup=$(redis-cli -s "$sock" EVAL "$setup_script" 3 "${keys[@]:0:3}" 0 4000000000000 \
     1000000000 open counted "$stock" 1 | head -n 1)
   [ "$setup" = 1 ] || { echo "setup of $p answered $setup" >&2; exit 1; }
-  local args=(EVALSHA "$sha" 6 "${keys[@]}")
-  if [ "$v" = new ]; then args+=(0 0); fi  # the floor: a fresh activity's sequence
-  for _ in $(seq 1 "$batch"); do
-    args+=("o__rand_int____rand_int__" "u__rand_int__" 1 "$now_ms" 0 0)
-  done
+  local args=(EVALSHA "$sha" 6 "${keys[@]}") source extra
+  if [ "$v" = new ]; then source=$new_script; else source=$old_script; fi
+  # Each script's own ARGV layout (new: the floor first, a fresh activity's sequence).
+  mapfile -t extra < <(bench_reserve_argv "$source" "$batch" "$now_ms")
+  args+=("${extra[@]}")
   local calls=$((reservations / batch))  # redis-benchmark may make a few more: counted below
   redis-cli -s "$sock" config resetstat >/dev/null
   local c0 c1 a0 a1 rps
