@@ -9,7 +9,8 @@
 # more ARGV, two more fields in the meta HMGET, one `HINCRBY meta wseq 1` per call that records an
 # order, the field `s` in the stream entry, a two-value reply header) and as it was before
 # ($WRITE_SEQ_BEFORE, default afacbc9, main before the sequence was merged: `old`; any commit
-# may be named, each script is called with the ARGV its own header declares), both loaded
+# may be named, each script is called with the ARGV its own header declares; $WRITE_SEQ_OLD and
+# $WRITE_SEQ_NEW name files instead, e.g. a variant with half a change), both loaded
 # side by side on the same redis-server, driven by redis-benchmark (C; 50 connections x 16
 # pipelined; `__rand_int__` placeholders make every order id and user fresh, so every call
 # reserves), single reservations and batches of 32 a call, with the AOF off and on (`everysec`,
@@ -239,7 +240,12 @@ fi
 rounds=${1:-6}
 reservations=${2:-200000}
 before=${WRITE_SEQ_BEFORE:-afacbc9}
-old_script=$(git show "$before:src/keyspace/lua/sale_reserve.lua")
+if [ -n "${WRITE_SEQ_OLD:-}" ]; then  # a file instead of a commit's script (e.g. a variant)
+  old_script=$(cat "$WRITE_SEQ_OLD")
+  before=$WRITE_SEQ_OLD
+else
+  old_script=$(git show "$before:src/keyspace/lua/sale_reserve.lua")
+fi
 new_script=$(cat "${WRITE_SEQ_NEW:-src/keyspace/lua/sale_reserve.lua}")
 setup_script=$(cat src/keyspace/lua/sale_setup.lua)
 stock=1000000000000
