@@ -170,11 +170,12 @@ peer_procs="$peer_pid $(ps -o pid= --ppid "$peer_pid" | tr -s ' \n' ' ')"
 bench_wrk_purchase_script "$dir/purchase.lua"
 
 # The Redis limit's calls, set up on the bare redis-server (its own namespace there).
-read -r -a reserve_call < <(FLASHSALE_BENCH_REDIS_URL="unix://$bare_socket" "$bench_bin" --setup)
+# (one argument a line, some empty: mapfile keeps them)
+mapfile -t reserve_call < <(FLASHSALE_BENCH_REDIS_URL="unix://$bare_socket" "$bench_bin" --setup)
 batch_call=()
 if batch_line=$(FLASHSALE_BENCH_REDIS_URL="unix://$bare_socket" "$bench_bin" --setup-batch \
   "$batch_size" 2>/dev/null) && [ -n "$batch_line" ]; then
-  read -r -a batch_call <<<"$batch_line"
+  mapfile -t batch_call <<<"$batch_line"
 fi
 
 ticks() {  # pid... -> the sum of their CPU ticks (redis-servers with their reaped children)

@@ -157,3 +157,26 @@ median() {  # numbers... -> their median; "-" if one is "-" (a figure that does 
   printf '%s\n' "$@" | sort -g | awk '$1 == "-" { dash = 1 } { v[NR] = $1 }
     END { if (dash) print "-"; else print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
+
+# The ARGV of one reserve script call of `batch` requests (fresh order ids and users through
+# redis-benchmark's __rand_int__, one unit each, at now_ms, no idempotency key), in the layout the
+# given sale_reserve.lua declares (its `-- ARGV:` line): before issue 30 six arguments a request;
+# issue 30's floor_epoch floor_seq first; issue 34's floor_epoch floor_seq now_ms, then three a
+# request (order_id user_id options, '' for one unit at now_ms). Prints one argument a line.
+bench_reserve_argv() {  # script-source batch now_ms
+  local decl i
+  decl=$(grep -m1 '^-- ARGV:' <<<"$1")
+  case $decl in
+  *"now_ms request"*)
+    printf '%s\n' 0 0 "$3"
+    for i in $(seq 1 "$2"); do printf '%s\n' "o__rand_int____rand_int__" "u__rand_int__" ""; done
+    ;;
+  *floor_epoch*)
+    printf '%s\n' 0 0
+    for i in $(seq 1 "$2"); do printf '%s\n' "o__rand_int____rand_int__" "u__rand_int__" 1 "$3" 0 0; done
+    ;;
+  *)
+    for i in $(seq 1 "$2"); do printf '%s\n' "o__rand_int____rand_int__" "u__rand_int__" 1 "$3" 0 0; done
+    ;;
+  esac
+}

@@ -5,7 +5,8 @@
 //                                                 private redis-server if it is not set
 //   redis_client_bench --setup                    creates the bench activity at that URL and
 //                                                 prints the reserve call as redis-benchmark
-//                                                 arguments (bench/redis_ratio.sh uses it)
+//                                                 arguments, one a line (some are empty: read
+//                                                 them with mapfile; bench/redis_ratio.sh)
 //   redis_client_bench --setup-batch N            the same, one call deciding a batch of N
 //                                                 reservations (sale_reserve.lua takes
 //                                                 batches; a single call is a batch of one)
@@ -189,10 +190,9 @@ int PrintSetup(const core::Activity& activity, int batch = 1) {
     std::cerr << argv.error().ToString() << "\n";
     return 1;
   }
-  std::string line;
-  for (std::string_view arg : *argv) line.append(arg).append(" ");
-  line.pop_back();
-  std::cout << line << "\n";
+  // One argument a line: a request's options are empty (sale_reserve.lua), which a line split
+  // at spaces would drop.
+  for (std::string_view arg : *argv) std::cout << arg << "\n";
   client.connection->Stop();
   client.io.run();
   return 0;

@@ -46,7 +46,7 @@ fresh() {
 
 redis_benchmark() {  # clients pipeline
   local -a call
-  read -r -a call < <(fresh)
+  mapfile -t call < <(fresh)  # one argument a line, some empty
   redis-benchmark -s "$socket" -c "$1" -P "$2" -n "$requests" -r 1000000000 --csv "${call[@]}" |
     awk -F'"' 'NR == 2 { print $4 }'
 }

@@ -81,7 +81,7 @@ wrk_run() {  # port activity
 # the best configuration bench/redis_ratio.sh found. Its own namespace on the same server.
 redis_benchmark() {  # --setup | --setup-sold-out
   local -a call
-  read -r -a call < <(FLASHSALE_BENCH_REDIS_URL="unix://$socket" "$bench_bin" "$1")
+  mapfile -t call < <(FLASHSALE_BENCH_REDIS_URL="unix://$socket" "$bench_bin" "$1")  # a line each
   bench_redis_benchmark "$socket" "$rb_requests" 50 16 "${call[@]}"
 }
 

@@ -8,7 +8,9 @@
 # Without `hot`: the reserve script inside Redis. The script as it is in this tree (`new`: two
 # more ARGV, two more fields in the meta HMGET, one `HINCRBY meta wseq 1` per call that records an
 # order, the field `s` in the stream entry, a two-value reply header) and as it was before
-# ($WRITE_SEQ_BEFORE, default afacbc9, main before the sequence was merged: `old`), both loaded
+# ($WRITE_SEQ_BEFORE, default afacbc9, main before the sequence was merged: `old`; any commit
+# may be named, each script is called with the ARGV its own header declares; $WRITE_SEQ_OLD and
+# $WRITE_SEQ_NEW name files instead, e.g. a variant with half a change), both loaded
 # side by side on the same redis-server, driven by redis-benchmark (C; 50 connections x 16
 # pipelined; `__rand_int__` placeholders make every order id and user fresh, so every call
 # reserves), single reservations and batches of 32 a call, with the AOF off and on (`everysec`,
@@ -238,7 +240,12 @@ fi
 rounds=${1:-6}
 reservations=${2:-200000}
 before=${WRITE_SEQ_BEFORE:-afacbc9}
-old_script=$(git show "$before:src/keyspace/lua/sale_reserve.lua")
+if [ -n "${WRITE_SEQ_OLD:-}" ]; then  # a file instead of a commit's script (e.g. a variant)
+  old_script=$(cat "$WRITE_SEQ_OLD")
+  before=$WRITE_SEQ_OLD
+else
+  old_script=$(git show "$before:src/keyspace/lua/sale_reserve.lua")
+fi
 new_script=$(cat "${WRITE_SEQ_NEW:-src/keyspace/lua/sale_reserve.lua}")
 setup_script=$(cat src/keyspace/lua/sale_setup.lua)
 stock=1000000000000
@@ -280,11 +287,11 @@ one_run() {  # variant(old|new) sha batch tag
   setup=$(redis-cli -s "$sock" EVAL "$setup_script" 3 "${keys[@]:0:3}" 0 4000000000000 \
     1000000000 open counted "$stock" 1 | head -n 1)
   [ "$setup" = 1 ] || { echo "setup of $p answered $setup" >&2; exit 1; }
-  local args=(EVALSHA "$sha" 6 "${keys[@]}")
-  if [ "$v" = new ]; then args+=(0 0); fi  # the floor: a fresh activity's sequence
-  for _ in $(seq 1 "$batch"); do
-    args+=("o__rand_int____rand_int__" "u__rand_int__" 1 "$now_ms" 0 0)
-  done
+  local args=(EVALSHA "$sha" 6 "${keys[@]}") source extra
+  if [ "$v" = new ]; then source=$new_script; else source=$old_script; fi
+  # Each script's own ARGV layout (new: the floor first, a fresh activity's sequence).
+  mapfile -t extra < <(bench_reserve_argv "$source" "$batch" "$now_ms")
+  args+=("${extra[@]}")
   local calls=$((reservations / batch))  # redis-benchmark may make a few more: counted below
   redis-cli -s "$sock" config resetstat >/dev/null
   local c0 c1 a0 a1 rps

@@ -142,14 +142,11 @@ struct ActivityScripts::Replies {
     explicit Reserve(const redis::Script& s)
         : wepoch(s, "wepoch"),
           wseq(s, "wseq"),
-          code(s, "code"),
-          replayed(s, "replayed"),
-          remaining(s, "remaining"),
-          bought(s, "bought"),
-          order_id(s, "order_id"),
-          items(s, "items") {}
-    redis::IntField wepoch, wseq, code, replayed, remaining, bought;
-    redis::StrField order_id, items;
+          left(s, "left"),
+          row(s, "row"),
+          row_text(s, "row") {}
+    redis::IntField wepoch, wseq, left, row;
+    redis::StrField row_text;  // the same field, when the row is a string
   };
   struct Draw {
     explicit Draw(const redis::Script& s)
@@ -326,8 +323,9 @@ base::Status CheckReserve(std::string_view activity_id, const ReserveRequest& re
 }
 
 // What a reserve call refers to until it is sent: the keys, the idempotency keys of the requests
-// that have one, and every request's six arguments (sale_reserve.lua), in `scratch`'s
-// strings. `sent(i)` says whether request i goes in the call.
+// that have one, the call's time (the first request's) and every request's three arguments
+// (sale_reserve.lua: order id, user, and options, empty for one unit at the call's time without
+// an idempotency key), in `scratch`'s strings. `sent(i)` says whether request i goes in the call.
 template <typename Sent>
 struct ReserveCall {
   ReserveCall(const ActivityKeys& keys, const redis::Script& script,
@@ -336,17 +334,27 @@ struct ReserveCall {
       : call(script) {
     scratch.idem_keys.Reset();
     scratch.args.Reset();
+    bool first = true;
+    int64_t now_ms = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       if (!sent(i)) continue;
       const ReserveRequest& request = requests[i];
+      if (first) now_ms = request.now_ms, first = false;
       const bool idempotent = !request.idempotency_token.empty();
       if (idempotent) keys.AssignIdempotency(scratch.idem_keys.Next(), request.idempotency_token);
       scratch.args.Add(request.order_id);
       scratch.args.Add(request.user_id);
-      scratch.args.AddInt(request.quantity);
-      scratch.args.AddInt(request.now_ms);
-      scratch.args.AddInt(idempotent ? request.idempotency_ttl_ms : 0);
-      scratch.args.AddInt(idempotent ? static_cast<int64_t>(scratch.idem_keys.size()) : 0);
+      std::string& options = scratch.args.Next();
+      if (request.quantity != 1 || request.now_ms != now_ms || idempotent) {
+        // "quantity,now_ms,idem_slot,idem_ttl_ms", each empty when it is the default.
+        if (request.quantity != 1) options = std::to_string(request.quantity);
+        options += ',';
+        if (request.now_ms != now_ms) options += std::to_string(request.now_ms);
+        options += ',';
+        if (idempotent) options += std::to_string(scratch.idem_keys.size());
+        options += ',';
+        if (idempotent) options += std::to_string(request.idempotency_ttl_ms);
+      }
     }
     call.Key("meta", keys.meta())
         .Key("stock", keys.stock())
@@ -357,10 +365,62 @@ struct ReserveCall {
         .RestKeys("idem", scratch.idem_keys.view())
         .Arg("floor_epoch", floor.epoch)
         .Arg("floor_seq", floor.seq)
+        .Arg("now_ms", now_ms)
         .Rest("request", scratch.args.view());
   }
   redis::ScriptCall call;
 };
+
+// A whole decimal integer.
+bool ParseWhole(std::string_view text, int64_t& value) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
+// One row of the reserve script's reply into `r` (sale_reserve.lua's RETURNS): an integer
+// (bought * 64 + code + 32: the request's own outcome; `r` holds the request's order id already)
+// or "code|replayed|bought|order_id|items". The outcome's code into `code`.
+base::Status ReadReserveRow(const redis::ScriptReply& reply, const redis::IntField& row_int,
+                            const redis::StrField& row_text, size_t row, int64_t& code,
+                            Reservation& r) {
+  const std::string_view text = reply.Str(row_text, row);
+  if (text.empty()) {
+    const int64_t value = reply.Int(row_int, row);
+    if (value < 0) {
+      return MakeError(ErrorCode::kProtocol, "script {} returned row {}", reply.script().name,
+                       value);
+    }
+    code = value % 64 - 32;
+    r.bought = value / 64;
+    r.replayed = false;
+    r.items.clear();
+    return {};
+  }
+  std::array<std::string_view, 4> parts;
+  std::string_view rest = text;
+  for (auto& part : parts) {
+    const size_t bar = rest.find('|');
+    if (bar == std::string_view::npos) {
+      return MakeError(ErrorCode::kProtocol, "script {} returned row '{}'", reply.script().name,
+                       text);
+    }
+    part = rest.substr(0, bar);
+    rest.remove_prefix(bar + 1);
+  }
+  int64_t replayed = 0, bought = 0;
+  if (!ParseWhole(parts[0], code) || !ParseWhole(parts[1], replayed) ||
+      !ParseWhole(parts[2], bought)) {
+    return MakeError(ErrorCode::kProtocol, "script {} returned row '{}'", reply.script().name,
+                     text);
+  }
+  r.replayed = replayed == 1;
+  // A replayed order's row carries its units where others carry the buyer's.
+  const auto outcome = core::OutcomeFromCode(code);
+  (r.replayed && outcome && core::IsOrderState(*outcome) ? r.quantity : r.bought) = bought;
+  AssignPooled(r.order_id, parts[3]);
+  r.items = base::SplitWords(rest);
+  return {};
+}
 
 // What Draw refuses before Redis.
 base::Status CheckDraw(std::string_view activity_id, const DrawRequest& request) {
@@ -518,19 +578,58 @@ void ActivityScripts::SendReserve(std::string_view activity_id,
   const ReserveCall reserve(
       KeysOf(activity_id), reserve_, requests, floor, [&out](size_t i) { return out[i].ok(); },
       scratch_);
-  const Replies::Reserve& f = replies_->reserve;
-  SendRows(
-      reserve.call, out, f,
-      [&f](const redis::ScriptReply& reply, size_t row, Reservation& r) {
-        r.replayed = reply.Int(f.replayed, row) == 1;
-        r.remaining = reply.Int(f.remaining, row);
-        // A replayed order's row carries its units where others carry the buyer's.
-        (r.replayed && core::IsOrderState(r.outcome) ? r.quantity : r.bought) =
-            reply.Int(f.bought, row);
-        AssignPooled(r.order_id, reply.Str(f.order_id, row));
-        r.items = base::SplitWords(reply.Str(f.items, row));
-      },
-      std::move(handler));
+  // What an integer row leaves out, kept in the slot until the reply: the request's order id,
+  // and its quantity (in `quantity`, a replayed order's units once the reply is read).
+  size_t rows = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].ok()) continue;
+    ++rows;
+    AssignPooled(out[i]->order_id, requests[i].order_id);
+    out[i]->quantity = requests[i].quantity;
+  }
+  runner_.Eval(
+      reserve.call, runner_.DefaultDeadline(),
+      redis::ReplyHandler([handler = std::move(handler), out = &out, rows, replies = replies_,
+                           &script = reserve.call.script()](Result<redis::Reply> reply) mutable {
+        const Replies::Reserve& f = replies->reserve;
+        auto read = redis::ScriptReply::Read(script, reply);
+        base::Status status;
+        if (!read.ok()) {
+          status = std::move(read).error();
+        } else if (read->Rows() != rows) {
+          status = MakeError(ErrorCode::kProtocol, "script {} answered {} requests of {}",
+                             script.name, read->Rows(), rows);
+        } else {
+          size_t row = 0;
+          const WriteSeq written{read->Int(f.wepoch), read->Int(f.wseq)};
+          // Each request's `remaining`: the units left before the call, less those reserved by
+          // it and the requests before it.
+          int64_t left = read->Int(f.left);
+          for (size_t i = 0; i < out->size() && status.ok(); ++i) {
+            Result<Reservation>& slot = (*out)[i];
+            if (!slot.ok()) continue;
+            int64_t code = 0;
+            const int64_t quantity = slot->quantity;
+            slot->quantity = 0;
+            status = ReadReserveRow(*read, f.row, f.row_text, row, code, *slot);
+            if (!status.ok()) break;
+            auto outcome = core::OutcomeFromCode(code);
+            if (!outcome) {
+              status = UnknownCode(*read, code);
+              break;
+            }
+            slot->outcome = *outcome;
+            slot->written = written;
+            if (code == 1 && !slot->replayed) left -= quantity;
+            // Answered without the units left, as the script always did: an unknown activity,
+            // behind the floor, another user's order id, a reused idempotency key.
+            const bool none = code == -4 || code == -6 || code == -12 || code == -20;
+            slot->remaining = none ? 0 : left;
+            ++row;
+          }
+        }
+        std::move(handler)(std::move(status));
+      }));
 }
 
 void ActivityScripts::Reserve(std::string_view activity_id, const ReserveRequest& request,

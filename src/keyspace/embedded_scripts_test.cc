@@ -25,7 +25,7 @@ TEST(ScriptSetTest, EmbedsEveryLuaFileWithShebangAndInterface) {
   EXPECT_EQ(reserve.key_names, (std::vector<std::string>{"meta", "stock", "items", "buyers",
                                                          "orders", "stream", "idem..."}));
   EXPECT_EQ(reserve.arg_names,
-            (std::vector<std::string>{"floor_epoch", "floor_seq", "request..."}));
+            (std::vector<std::string>{"floor_epoch", "floor_seq", "now_ms", "request..."}));
 }
 
 // Every key a script touches comes in KEYS (docs/design.md, "Redis key layout"): Redis Cluster
@@ -70,9 +70,10 @@ TEST(ScriptSetTest, EveryEmbeddedScriptDeclaresWhatItReturns) {
   }
   const redis::ReplyDecl& reserve = Scripts().Get("sale_reserve").returns;
   EXPECT_TRUE(reserve.array);
-  EXPECT_EQ(reserve.fixed, 2u);  // the write sequence
-  EXPECT_EQ(reserve.rest, 6u);   // then one group per request
-  EXPECT_EQ(reserve.Find("items")->part, redis::ReplyDecl::Part::kRest);
+  EXPECT_EQ(reserve.fixed, 3u);  // the write sequence, the units left
+  EXPECT_EQ(reserve.rest, 1u);   // then one row per request
+  EXPECT_EQ(reserve.Find("row")->part, redis::ReplyDecl::Part::kRest);
+  EXPECT_EQ(reserve.Find("row")->type, redis::ReplyDecl::Type::kIntOrStr);
   const redis::ReplyDecl& status = Scripts().Get("activity_status").returns;
   EXPECT_EQ(status.fixed, 1u);
   EXPECT_EQ(status.tail, 16u);

@@ -22,12 +22,23 @@ std::string_view Trim(std::string_view text) {
 }
 
 std::string TypeName(const Field& field) {
-  return std::string(field.type == Type::kInt ? "int" : "str") + (field.nullable ? "|nil" : "");
+  const char* type = field.type == Type::kInt   ? "int"
+                     : field.type == Type::kStr ? "str"
+                                                : "int|str";
+  return std::string(type) + (field.nullable ? "|nil" : "");
 }
 
 bool Matches(const Field& field, ReplyView value) {
   if (field.nullable && value.is_nil()) return true;
-  return field.type == Type::kInt ? value.is_integer() : value.is_string();
+  switch (field.type) {
+    case Type::kInt:
+      return value.is_integer();
+    case Type::kStr:
+      return value.is_string();
+    case Type::kIntOrStr:
+      return value.is_integer() || value.is_string();
+  }
+  return false;
 }
 
 // The grammar of redis/scripts.h, read left to right.
@@ -101,7 +112,7 @@ class DeclParser {
     if (decl_.Find(field.name) != nullptr) return Fail("a field name used twice");
     if (!Eat(":")) return Fail("':type' expected after the field name");
     if (Eat("int")) {
-      field.type = Type::kInt;
+      field.type = Eat("|str") ? Type::kIntOrStr : Type::kInt;
     } else if (Eat("str")) {
       field.type = Type::kStr;
     } else {
@@ -159,7 +170,7 @@ Result<ReplyDecl> ParseReplyDecl(std::string_view text) { return DeclParser(text
 ReplyField::ReplyField(const Script& script, std::string_view name, Type type)
     : script_(&script), field_(0) {
   const Field* field = script.returns.Find(name);
-  if (field == nullptr || field->type != type) {
+  if (field == nullptr || (field->type != type && field->type != Type::kIntOrStr)) {
     throw std::logic_error(fmt::format("script {} declares no {} field '{}' in RETURNS {}",
                                        script.name, type == Type::kInt ? "int" : "str", name,
                                        script.returns.text));

@@ -24,7 +24,9 @@ struct Script;
 
 // A script's RETURNS, parsed.
 struct ReplyDecl {
-  enum class Type : uint8_t { kInt, kStr };
+  // kIntOrStr (`int|str`): either, read as an IntField (0 when a string) or a StrField ("" when
+  // an integer).
+  enum class Type : uint8_t { kInt, kStr, kIntOrStr };
   enum class Part : uint8_t { kFixed, kTail, kRest };
   struct Field {
     std::string name;

@@ -218,6 +218,26 @@ TEST_F(ScriptReplyTest, AFieldOfAnotherScriptReadsAsNothing) {
   EXPECT_EQ(reply->Int(IntField(reserve_, "code")), 0);
 }
 
+TEST(ScriptReplyIntOrStrTest, ARowOfEitherTypeIsReadByBothFields) {
+  const ScriptSet set = Scripts({"{left:int row:int|str...}"});
+  const Script& script = set.Get("s0");
+  EXPECT_EQ(script.returns.Find("row")->type, ReplyDecl::Type::kIntOrStr);
+  const IntField row(script, "row");
+  const StrField row_text(script, "row");
+  const Reply raw = Resp("*3\r\n:5\r\n:97\r\n$6\r\n1|1|1|\r\n");
+  auto reply = ScriptReply::Read(script, raw);
+  ASSERT_TRUE(reply.ok()) << reply.error().message;
+  ASSERT_EQ(reply->Rows(), 2u);
+  EXPECT_EQ(reply->Int(row, 0), 97);
+  EXPECT_EQ(reply->Str(row_text, 0), "");  // an integer: no text
+  EXPECT_EQ(reply->Int(row, 1), 0);        // a string: no integer
+  EXPECT_EQ(reply->Str(row_text, 1), "1|1|1|");
+  // Neither an integer nor a string: refused.
+  auto nil = ScriptReply::Read(script, Resp("*2\r\n:5\r\n$-1\r\n"));
+  ASSERT_FALSE(nil.ok());
+  EXPECT_NE(nil.error().message.find("expected int|str"), std::string::npos) << nil.error().message;
+}
+
 TEST_F(ScriptReplyTest, PassesTheCallsErrorOn) {
   const base::Result<Reply> failed = base::MakeError(ErrorCode::kUnavailable, "connection refused");
   auto reply = ScriptReply::Read(reserve_, failed);

@@ -23,8 +23,10 @@
 //            | '(' field+ ')' '...'        the remaining elements, in repeated groups (a flat
 //                                          key/value list: `{(order_id:str record:str)...}`)
 //   field   := name ':' type ['|nil']      name: [a-z_][a-z0-9_]*, unique in the declaration;
-//   type    := 'int' | 'str'               int: an integer reply (a Lua number); str: a bulk
-//                                          string (a Lua string); |nil: or nil (Lua false)
+//   type    := 'int' | 'str' | 'int|str'   int: an integer reply (a Lua number); str: a bulk
+//                                          string (a Lua string); int|str: either (read by an
+//                                          IntField and a StrField of the same name); |nil: or
+//                                          nil (Lua false)
 // Examples: `restored:int`, `entry_id:str|nil`, `{allowed:int retry_after_ms:int}`.
 //
 // ScriptRunner sends EVALSHA. A NOSCRIPT reply (Redis restarted, failed over, SCRIPT FLUSH) means

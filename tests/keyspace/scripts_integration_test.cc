@@ -126,8 +126,8 @@ redis::ScriptSet WithBodies(const std::map<std::string, std::string>& bodies) {
 }
 
 TEST_F(ScriptsTest, AReplyThatIsNotWhatTheScriptDeclaresIsRefusedByItsBinding) {
-  const redis::ScriptSet set = WithBodies({{"sale_reserve", "return {0, 3, 1, 0, 5, 1, 42, ''}"},
-                                           {"activity_status", "return {1, 'open'}"}});
+  const redis::ScriptSet set = WithBodies(
+      {{"sale_reserve", "return {0, 3, 5, {1}}"}, {"activity_status", "return {1, 'open'}"}});
   redis::ScriptRunner runner(connection_, set);
   ActivityScripts scripts(runner, ns_);
   const std::string order = "o1", user = "alice";
@@ -135,8 +135,9 @@ TEST_F(ScriptsTest, AReplyThatIsNotWhatTheScriptDeclaresIsRefusedByItsBinding) {
                                                boost::asio::use_awaitable));
   ASSERT_FALSE(reserved.ok());
   EXPECT_EQ(reserved.error().code, base::ErrorCode::kProtocol);
-  EXPECT_NE(reserved.error().message.find("element 7 (order_id) is (integer) 42, expected str"),
-            std::string::npos)
+  EXPECT_NE(reserved.error().message.find("element 4 (row) is "), std::string::npos)
+      << reserved.error().message;
+  EXPECT_NE(reserved.error().message.find("expected int|str"), std::string::npos)
       << reserved.error().message;
 
   auto status = io_.Run(scripts.AsyncStatus("shape", boost::asio::use_awaitable));

@@ -53,50 +53,69 @@
 -- written: every request answers -20 (behind). The reply starts with the sequence as Redis holds
 -- it after the call. The lost-write repair re-bases it (activity_write_rebase.lua).
 -- KEYS: meta stock items buyers orders stream idem...
--- ARGV: floor_epoch floor_seq request...
--- Each request is six arguments: order_id user_id quantity now_ms idem_ttl_ms idem_slot;
--- idem_slot > 0 names the request's idempotency key, KEYS[6 + idem_slot] (idem_ttl_ms > 0
--- then), 0 none.
--- RETURNS: {wepoch:int wseq:int
--- RETURNS:   (code:int replayed:int remaining:int bought:int order_id:str items:str)...}
--- Returns the write sequence, then one group per request, in order: {code, replayed, remaining,
--- bought, order_id, items}; items: the item ids taken (itemised stock), space-separated. code 1
--- reserved, 0 limit reached (bought = units the user holds), -1 sold out, -2 not started, -3
--- ended, -4 unknown activity, -5 closed, -6 order id used by another user, -12 the idempotency
--- key was used with another quantity, -20 behind the floor (nothing written); a replayed order
--- (replayed = 1): 1 reserved, -10 cancelled, -11 refused, and `bought` its units (0: not known,
--- a key's record without its order's).
-local W, A = 6, 3  -- A: the first request's first argument
+-- ARGV: floor_epoch floor_seq now_ms request...
+-- Each request is three arguments: order_id user_id options. options is '' for the usual request
+-- (one unit, at the call's now_ms, no idempotency key: nothing more to send, nothing to parse),
+-- else "quantity,now_ms,idem_slot,idem_ttl_ms", any field empty for its default (1, the call's
+-- now_ms, 0, 0); idem_slot > 0 names the request's idempotency key, KEYS[6 + idem_slot]
+-- (idem_ttl_ms > 0 then), 0 none.
+-- RETURNS: {wepoch:int wseq:int left:int row:int|str...}
+-- Returns the write sequence, the units left before the call's first request took any (0: not
+-- read: nothing was decided against the stock), then one row per request, in order. What the
+-- service knows (the request's order id and quantity) is not sent back, and each request's
+-- `remaining` is derived from `left` (less the units it and the call's earlier requests
+-- reserved; 0 for -4, -6, -12, -20), so the usual row is one integer:
+--   bought * 64 + code + 32: the request's own outcome (its order id, not replayed, no items),
+--     bought: the units the user holds (after this reservation, if reserved);
+--   "code|replayed|bought|order_id|items": a replayed order (replayed 1; bought its units, 0: not
+--     known, a key's record without its order's) and a reservation of itemised stock (replayed
+--     0), items the item ids taken, space-separated.
+-- code 1 reserved, 0 limit reached (bought = units the user holds), -1 sold out, -2 not started,
+-- -3 ended, -4 unknown activity, -5 closed, -6 order id used by another user, -12 the
+-- idempotency key was used with another quantity, -20 behind the floor (nothing written); a
+-- replayed order: 1 reserved, -10 cancelled, -11 refused.
+local W, A = 3, 4  -- A: the first request's first argument
 local floor_epoch, floor_seq = tonumber(ARGV[1]), tonumber(ARGV[2])
-if not floor_epoch or not floor_seq or (#ARGV - 2) % W ~= 0 then
-  return redis.error_reply('ERR flashsale: floor_epoch floor_seq, then requests of six '
+local call_ts = ARGV[3]
+local call_now = tonumber(call_ts)
+if not floor_epoch or not floor_seq or not call_now or (#ARGV - 3) % W ~= 0 then
+  return redis.error_reply('ERR flashsale: floor_epoch floor_seq now_ms, then requests of three '
     .. 'arguments expected')
 end
-local n = (#ARGV - 2) / W
+local n = (#ARGV - 3) / W
 -- Every request is checked before anything is written: a bad one refuses the whole call. The
--- quantity is written as given (into the record and the intent), so it must be canonical.
-for i = A, #ARGV, W do
-  local now, ttl, slot = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  if not string.find(ARGV[i + 2], '^[1-9]%d*$') or not now or not ttl or not slot
-      or slot % 1 ~= 0 or slot < 0 or 6 + slot > #KEYS or (slot > 0) ~= (ttl > 0) then
-    return redis.error_reply('ERR flashsale: quantity must be an integer >= 1, now_ms and '
-      .. 'idem_ttl_ms numbers, idem_slot a declared key (with idem_ttl_ms > 0)')
+-- quantity is written as given (into the record and the intent), so it must be canonical. The
+-- options of the requests that have any, by request: quantity (number and text), time (number and
+-- text), idempotency ttl and key index.
+local o_qty, o_qs, o_now, o_ts, o_ttl, o_ik = {}, {}, {}, {}, {}, {}
+for r = 1, n do
+  local o = ARGV[(r - 1) * W + A + 2]
+  if o ~= '' then
+    local qs, ts, slot_s, ttl_s = string.match(o, '^([^,]*),([^,]*),([^,]*),([^,]*)$')
+    if not qs or qs == '' then qs = '1' end
+    if not ts or ts == '' then ts = call_ts end
+    local now, slot, ttl = tonumber(ts), tonumber(slot_s ~= '' and slot_s or '0'),
+      tonumber(ttl_s ~= '' and ttl_s or '0')
+    if not slot_s or not string.find(qs, '^[1-9]%d*$') or not now or not ttl or not slot
+        or slot % 1 ~= 0 or slot < 0 or 6 + slot > #KEYS or (slot > 0) ~= (ttl > 0) then
+      return redis.error_reply('ERR flashsale: options must be "quantity,now_ms,idem_slot,'
+        .. 'idem_ttl_ms": quantity an integer >= 1, now_ms and idem_ttl_ms numbers, idem_slot a '
+        .. 'declared key (with idem_ttl_ms > 0)')
+    end
+    o_qty[r], o_qs[r], o_now[r], o_ts[r], o_ttl[r], o_ik[r] = tonumber(qs), qs, now, ts, ttl,
+      6 + slot
   end
 end
 
 local m = redis.call('HMGET', KEYS[1], 'state', 'start_ms', 'end_ms', 'limit', 'kind', 'wepoch',
   'wseq')
 local wepoch, wseq = tonumber(m[6] or '0'), tonumber(m[7] or '0')
-local reply, nr = {wepoch, wseq}, 2
+local reply, nr = {wepoch, wseq, 0}, 3
 -- Behind the floor (an activity lost whole is behind any floor above zero), or not loaded.
 local behind = wepoch < floor_epoch or (wepoch == floor_epoch and wseq < floor_seq)
 if behind or not m[1] then
   local code = behind and -20 or -4
-  for _ = 1, n do
-    reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, 0
-    reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
-    nr = nr + 6
-  end
+  for r = 1, n do reply[nr + r] = code + 32 end
   return reply
 end
 local open, start_ms, end_ms = m[1] == 'open', tonumber(m[2]), tonumber(m[3])
@@ -123,9 +142,11 @@ local idem_value, idem_keys, idem_ttls = {}, {}, {}
 
 for r = 1, n do
   local i = (r - 1) * W + A
-  local id, user, qty_s, ts = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local qty, now, ttl, ik = tonumber(qty_s), tonumber(ts), tonumber(ARGV[i + 4]),
-    6 + tonumber(ARGV[i + 5])
+  local id, user = ARGV[i], ARGV[i + 1]
+  local qty, qty_s, now, ts, ttl, ik = 1, '1', call_now, call_ts, 0, 6
+  if o_qty[r] then
+    qty, qty_s, now, ts, ttl, ik = o_qty[r], o_qs[r], o_now[r], o_ts[r], o_ttl[r], o_ik[r]
+  end
   -- code: the outcome decided (nil: the order id was recorded before, a replay); first: the
   -- idempotency key's record (its outcome is replayed); raised: the user's count was raised.
   local code, bought, first, raised, now_held, item_list = nil, 0, nil, false, 0, ''
@@ -159,7 +180,7 @@ for r = 1, n do
     -- The stock: what the rest of the batch asks for, taken once.
     if not took then
       local want = 0
-      for k = i, #ARGV, W do want = want + tonumber(ARGV[k + 2]) end
+      for k = r, n do want = want + (o_qty[k] or 1) end
       took, taken = true, want
       if counted then
         left = redis.call('DECRBY', KEYS[2], want) + want
@@ -212,8 +233,11 @@ for r = 1, n do
       local k = #idem_keys + 1
       idem_keys[k], idem_ttls[k] = ik, ttl
     end
-    reply[nr + 1], reply[nr + 2], reply[nr + 3] = 1, 0, left
-    reply[nr + 4], reply[nr + 5], reply[nr + 6] = now_held, id, item_list
+    if counted then
+      reply[nr + 1] = now_held * 64 + 33
+    else
+      reply[nr + 1] = '1|0|' .. now_held .. '|' .. id .. '|' .. item_list
+    end
   else
     -- Any other outcome: the order id's record first, so a retry of a recorded order replays
     -- (for an idempotency key's reservation: that order's record).
@@ -238,11 +262,9 @@ for r = 1, n do
       state, who, units, items = string.match(record, '^(%a)|([^|]*)|(%d+)|%d+|(.*)$')
     end
     if reused then
-      reply[nr + 1], reply[nr + 2], reply[nr + 3] = -12, 0, 0
-      reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+      reply[nr + 1] = -12 + 32
     elseif record and who ~= user then
-      reply[nr + 1], reply[nr + 2], reply[nr + 3] = -6, 0, 0
-      reply[nr + 4], reply[nr + 5], reply[nr + 6] = 0, '', ''
+      reply[nr + 1] = -6 + 32
     else
       if not left then
         if counted then left = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -250,20 +272,20 @@ for r = 1, n do
       end
       if record then
         -- The order as it is now: R reserved, X released (cancelled), F refused.
-        reply[nr + 1] = (state == 'R' and 1) or (state == 'F' and -11) or -10
-        reply[nr + 2], reply[nr + 3] = 1, left
-        reply[nr + 4], reply[nr + 5], reply[nr + 6] = tonumber(units), look, items
+        reply[nr + 1] = ((state == 'R' and 1) or (state == 'F' and -11) or -10) .. '|1|'
+          .. units .. '|' .. look .. '|' .. items
       elseif first then
-        reply[nr + 1], reply[nr + 2], reply[nr + 3] = first_code, 1, left
-        reply[nr + 4], reply[nr + 5], reply[nr + 6] = tonumber(first_bought), look, ''
+        reply[nr + 1] = first_code .. '|1|' .. first_bought .. '|' .. look .. '|'
       else
-        reply[nr + 1], reply[nr + 2], reply[nr + 3] = code, 0, left
-        reply[nr + 4], reply[nr + 5], reply[nr + 6] = bought, id, ''
+        reply[nr + 1] = bought * 64 + code + 32
       end
     end
   end
-  nr = nr + 6
+  nr = nr + 1
 end
+-- The units left before the first request took any (what the service derives every request's
+-- `remaining` from).
+if left then reply[3] = left + sold end
 
 if held then
   local changed = {}
