@@ -143,6 +143,9 @@ class TimedStore final : public store::Store {
   base::Result<store::OrderReport> ReportOrders(std::string_view activity_id) override {
     return inner_.ReportOrders(activity_id);
   }
+  base::Status AddAnswers(std::span<const store::AnswerCount> counts) override {
+    return inner_.AddAnswers(counts);
+  }
   base::Result<std::vector<store::OrderRecord>> CancelUnpaid(std::string_view activity_id,
                                                              int64_t before, int64_t limit,
                                                              int64_t now_ms) override {

@@ -79,6 +79,15 @@
     row(body, ["refund due", report.refund_due]);
     row(body, ["compensation due", report.compensation_due]);
     row(body, ["refused by the dead-letter step", report.refused]);
+    const answers = $("answers").querySelector("tbody");
+    answers.replaceChildren();
+    for (const answer of report.answers) row(answers, [answer.status, answer.count]);
+    const all = report.answers.reduce((sum, answer) => sum + answer.count, 0);
+    const refusals = $("refusals").querySelector("tbody");
+    refusals.replaceChildren();
+    for (const answer of report.answers.filter((a) => a.refusal).slice(0, 5)) {
+      row(refusals, [answer.status, answer.count, `${((100 * answer.count) / Math.max(all, 1)).toFixed(1)} %`]);
+    }
     const prizes = $("prizes").querySelector("tbody");
     prizes.replaceChildren();
     for (const prize of report.prizes) row(prizes, [prize.prize_id, prize.name, prize.won]);

@@ -249,7 +249,7 @@ std::string CheckSecret(const std::string& value) {
 // One origin of --cors-origin (server/cors.h).
 std::string CheckCorsOrigin(const std::string& value) { return server::CheckOrigin(value); }
 
-// One URL of --webhook-url (service/event_relay.h): http://host[:port][/path].
+// One URL of --webhook-url (service/event_relay.h): https:// or http://host[:port][/path].
 std::string CheckWebhookUrl(const std::string& value) {
   auto parsed = service::ParseWebhookUrl(value);
   return parsed.ok() ? "" : parsed.error().message;
@@ -487,8 +487,9 @@ const std::vector<Setting>& Settings() {
        .field = List(&ServeConfig::webhook_url, CheckWebhookUrl),
        .placeholder = "URL,...",
        .help = "Receivers of the order events (webhooks): each event POSTed as JSON, signed "
-               "(X-Flashsale-Signature), retried, parked when it keeps failing; http://host[:port]"
-               "[/path], comma-separated; empty: none"},
+               "(X-Flashsale-Signature), retried, parked when it keeps failing; https:// (the "
+               "certificate checked, SSL_CERT_FILE names other CAs) or http://host[:port][/path], "
+               "comma-separated; empty: none"},
       {.name = "amqp-url",
        .field = Text(&ServeConfig::amqp_url, CheckAmqpUrl),
        .placeholder = "URL",
@@ -542,13 +543,14 @@ bool IsBool(const Setting& setting) { return setting.field.shape == Shape::kSwit
 bool IsList(const Setting& setting) { return setting.field.shape == Shape::kList; }
 
 // "data-dir" -> "FLASHSALE_DATA_DIR".
-std::string EnvName(const Setting& setting) {
+std::string EnvName(std::string_view setting_name) {
   std::string name = "FLASHSALE_";
-  for (char c : setting.name) {
+  for (char c : setting_name) {
     name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   }
   return name;
 }
+std::string EnvName(const Setting& setting) { return EnvName(setting.name); }
 
 // "data-dir" -> "data_dir", the other spelling accepted in the file.
 std::string Underscored(std::string_view name) {
@@ -1027,6 +1029,25 @@ std::string ConfigFileTemplate() {
   return out;
 }
 
+std::vector<std::string> MissingSettings(const ServeConfig& config) {
+  std::vector<std::string> missing;
+  if (config.identity != server::IdentityMode::kJwt || config.demo) return missing;
+  struct Required {
+    std::string_view name;
+    const std::string& value;
+  };
+  for (const Required& required :
+       {Required{"jwt-jwks", config.jwt_jwks}, Required{"jwt-issuer", config.jwt_issuer},
+        Required{"jwt-audience", config.jwt_audience}}) {
+    if (!required.value.empty()) continue;
+    missing.push_back(fmt::format(
+        "identity jwt needs the setting '{}' (--{} or {}); README.md, \"The shop's identity: "
+        "JWT\", shows the values for an identity provider",
+        required.name, required.name, EnvName(required.name)));
+  }
+  return missing;
+}
+
 std::vector<std::string> CheckConfig(const std::string& file, const EnvLookup& getenv) {
   std::vector<std::string> problems;
   ServeConfig config;
@@ -1042,6 +1063,7 @@ std::vector<std::string> CheckConfig(const std::string& file, const EnvLookup& g
       }
     }
   }
+  for (std::string& missing : MissingSettings(config)) problems.push_back(std::move(missing));
   return problems;
 }
 

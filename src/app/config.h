@@ -166,6 +166,11 @@ class ServeSettings {
 // cannot drift from them). Uncommenting any line gives a valid file.
 std::string ConfigFileTemplate();
 
+// The settings a chosen mode needs that `config` leaves empty (identity jwt: jwt-jwks, jwt-issuer
+// and jwt-audience), one message each naming the setting, its flag and its variable; empty when
+// none is missing. Serve refuses to start with the first; `config check` lists them all.
+std::vector<std::string> MissingSettings(const ServeConfig& config);
+
 // `flashsale config check FILE`: the settings of `file` and of the FLASHSALE_ variables, checked
 // as serve and worker check them, but every problem reported, not only the first: one message
 // per problem (each naming the setting and where it came from); empty when all is well. A file

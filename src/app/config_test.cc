@@ -604,17 +604,36 @@ TEST_F(ConfigTest, CorsOriginsAreAListFromTheFlagTheVariableAndTheFile) {
 // Issue 35 point 1: the receivers of the order events.
 TEST_F(ConfigTest, WebhookUrlsAreAListAndEachIsChecked) {
   const ServeConfig two =
-      Parse({"--webhook-url", "http://127.0.0.1:9000/hook,http://pay.internal"});
+      Parse({"--webhook-url", "http://127.0.0.1:9000/hook,https://pay.example"});
   EXPECT_EQ(two.webhook_url,
-            (std::vector<std::string>{"http://127.0.0.1:9000/hook", "http://pay.internal"}));
+            (std::vector<std::string>{"http://127.0.0.1:9000/hook", "https://pay.example"}));
   EXPECT_TRUE(Parse({}, {{"FLASHSALE_WEBHOOK_URL",
-                          "http://127.0.0.1:9000/hook, http://pay.internal"}}) == two);
-  for (const char* bad : {"https://pay.example/hook", "pay.example", "http://", "http://a:0/",
-                          "http://a:99999/", "http://user@a/", "http://a/x y"}) {
+                          "http://127.0.0.1:9000/hook, https://pay.example"}}) == two);
+  for (const char* bad : {"ftp://pay.example/hook", "pay.example", "https://", "http://",
+                          "http://a:0/", "http://a:99999/", "http://user@a/", "http://a/x y"}) {
     SCOPED_TRACE(bad);
     const std::string error = ErrorOf({"--webhook-url", bad});
     EXPECT_NE(error.find("setting 'webhook-url' from --webhook-url"), std::string::npos) << error;
   }
+}
+
+// identity jwt without the settings it needs: config check names each missing one and its
+// variable (serve refuses to start with the first); given them, or another identity, nothing.
+TEST_F(ConfigTest, ConfigCheckNamesTheSettingsIdentityJwtNeeds) {
+  const std::string file = Write("jwt.toml", "identity = \"jwt\"\njwt-issuer = \"https://idp\"\n");
+  std::vector<std::string> problems = CheckConfig(file, EnvOf({}));
+  ASSERT_EQ(problems.size(), 2U) << (problems.empty() ? "" : problems.front());
+  EXPECT_NE(problems[0].find("'jwt-jwks' (--jwt-jwks or FLASHSALE_JWT_JWKS)"), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[1].find("'jwt-audience'"), std::string::npos) << problems[1];
+  EXPECT_NE(problems[1].find("FLASHSALE_JWT_AUDIENCE"), std::string::npos) << problems[1];
+
+  problems = CheckConfig(file, EnvOf({{"FLASHSALE_JWT_JWKS", "/etc/jwks.json"},
+                                      {"FLASHSALE_JWT_AUDIENCE", "flashsale"}}));
+  EXPECT_TRUE(problems.empty()) << problems.front();
+
+  const std::string token = Write("token.toml", "identity = \"token\"\n");
+  EXPECT_TRUE(CheckConfig(token, EnvOf({})).empty());
 }
 
 // Issue 35 point 1: RabbitMQ as a receiver; a bad URL is refused without showing its password.

@@ -327,21 +327,8 @@ struct JwtIdentity {
 Result<JwtIdentity> StartJwtIdentity(const ServeConfig& config) {
   JwtIdentity jwt;
   if (config.identity != server::IdentityMode::kJwt || config.demo) return jwt;
-  struct Required {
-    std::string_view name;
-    std::string_view variable;
-    const std::string& value;
-  };
-  for (const Required& required :
-       {Required{"jwt-jwks", "FLASHSALE_JWT_JWKS", config.jwt_jwks},
-        Required{"jwt-issuer", "FLASHSALE_JWT_ISSUER", config.jwt_issuer},
-        Required{"jwt-audience", "FLASHSALE_JWT_AUDIENCE", config.jwt_audience}}) {
-    if (required.value.empty()) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "identity jwt needs the setting '{}' (--{} or {}); README.md, \"The shop's "
-                       "identity: JWT\", shows the values for an identity provider",
-                       required.name, required.name, required.variable);
-    }
+  if (std::vector<std::string> missing = MissingSettings(config); !missing.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "{}", missing.front());
   }
   jwt.verifier = std::make_shared<service::JwtVerifier>(
       service::JwtSettings{.issuer = config.jwt_issuer,

@@ -123,7 +123,8 @@ base::Status ValidateLottery(const Activity& a) {
   return {};
 }
 
-// The activity's own webhook receivers: a few, each an http:// URL of sane length without spaces,
+// The activity's own webhook receivers: a few, each an https:// or http:// URL of sane length
+// without spaces,
 // line breaks or a fragment, none twice. (The relay parses each fully, service/event_relay.h; the
 // admin API checks them with the same parser before they get here.)
 base::Status ValidateWebhookUrls(const Activity& a) {
@@ -133,12 +134,13 @@ base::Status ValidateWebhookUrls(const Activity& a) {
   }
   for (size_t i = 0; i < a.webhook_urls.size(); ++i) {
     const std::string& url = a.webhook_urls[i];
-    if (!url.starts_with("http://") || url.size() > kMaxWebhookUrlBytes ||
-        url.find_first_of(" \t\r\n#") != std::string::npos) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "activity '{}': webhook_urls[{}] must be http://host[:port][/path], at "
-                       "most {} bytes, without spaces or a fragment",
-                       a.id, i, kMaxWebhookUrlBytes);
+    if (!(url.starts_with("https://") || url.starts_with("http://")) ||
+        url.size() > kMaxWebhookUrlBytes || url.find_first_of(" \t\r\n#") != std::string::npos) {
+      return MakeError(
+          ErrorCode::kInvalidArgument,
+          "activity '{}': webhook_urls[{}] must be https:// or http://host[:port][/path], at "
+          "most {} bytes, without spaces or a fragment",
+          a.id, i, kMaxWebhookUrlBytes);
     }
     for (size_t j = 0; j < i; ++j) {
       if (a.webhook_urls[j] == url) {

@@ -170,11 +170,11 @@ TEST(ActivityBodyTest, ADefaultSaleAndBadBodiesNameTheField) {
 TEST(ActivityBodyTest, WebhookUrlsAreTakenCheckedAndChanged) {
   const core::Activity sale =
       ParseActivityBody(
-          R"({"id":"a","stock":3,"webhook_urls":["http://127.0.0.1:9000/hook","http://pay"]})",
+          R"({"id":"a","stock":3,"webhook_urls":["http://127.0.0.1:9000/hook","https://pay"]})",
           kNowMs)
           .value();
   EXPECT_EQ(sale.webhook_urls,
-            (std::vector<std::string>{"http://127.0.0.1:9000/hook", "http://pay"}));
+            (std::vector<std::string>{"http://127.0.0.1:9000/hook", "https://pay"}));
   EXPECT_TRUE(ParseActivityBody(R"({"id":"a","stock":3})", kNowMs).value().webhook_urls.empty());
   const std::string nine = R"(["http://a/1","http://a/2","http://a/3","http://a/4","http://a/5",)"
                            R"("http://a/6","http://a/7","http://a/8","http://a/9"])";
@@ -182,8 +182,8 @@ TEST(ActivityBodyTest, WebhookUrlsAreTakenCheckedAndChanged) {
       {
           {R"({"id":"a","stock":1,"webhook_urls":"http://a"})",
            "field 'webhook_urls' must be an array of strings"},
-          {R"({"id":"a","stock":1,"webhook_urls":["https://a/hook"]})",
-           "field 'webhook_urls': webhook URL 'https://a/hook': must start with http://"},
+          {R"({"id":"a","stock":1,"webhook_urls":["ftp://a/hook"]})",
+           "field 'webhook_urls': webhook URL 'ftp://a/hook': must start with https:// or http://"},
           {R"({"id":"a","stock":1,"webhook_urls":["http://a:0/"]})", "the port must be"},
           {R"({"id":"a","stock":1,"webhook_urls":["http://a/x","http://a/x"]})",
            "webhook_urls[1] is there twice"},

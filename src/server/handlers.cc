@@ -445,6 +445,20 @@ asio::awaitable<Reply> HandleAdminOrders(Call& call) {
   co_return OrdersPageReply(*page, csv);
 }
 
+namespace {
+
+// A status word a buyer got that is not a purchase's or a draw's success (nor a replay of one):
+// the report's refusals.
+bool IsRefusal(std::string_view word) {
+  for (Word success : {Word::kReserved, Word::kWon, Word::kNoPrize, Word::kQueued, Word::kPaid,
+                       Word::kCompensationDue, Word::kCancelled}) {
+    if (word == WordName(success)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 asio::awaitable<Reply> HandleAdminReport(Call& call) {
   if (!ValidActivityParam(call)) co_return BadActivityParam(call);
   auto report =
@@ -494,6 +508,13 @@ asio::awaitable<Reply> HandleAdminReport(Call& call) {
     w.BeginObject().Key("prize_id").String(prize_id);
     w.Key("name").String(prize != nullptr ? std::string_view(prize->name) : std::string_view());
     w.Key("won").Int(won).EndObject();
+  }
+  // What the buyers were answered, by status word, most first: refusals answered before Redis
+  // or by it leave no order, so they are counted as they are answered (Store::AddAnswers).
+  w.EndArray().Key("answers").BeginArray();
+  for (const auto& [word, count] : orders.answers) {
+    w.BeginObject().Key("status").String(word).Key("count").Int(count);
+    w.Key("refusal").Bool(IsRefusal(word)).EndObject();
   }
   w.EndArray().EndObject();
   co_return Json(http::status::ok, Word::kOk, w);

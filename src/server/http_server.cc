@@ -26,6 +26,7 @@
 #include "server/router.h"
 #include "server/session.h"
 #include "service/admin.h"
+#include "service/blocking.h"
 
 namespace flashsale::server {
 
@@ -86,7 +87,8 @@ class HttpServer::Worker {
                   &cors_,
                   options.routes.empty() ? Routes() : options.routes,
                   options.trust_forwarded_for},
-        poll_timer_(io_) {}
+        poll_timer_(io_),
+        answers_timer_(io_) {}
 
   ~Worker() {
     io_.stop();
@@ -144,6 +146,7 @@ class HttpServer::Worker {
                      service::PollRegistry(service_, options_.registry_poll, poll_timer_,
                                            &stop_poll_, options_.repairs),
                      asio::detached);
+      if (deps_.metrics != nullptr) asio::co_spawn(io_, WriteAnswers(), asio::detached);
     }
     io_.restart();
     thread_ = std::thread([this] {
@@ -170,6 +173,7 @@ class HttpServer::Worker {
     asio::post(io_, [this] {
       stop_poll_ = true;
       poll_timer_.cancel();
+      answers_timer_.cancel();
       redis_->Stop();
       work_.reset();
     });
@@ -185,6 +189,32 @@ class HttpServer::Worker {
   size_t sessions() const { return sessions_.open(); }
 
  private:
+  // The answers counted on every I/O thread, written to the record every answers_every (the
+  // report after the sale reads them). A write that fails gives its counts back for the next.
+  asio::awaitable<void> WriteAnswers() {
+    while (!stop_poll_) {
+      answers_timer_.expires_after(options_.answers_every);
+      co_await answers_timer_.async_wait(kUseTuple);
+      if (stop_poll_) break;  // what is left is written by HttpServer::Stop
+      const service::SnapshotPtr known = deps_.registry->Current();
+      if (known == nullptr) continue;
+      std::vector<store::AnswerCount> answers = deps_.metrics->TakeAnswers(*known);
+      if (answers.empty()) continue;
+      // A named lambda: GCC 12 destroys a temporary one in a co_await expression twice.
+      const auto write = [store = deps_.store, answers] { return store->AddAnswers(answers); };
+      auto written =
+          co_await service::RunBlocking(deps_.db_executor, write, std::chrono::seconds(10));
+      if (!written.has_value()) {
+        // It may still finish: not given back, or it would be counted twice.
+        spdlog::warn("the report's answer counts: the write did not finish in 10 s");
+      } else if (!written->ok()) {
+        spdlog::warn("the report's answer counts: {} (kept for the next write)",
+                     written->error().message);
+        deps_.metrics->GiveBackAnswers(std::move(answers));
+      }
+    }
+  }
+
   asio::awaitable<void> AcceptLoop() {
     for (;;) {
       auto [error, socket] = co_await acceptor_->async_accept(kUseTuple);
@@ -236,6 +266,7 @@ class HttpServer::Worker {
   MetricsShard& metrics_;
   WorkerServices services_;
   asio::steady_timer poll_timer_;
+  asio::steady_timer answers_timer_;
   std::optional<tcp::acceptor> acceptor_;
   bool draining_ = false;
   bool stop_poll_ = false;
@@ -315,6 +346,16 @@ void HttpServer::Stop() {
   for (auto& worker : workers_) worker->Finish();
   for (auto& worker : workers_) worker->Join(std::chrono::milliseconds(2000));
   workers_.clear();
+  // The answers counted since the last write (the threads are gone: nothing counts any more).
+  if (deps_.metrics != nullptr) {
+    if (const service::SnapshotPtr known = deps_.registry->Current(); known != nullptr) {
+      const std::vector<store::AnswerCount> answers = deps_.metrics->TakeAnswers(*known);
+      if (auto written = deps_.store->AddAnswers(answers); !written.ok()) {
+        spdlog::warn("the report's answer counts of the last {} ms are lost: {}",
+                     options_.answers_every.count(), written.error().message);
+      }
+    }
+  }
 }
 
 }  // namespace flashsale::server

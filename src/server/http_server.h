@@ -45,6 +45,9 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds shutdown_timeout{10000};
   std::chrono::milliseconds registry_poll{500};
+  // How often the first I/O thread writes the answers counted for the report after the sale
+  // (Metrics::TakeAnswers, Store::AddAnswers); what is left is written when the server stops.
+  std::chrono::milliseconds answers_every{2000};
   // The registry poller also runs the lost-write repair (a serve without order consumers has no
   // job schedule that would: service::PollRegistry).
   bool repairs = false;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 namespace flashsale::server {
 
@@ -27,6 +29,62 @@ void MetricsShard::Request(RouteId route, Word word, std::chrono::nanoseconds la
 
 void MetricsShard::LocalRefusal(service::LocalReason reason) {
   local_refusals_[static_cast<size_t>(reason)].Add();
+}
+
+void MetricsShard::Answer(std::string_view activity_id, Word word) {
+  std::lock_guard lock(answers_mutex_);
+  auto found = answers_.find(activity_id);
+  if (found == answers_.end()) {
+    if (activity_id.empty() || answers_.size() >= kMaxAnswerActivities) {
+      answers_uncounted_.Add();
+      return;
+    }
+    found = answers_.emplace(std::string(activity_id), std::array<int64_t, kWords>{}).first;
+  }
+  ++found->second[static_cast<size_t>(word)];
+}
+
+std::vector<store::AnswerCount> Metrics::TakeAnswers(const service::ActivitySnapshot& known) {
+  std::map<std::pair<std::string, std::string_view>, int64_t> sums;
+  std::lock_guard lock(mutex_);
+  for (MetricsShard& shard : shards_) {
+    // The counts are read and zeroed in place, and a known activity's entry stays: the thread
+    // counting its next answer allocates nothing (tests/server/alloc_integration_test.cc).
+    std::lock_guard counting(shard.answers_mutex_);
+    for (auto entry = shard.answers_.begin(); entry != shard.answers_.end();) {
+      auto& [id, counts] = *entry;
+      if (known.Find(id) == nullptr) {
+        entry = shard.answers_.erase(entry);
+        continue;
+      }
+      for (size_t w = 0; w < counts.size(); ++w) {
+        if (counts[w] > 0) sums[{id, WordName(static_cast<Word>(w))}] += counts[w];
+        counts[w] = 0;
+      }
+      ++entry;
+    }
+  }
+  std::vector<store::AnswerCount> given_back;
+  given_back.swap(answers_given_back_);
+  for (store::AnswerCount& count : given_back) {
+    if (known.Find(count.activity_id) == nullptr) continue;
+    // The word's text from the table of words, so that the key's view outlives `given_back`.
+    for (size_t w = 0; w < MetricsShard::kWords; ++w) {
+      const std::string_view name = WordName(static_cast<Word>(w));
+      if (name == count.word) sums[{count.activity_id, name}] += count.count;
+    }
+  }
+  std::vector<store::AnswerCount> answers;
+  answers.reserve(sums.size());
+  for (const auto& [key, count] : sums) {
+    answers.push_back({.activity_id = key.first, .word = std::string(key.second), .count = count});
+  }
+  return answers;
+}
+
+void Metrics::GiveBackAnswers(std::vector<store::AnswerCount> counts) {
+  std::lock_guard lock(mutex_);
+  for (store::AnswerCount& count : counts) answers_given_back_.push_back(std::move(count));
 }
 
 MetricsShard& Metrics::AddShard(const redis::ConnectionStats* redis,
@@ -84,6 +142,15 @@ std::string Metrics::RenderPrometheus() const {
     out += fmt::format("flashsale_local_refusals_total{{reason=\"{}\"}} {}\n", kLocalReasons[i],
                        total);
   }
+
+  uint64_t uncounted = 0;
+  for (const auto& shard : shards_) uncounted += shard.answers_uncounted_.value();
+  out += fmt::format(
+      "# HELP flashsale_answers_uncounted_total Answers to buyers left out of the report's "
+      "counts (more than {} activity ids between two writes of the counts).\n"
+      "# TYPE flashsale_answers_uncounted_total counter\n"
+      "flashsale_answers_uncounted_total {}\n",
+      MetricsShard::kMaxAnswerActivities, uncounted);
 
   uint64_t commands = 0, unavailable = 0, unknown = 0, remote = 0, timeouts = 0, reconnects = 0;
   base::LatencyHistogram::Snapshot redis_latency;

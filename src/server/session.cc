@@ -305,6 +305,10 @@ asio::awaitable<void> Sessions::Serve(tcp::socket socket) {
     }
     now = std::chrono::steady_clock::now();
     services_.metrics.Request(reply.route, reply.word, now - start);
+    // The report's answers by activity (reply.activity_id points into the parser's request).
+    if (reply.route == RouteId::kPurchase || reply.route == RouteId::kDraw) {
+      services_.metrics.Answer(reply.activity_id, reply.word);
+    }
     if (sampled) LogAccess(method_text, target_text, reply, start);
     base::GiveString(std::move(reply.body));  // for the next reply's JSON (base/string_pool.h)
     if (write_error || !keep_alive) break;

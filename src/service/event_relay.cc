@@ -3,13 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/beast/http/verb.hpp>
 #include <charconv>
 #include <csignal>
 #include <map>
@@ -48,45 +45,6 @@ asio::awaitable<void> Sleep(std::chrono::milliseconds duration) {
   co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
-// One POST; the answer's status, or why there was none.
-asio::awaitable<Result<unsigned>> PostJson(
-    const WebhookUrl& url, const std::vector<std::pair<std::string, std::string>>& headers,
-    const std::string& body, std::chrono::milliseconds timeout) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::ip::tcp::resolver resolver(executor);
-  auto [resolve_ec, endpoints] =
-      co_await resolver.async_resolve(url.host, url.port, asio::as_tuple(asio::use_awaitable));
-  if (resolve_ec) co_return MakeError(ErrorCode::kUnavailable, "resolve: {}", resolve_ec.message());
-  beast::tcp_stream stream(executor);
-  stream.expires_after(timeout);
-  auto [connect_ec, endpoint] =
-      co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
-  if (connect_ec) co_return MakeError(ErrorCode::kUnavailable, "connect: {}", connect_ec.message());
-  http::request<http::string_body> request{http::verb::post, url.target, 11};
-  request.set(http::field::host, url.host + (url.port == "80" ? "" : ":" + url.port));
-  request.set(http::field::user_agent, "flashsale-webhooks");
-  request.set(http::field::content_type, "application/json");
-  request.set(http::field::connection, "close");
-  for (const auto& [name, value] : headers) request.set(name, value);
-  request.body() = body;
-  request.prepare_payload();
-  auto [write_ec, written] =
-      co_await http::async_write(stream, request, asio::as_tuple(asio::use_awaitable));
-  if (write_ec) co_return MakeError(ErrorCode::kUnavailable, "send: {}", write_ec.message());
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxAnswerBytes);
-  auto [read_ec, read] =
-      co_await http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
-  if (read_ec == beast::error::timeout) {
-    co_return MakeError(ErrorCode::kUnavailable, "no answer within {} ms", timeout.count());
-  }
-  if (read_ec) co_return MakeError(ErrorCode::kUnavailable, "answer: {}", read_ec.message());
-  beast::error_code ignored;
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  co_return parser.get().result_int();
-}
-
 }  // namespace
 
 Result<WebhookUrl> ParseWebhookUrl(std::string_view url) {
@@ -95,16 +53,16 @@ Result<WebhookUrl> ParseWebhookUrl(std::string_view url) {
                      base::RedactUrl(url.substr(0, 100)), why);
   };
   if (url.size() > 512) return bad("over 512 bytes");
-  constexpr std::string_view kScheme = "http://";
-  if (!url.starts_with(kScheme)) return bad("must start with http://");
-  std::string_view rest = url.substr(kScheme.size());
+  WebhookUrl parsed;
+  parsed.tls = url.starts_with("https://");
+  if (!parsed.tls && !url.starts_with("http://")) return bad("must start with https:// or http://");
+  std::string_view rest = url.substr(parsed.tls ? 8 : 7);
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
-  WebhookUrl parsed;
   parsed.target = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
   if (authority.find('@') != std::string_view::npos) return bad("user info is not supported");
   const size_t colon = authority.rfind(':');
-  parsed.port = "80";
+  parsed.port = parsed.tls ? "443" : "80";
   if (colon != std::string_view::npos) {
     const std::string_view port = authority.substr(colon + 1);
     int value = 0;
@@ -151,11 +109,12 @@ namespace {
 class WebhookReceiver final : public EventReceiver {
  public:
   WebhookReceiver(std::string url, WebhookUrl parsed, ServiceContext& context,
-                  const RelayOptions& options, std::string activity = {})
+                  const RelayOptions& options, asio::ssl::context& tls, std::string activity = {})
       : name_(activity.empty() ? url : ActivityWebhookName(url, activity)),
         activity_(std::move(activity)),
         parsed_(std::move(parsed)),
         context_(context),
+        tls_(tls),
         key_(options.key),
         timeout_(options.timeout) {}
 
@@ -166,14 +125,20 @@ class WebhookReceiver final : public EventReceiver {
   asio::awaitable<base::Status> Send(const store::OrderEvent& event) override {
     const std::string body = WebhookBody(event);
     const std::string timestamp = std::to_string(context_.clock().NowMs() / 1000);
-    const std::vector<std::pair<std::string, std::string>> headers = {
-        {"X-Flashsale-Event-Id", event.event_id},
-        {"X-Flashsale-Timestamp", timestamp},
-        {"X-Flashsale-Signature", WebhookSignature(key_, timestamp, body)}};
-    auto status = co_await PostJson(parsed_, headers, body, timeout_);
-    if (!status.ok()) co_return std::move(status).error();
-    if (*status < 200 || *status >= 300) {
-      co_return MakeError(ErrorCode::kUnavailable, "answered {}", *status);
+    HttpRequest request{
+        .method = http::verb::post,
+        .headers = {{"User-Agent", "flashsale-webhooks"},
+                    {"Content-Type", "application/json"},
+                    {"X-Flashsale-Event-Id", event.event_id},
+                    {"X-Flashsale-Timestamp", timestamp},
+                    {"X-Flashsale-Signature", WebhookSignature(key_, timestamp, body)}},
+        .body = body,
+        .timeout = timeout_,
+        .max_answer_bytes = kMaxAnswerBytes};
+    auto answer = co_await HttpExchange(parsed_, request, &tls_);
+    if (!answer.ok()) co_return std::move(answer).error();
+    if (answer->status < 200 || answer->status >= 300) {
+      co_return MakeError(ErrorCode::kUnavailable, "answered {}", answer->status);
     }
     co_return base::Status{};
   }
@@ -183,18 +148,40 @@ class WebhookReceiver final : public EventReceiver {
   const std::string activity_;
   const WebhookUrl parsed_;
   ServiceContext& context_;
+  asio::ssl::context& tls_;
   const std::string key_;
   const std::chrono::milliseconds timeout_;
 };
 
 }  // namespace
 
+void RelayMetrics::AppendPrometheus(std::string& out) const {
+  out +=
+      "# HELP flashsale_events_delivered_total Order events a receiver acknowledged (a webhook's "
+      "2xx, the broker's confirm).\n"
+      "# TYPE flashsale_events_delivered_total counter\n"
+      "# HELP flashsale_event_attempts_failed_total Deliveries of order events that failed (tried "
+      "again, or the event parked).\n"
+      "# TYPE flashsale_event_attempts_failed_total counter\n"
+      "# HELP flashsale_events_parked_total Order events parked: kept in the record, listed by "
+      "flashsale webhooks, sent again on demand.\n"
+      "# TYPE flashsale_events_parked_total counter\n";
+  for (const auto& [name, kind] : {std::pair<std::string_view, const Kind*>{"webhook", &webhook},
+                                   std::pair<std::string_view, const Kind*>{"amqp", &amqp}}) {
+    out += fmt::format(
+        "flashsale_events_delivered_total{{receiver=\"{0}\"}} {1}\n"
+        "flashsale_event_attempts_failed_total{{receiver=\"{0}\"}} {2}\n"
+        "flashsale_events_parked_total{{receiver=\"{0}\"}} {3}\n",
+        name, kind->delivered.value(), kind->failed_attempts.value(), kind->parked.value());
+  }
+}
+
 std::string ActivityWebhookName(std::string_view url, std::string_view activity) {
   return fmt::format("{}#activity={}", url, activity);
 }
 
 EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
-    : context_(context), options_(std::move(options)) {
+    : context_(context), options_(std::move(options)), tls_(MakeTlsClientContext()) {
   for (const std::string& url : options_.urls) {
     auto parsed = ParseWebhookUrl(url);
     if (!parsed.ok()) {
@@ -202,7 +189,7 @@ EventRelay::EventRelay(ServiceContext& context, RelayOptions options)
       continue;
     }
     receivers_.push_back(
-        std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_, options_));
+        std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_, options_, tls_));
   }
   if (!options_.amqp.url.empty()) {
     auto broker = AmqpReceiver::Create(options_.amqp, options_.timeout);
@@ -223,7 +210,11 @@ asio::awaitable<EventRelay::Delivery> EventRelay::Deliver(EventReceiver& receive
     if (*stop) co_return Delivery::kStopped;
     ++attempts;
     auto sent = co_await receiver.Send(event);
-    if (sent.ok()) co_return Delivery::kDelivered;
+    if (sent.ok()) {
+      if (options_.metrics != nullptr) options_.metrics->Of(receiver.kind()).delivered.Add();
+      co_return Delivery::kDelivered;
+    }
+    if (options_.metrics != nullptr) options_.metrics->Of(receiver.kind()).failed_attempts.Add();
     error = sent.error().message;
     spdlog::warn("{} {} to {} (attempt {} of {}): {}", receiver.kind(), event.event_id,
                  base::RedactUrl(receiver.name()), attempt, options_.max_attempts, error);
@@ -243,6 +234,9 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
     co_return co_await context_.OnDb(write);
   };
   const auto lost = [&] { return *stop || (keeper != nullptr && keeper->lost()); };
+  const auto count_parked = [&] {
+    if (options_.metrics != nullptr) options_.metrics->Of(receiver.kind()).parked.Add();
+  };
   int64_t handled = 0;
   // Activities with a parked event: their later events wait behind it.
   std::set<std::string> blocked;
@@ -280,6 +274,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
       again.attempts = attempts;
       again.last_error = error;
       update.parked.push_back(std::move(again));
+      count_parked();
       blocked.insert(activity);
     }
     if (auto saved = co_await save(std::move(update)); !saved.ok()) {
@@ -313,6 +308,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
       store::ParkedEvent held{.receiver = url, .event = event};
       held.last_error = "held behind an earlier undelivered event of activity " + event.activity_id;
       update.parked.push_back(std::move(held));
+      count_parked();
     } else {
       int attempts = 0;
       std::string error;
@@ -328,6 +324,7 @@ asio::awaitable<Result<int64_t>> EventRelay::PassOne(EventReceiver& receiver, co
         store::ParkedEvent failed{.receiver = url, .event = event, .attempts = attempts};
         failed.last_error = error;
         update.parked.push_back(std::move(failed));
+        count_parked();
         blocked.insert(event.activity_id);
       }
     }
@@ -365,7 +362,7 @@ asio::awaitable<base::Status> EventRelay::RefreshActivityReceivers() {
         continue;
       }
       now.emplace(name, std::make_unique<WebhookReceiver>(url, std::move(*parsed), context_,
-                                                          options_, activity.id));
+                                                          options_, tls_, activity.id));
     }
   }
   activity_receivers_ = std::move(now);

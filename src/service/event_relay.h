@@ -33,7 +33,9 @@
 //   X-Flashsale-Timestamp  Unix seconds when it was sent
 //   X-Flashsale-Signature  "v1=" + hex(HMAC-SHA256(key, timestamp + "." + body))
 // where key is WebhookKey(secret): derived from the service secret (base::DeriveKey, purpose
-// "webhook-signing"), so a receiver holds a key that signs nothing else. http:// URLs only.
+// "webhook-signing"), so a receiver holds a key that signs nothing else. https:// URLs are
+// checked as every TLS client does (the system's CAs, or those SSL_CERT_FILE names; the
+// certificate must name the host); http:// is taken too, for receivers on a private network.
 //
 // Limits: one event per request, one receiver after another, so a receiver that keeps timing out
 // slows the others (max_attempts x timeout per event before it is parked); the host name is
@@ -50,23 +52,23 @@
 #include <string_view>
 #include <vector>
 
+#include "base/metrics.h"
 #include "base/result.h"
 #include "service/amqp_publisher.h"
 #include "service/context.h"
 #include "service/event_receiver.h"
+#include "service/http_client.h"
 #include "store/store.h"
 
 namespace flashsale::service {
 
 class LeaseKeeper;
 
-// A receiver's URL, http://host[:port][/path].
-struct WebhookUrl {
-  std::string host;
-  std::string port;    // "80" when not given
-  std::string target;  // the path and query, "/" when not given
-};
-// kInvalidArgument naming what is wrong (not http://, no host, a bad port, over 512 bytes).
+// A receiver's URL, https://host[:port][/path] or http://host[:port][/path] (port 443 or 80 when
+// not given; target "/" when no path is).
+using WebhookUrl = HttpTarget;
+// kInvalidArgument naming what is wrong (neither https:// nor http://, no host, a bad port, over
+// 512 bytes).
 base::Result<WebhookUrl> ParseWebhookUrl(std::string_view url);
 
 // The name in the record of an activity's own webhook receiver: "<url>#activity=<id>" (a
@@ -81,6 +83,22 @@ std::string WebhookSignature(std::string_view key, std::string_view timestamp,
 // The JSON body of one event.
 std::string WebhookBody(const store::OrderEvent& event);
 
+// What the relay did, by receiver kind ("webhook", "amqp"), for /metrics: events acknowledged,
+// attempts that failed (each retried or, the last, parked), events parked (after their attempts,
+// or held behind an earlier parked event of their activity).
+struct RelayMetrics {
+  struct Kind {
+    base::Counter delivered;
+    base::Counter failed_attempts;
+    base::Counter parked;
+  };
+  Kind webhook;
+  Kind amqp;
+
+  Kind& Of(std::string_view kind) { return kind == "amqp" ? amqp : webhook; }
+  void AppendPrometheus(std::string& out) const;
+};
+
 struct RelayOptions {
   std::vector<std::string> urls;  // the webhook receivers of every activity's events
   // Also the activities' own webhook URLs (core::Activity::webhook_urls), read from the record
@@ -94,6 +112,7 @@ struct RelayOptions {
   std::chrono::milliseconds backoff_max{10'000};
   std::chrono::milliseconds timeout{5'000};  // one delivery: connect, send, the answer
   std::chrono::milliseconds idle_poll{200};  // pause when nothing was relayed
+  RelayMetrics* metrics = nullptr;           // counted when set
 
   // Whether there may be a receiver; none: the relay does not run.
   bool HasReceivers() const { return !urls.empty() || !amqp.url.empty() || activity_webhooks; }
@@ -128,6 +147,8 @@ class EventRelay {
 
   ServiceContext& context_;
   RelayOptions options_;
+  // The https receivers' TLS: the system's CAs (or SSL_CERT_FILE's), the host's name checked.
+  boost::asio::ssl::context tls_;
   // Reads the activities' own webhook URLs (core::Activity::webhook_urls) into
   // activity_receivers_, keeping the receivers still configured.
   boost::asio::awaitable<base::Status> RefreshActivityReceivers();

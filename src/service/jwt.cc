@@ -7,18 +7,9 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -30,11 +21,12 @@
 
 #include "base/crypto.h"
 #include "base/ids.h"
+#include "base/redact.h"
+#include "service/http_client.h"
 
 namespace flashsale::service {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
 namespace json = boost::json;
 using base::ErrorCode;
 using base::MakeError;
@@ -362,19 +354,14 @@ Result<std::string> ReadJwksFile(const std::string& path) {
   return text;
 }
 
-struct HttpsTarget {
-  std::string host;
-  std::string port;
-  std::string target;
-};
-
-Result<HttpsTarget> ParseHttpsUrl(std::string_view text) {
+Result<HttpTarget> ParseHttpsUrl(std::string_view text) {
   auto url = boost::urls::parse_uri(text);
   if (!url || url->scheme() != "https" || url->encoded_host().empty() || url->has_userinfo()) {
     return MakeError(ErrorCode::kInvalidArgument, "'{}' is not an https://host[:port]/path URL",
                      text.substr(0, 200));
   }
-  HttpsTarget target;
+  HttpTarget target;
+  target.tls = true;
   target.host = url->host();
   target.port = url->has_port() ? std::string(url->port()) : "443";
   target.target = url->encoded_path().empty() ? "/" : std::string(url->encoded_path());
@@ -382,49 +369,17 @@ Result<HttpsTarget> ParseHttpsUrl(std::string_view text) {
   return target;
 }
 
-asio::awaitable<Result<std::string>> GetHttps(HttpsTarget url, asio::ssl::context& tls,
+asio::awaitable<Result<std::string>> GetHttps(HttpTarget url, asio::ssl::context& tls,
                                               std::chrono::milliseconds timeout) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::ip::tcp::resolver resolver(executor);
-  auto [resolve_ec, endpoints] =
-      co_await resolver.async_resolve(url.host, url.port, asio::as_tuple(asio::use_awaitable));
-  if (resolve_ec) co_return MakeError(ErrorCode::kUnavailable, "resolve: {}", resolve_ec.message());
-  beast::ssl_stream<beast::tcp_stream> stream(executor, tls);
-  beast::get_lowest_layer(stream).expires_after(timeout);
-  auto [connect_ec, endpoint] = co_await beast::get_lowest_layer(stream).async_connect(
-      endpoints, asio::as_tuple(asio::use_awaitable));
-  if (connect_ec) co_return MakeError(ErrorCode::kUnavailable, "connect: {}", connect_ec.message());
-  // SNI, and the certificate must name the host.
-  if (!SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str())) {
-    co_return MakeError(ErrorCode::kUnavailable, "TLS: cannot set the server name");
+  HttpRequest request{.headers = {{"User-Agent", "flashsale-jwks"}, {"Accept", "application/json"}},
+                      .timeout = timeout,
+                      .max_answer_bytes = kMaxJwksBytes};
+  auto answer = co_await HttpExchange(url, request, &tls);
+  if (!answer.ok()) co_return std::move(answer).error();
+  if (answer->status != 200) {
+    co_return MakeError(ErrorCode::kUnavailable, "answered HTTP {}", answer->status);
   }
-  stream.set_verify_callback(asio::ssl::host_name_verification(url.host));
-  auto [handshake_ec] = co_await stream.async_handshake(asio::ssl::stream_base::client,
-                                                        asio::as_tuple(asio::use_awaitable));
-  if (handshake_ec) {
-    co_return MakeError(ErrorCode::kUnavailable, "TLS handshake: {}", handshake_ec.message());
-  }
-  beast::http::request<beast::http::empty_body> request{beast::http::verb::get, url.target, 11};
-  request.set(beast::http::field::host, url.port == "443" ? url.host : url.host + ":" + url.port);
-  request.set(beast::http::field::user_agent, "flashsale-jwks");
-  request.set(beast::http::field::accept, "application/json");
-  request.set(beast::http::field::connection, "close");
-  auto [write_ec, written] =
-      co_await beast::http::async_write(stream, request, asio::as_tuple(asio::use_awaitable));
-  if (write_ec) co_return MakeError(ErrorCode::kUnavailable, "send: {}", write_ec.message());
-  beast::flat_buffer buffer;
-  beast::http::response_parser<beast::http::string_body> parser;
-  parser.body_limit(kMaxJwksBytes);
-  auto [read_ec, read] =
-      co_await beast::http::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
-  if (read_ec == beast::error::timeout) {
-    co_return MakeError(ErrorCode::kUnavailable, "no answer within {} ms", timeout.count());
-  }
-  if (read_ec) co_return MakeError(ErrorCode::kUnavailable, "answer: {}", read_ec.message());
-  if (parser.get().result_int() != 200) {
-    co_return MakeError(ErrorCode::kUnavailable, "answered HTTP {}", parser.get().result_int());
-  }
-  co_return std::move(parser.get().body());
+  co_return std::move(answer->body);
 }
 
 }  // namespace
@@ -433,13 +388,11 @@ Result<std::string> FetchJwks(const JwksSourceOptions& options) {
   if (!options.source.starts_with("https://")) return ReadJwksFile(options.source);
   auto url = ParseHttpsUrl(options.source);
   if (!url.ok()) return MakeError(ErrorCode::kUnavailable, "JWKS URL: {}", url.error().message);
-  asio::ssl::context tls(asio::ssl::context::tls_client);
   // The system's CAs (SSL_CERT_FILE / SSL_CERT_DIR name others, as for every OpenSSL client).
-  tls.set_default_verify_paths();
-  tls.set_verify_mode(asio::ssl::verify_peer);
+  asio::ssl::context tls = MakeTlsClientContext();
   asio::io_context io;
   std::optional<Result<std::string>> result;
-  const HttpsTarget& target = *url;
+  const HttpTarget& target = *url;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
@@ -449,7 +402,7 @@ Result<std::string> FetchJwks(const JwksSourceOptions& options) {
   io.run();
   if (!result.has_value()) return MakeError(ErrorCode::kUnavailable, "fetch did not finish");
   if (!result->ok()) {
-    return MakeError(ErrorCode::kUnavailable, "JWKS from {}: {}", options.source,
+    return MakeError(ErrorCode::kUnavailable, "JWKS from {}: {}", base::RedactUrl(options.source),
                      result->error().message);
   }
   return std::move(*result);
@@ -485,14 +438,15 @@ base::Status JwksRefresher::RefreshNow() {
   if (!text.ok()) return std::move(text).error();
   if (*text == last_text_) return {};
   auto keys = JwtKeySet::Parse(*text);
+  // The source as it may be printed (a password in the URL replaced).
+  const std::string shown = base::RedactUrl(options_.source);
   if (!keys.ok()) {
-    return MakeError(ErrorCode::kInvalidArgument, "JWKS from {}: {}", options_.source,
-                     keys.error().message);
+    return MakeError(ErrorCode::kInvalidArgument, "JWKS from {}: {}", shown, keys.error().message);
   }
   for (const std::string& skipped : (*keys)->skipped()) {
-    spdlog::info("JWKS from {}: left out {}", options_.source, skipped);
+    spdlog::info("JWKS from {}: left out {}", shown, skipped);
   }
-  spdlog::info("JWKS from {}: {} key(s), kid {}", options_.source, (*keys)->Kids().size(),
+  spdlog::info("JWKS from {}: {} key(s), kid {}", shown, (*keys)->Kids().size(),
                fmt::join((*keys)->Kids(), ", "));
   verifier_.SetKeys(std::move(*keys));
   last_text_ = std::move(*text);

@@ -130,6 +130,7 @@ void PipelineMetrics::AppendPrometheus(std::string& out) const {
       "flashsale_queue_malformed_total {}\n",
       queue.decided.value(), queue.claimed.value(), queue.fenced.value(), queue.malformed.value());
   jobs.AppendPrometheus(out);
+  relay.AppendPrometheus(out);
   std::lock_guard lock(mutex_);
   out +=
       "# HELP flashsale_stream_pending Order stream entries (an order intent, or a reserve call's "

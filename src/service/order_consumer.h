@@ -39,6 +39,7 @@
 #include "service/burst_gate.h"
 #include "service/context.h"
 #include "service/draw_queue_consumer.h"
+#include "service/event_relay.h"
 #include "service/jobs.h"
 
 namespace flashsale::service {
@@ -85,6 +86,7 @@ struct PipelineMetrics {
   base::LatencyHistogram batch_latency;
   QueueMetrics queue;  // the lotteries' admission queues (same consumers, same threads)
   JobMetrics jobs;     // prewarm and reconciliation runs of this process
+  RelayMetrics relay;  // the order events' relay of this process (webhooks, the broker)
 
   // Per activity, refreshed by the consumers every trim_every.
   void SetGauges(const std::string& activity_id, const keyspace::GroupInfo& info);

@@ -28,6 +28,16 @@ namespace flashsale::service {
 
 namespace asio = boost::asio;
 
+namespace {
+
+// The relay's options, counting into the pipeline's metrics (when there are).
+RelayOptions WithMetrics(RelayOptions options, PipelineMetrics* metrics) {
+  if (metrics != nullptr) options.metrics = &metrics->relay;
+  return options;
+}
+
+}  // namespace
+
 class OrderPipeline::Runner {
  public:
   // kOrders: one order consumer, on a thread at ConsumerOptions::nice. kJobs: the admission
@@ -46,7 +56,7 @@ class OrderPipeline::Runner {
                  *deps.clock, *random_),
         stream_(runner_, deps.settings->key_namespace),
         jobs_(deps.jobs),
-        webhooks_(deps.webhooks),
+        webhooks_(WithMetrics(deps.webhooks, deps.metrics)),
         job_metrics_(&deps.metrics->jobs),
         poll_timer_(io_) {
     // Each runner builds only what its role runs.

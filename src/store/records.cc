@@ -191,6 +191,18 @@ base::Status CheckRefused(std::span<const RefusedOrder> orders) {
   return {};
 }
 
+base::Status CheckAnswers(std::span<const AnswerCount> counts) {
+  for (const AnswerCount& answer : counts) {
+    if (answer.activity_id.empty() || answer.activity_id.size() > 64 || answer.word.empty() ||
+        answer.word.size() > 32 || answer.count < 1) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "answer count '{}' of '{}': {} (ids 1..64 bytes, words 1..32, counts >= 1)",
+                       answer.word.substr(0, 32), answer.activity_id.substr(0, 64), answer.count);
+    }
+  }
+  return {};
+}
+
 base::Status CheckEventsRead(int64_t after, int64_t limit) {
   if (after < 0 || limit < 1 || limit > kMaxEventsPerRead) {
     return MakeError(ErrorCode::kInvalidArgument,

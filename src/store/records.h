@@ -348,9 +348,22 @@ inline constexpr std::string_view kReportStates =
 inline constexpr std::string_view kReportPrizes =
     "SELECT items, COUNT(*) FROM orders WHERE activity_id = ? AND draw_no > 0 AND state <> "
     "'cancelled' GROUP BY items ORDER BY items";
-// ? activity_id: orders refused by the dead-letter step.
+// ? activity_id: orders refused by the dead-letter step (the index order_events_refused).
 inline constexpr std::string_view kReportRefused =
     "SELECT COUNT(*) FROM order_events WHERE activity_id = ? AND state = 'refused'";
+// ? activity_id: the answers given, by word, most first (Store::AddAnswers).
+inline constexpr std::string_view kReportAnswers =
+    "SELECT word, total FROM activity_answers WHERE activity_id = ? ORDER BY total DESC, word";
+// Store::AddAnswers: ? activity_id, ? word, ? count added to the total. The upsert is spelled
+// differently by the two databases.
+inline constexpr std::string_view kAddAnswerSqlite =
+    "INSERT INTO activity_answers (activity_id, word, total) VALUES (?, ?, ?) "
+    "ON CONFLICT (activity_id, word) DO UPDATE SET total = total + excluded.total";
+inline constexpr std::string_view kAddAnswerMysql =
+    "INSERT INTO activity_answers (activity_id, word, total) VALUES (?, ?, ?) "
+    "ON DUPLICATE KEY UPDATE total = total + VALUES(total)";
+// kInvalidArgument for a count Store::AddAnswers does not take.
+base::Status CheckAnswers(std::span<const AnswerCount> counts);
 
 // The bucket width, in whole seconds, for orders created from first_ms to last_ms: 1, or wider
 // so that there are at most kMaxReportBuckets.

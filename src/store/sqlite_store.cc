@@ -21,7 +21,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // Versioned migrations: step i brings the schema from version i to i + 1. Append only.
-constexpr std::array<std::string_view, 11> kMigrations = {
+constexpr std::array<std::string_view, 12> kMigrations = {
     R"sql(
 CREATE TABLE activities (
   id              TEXT PRIMARY KEY,
@@ -145,6 +145,17 @@ CREATE INDEX orders_by_activity_id ON orders (activity_id, order_id);
     // An activity's own webhook receivers (core::Activity::webhook_urls), one URL a line.
     R"sql(
 ALTER TABLE activities ADD COLUMN webhook_urls TEXT NOT NULL DEFAULT '';
+)sql",
+    // The report's answers (Store::AddAnswers), and its count of refused orders read from an
+    // index of the refused events alone (a partial index: the other events cost it nothing).
+    R"sql(
+CREATE TABLE activity_answers (
+  activity_id     TEXT NOT NULL,
+  word            TEXT NOT NULL,
+  total           INTEGER NOT NULL,
+  PRIMARY KEY (activity_id, word)
+) WITHOUT ROWID;
+CREATE INDEX order_events_refused ON order_events (activity_id) WHERE state = 'refused';
 )sql",
     // An activity's waiting room (core::Activity::waiting_room, core::EncodeWaitingRoom); '': none.
     R"sql(
@@ -842,7 +853,31 @@ Result<OrderReport> SqliteStore::ReportOrders(std::string_view activity_id) {
   auto counted = refused.Bind(activity_id).Step("report orders");
   if (!counted) return std::move(counted).error();
   report.refused = refused.Int(0);
+  Stmt answers(db_, records::kReportAnswers);
+  answers.Bind(activity_id);
+  for (;;) {
+    auto next = answers.Step("report orders");
+    if (!next) return std::move(next).error();
+    if (!*next) break;
+    report.answers.emplace_back(answers.Text(0), answers.Int(1));
+  }
   return report;
+}
+
+base::Status SqliteStore::AddAnswers(std::span<const AnswerCount> counts) {
+  if (auto valid = records::CheckAnswers(counts); !valid) return valid;
+  if (counts.empty()) return {};
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  if (!tx.status()) return tx.status();
+  Stmt add(db_, records::kAddAnswerSqlite);
+  for (const AnswerCount& answer : counts) {
+    add.Reset();
+    auto done =
+        add.Bind(answer.activity_id).Bind(answer.word).Bind(answer.count).Step("add answers");
+    if (!done) return std::move(done).error();
+  }
+  return tx.Commit();
 }
 
 Result<OrderAudit> SqliteStore::AuditOrders(std::string_view activity_id, int64_t per_user_limit) {

@@ -48,6 +48,7 @@ class SqliteStore final : public Store {
                                                       int64_t limit) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
   base::Result<OrderReport> ReportOrders(std::string_view activity_id) override;
+  base::Status AddAnswers(std::span<const AnswerCount> counts) override;
   base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) override;
   base::Result<OrderPage> OrdersPage(std::string_view activity_id, std::string_view cursor,
                                      int64_t limit, OrderStates states) override;

@@ -215,6 +215,18 @@ struct OrderReport {
   int64_t compensation_due = 0;       // orders flagged for a compensation
   std::vector<std::pair<std::string, int64_t>> prizes;  // live lottery wins per prize id, by id
   int64_t refused = 0;  // orders the dead-letter step refused (order_events, state refused)
+  // The answers the service gave the activity's buyers, by status word ("reserved", "sold_out",
+  // "limit_reached", "rate_limited", ...), most first (Store::AddAnswers): refusals answered
+  // before Redis or by it leave no order in the record, so they are counted here.
+  std::vector<std::pair<std::string, int64_t>> answers;
+};
+
+// Answers given to one activity's buyers under one status word since the last count was added
+// (Store::AddAnswers). The word is at most 32 bytes of the service's own status words.
+struct AnswerCount {
+  std::string activity_id;
+  std::string word;
+  int64_t count = 0;  // > 0
 };
 
 class Store {
@@ -330,6 +342,10 @@ class Store {
                                              int64_t limit, OrderStates states) = 0;
   // The report of the activity's orders (OrderReport); an activity with no order has an empty one.
   virtual base::Result<OrderReport> ReportOrders(std::string_view activity_id) = 0;
+  // Adds each count to its activity's total for its word, in one transaction (every instance
+  // adds what it answered since its last call; the report reads the sums). kInvalidArgument, and
+  // nothing written, for an id over 64 bytes, a word empty or over 32, or a count below 1.
+  virtual base::Status AddAnswers(std::span<const AnswerCount> counts) = 0;
   // Every order of the activity, any state, oldest first (for reconciliation).
   virtual base::Result<std::vector<OrderRecord>> OrdersOfActivity(std::string_view activity_id) = 0;
   // Looks for a double sale in the record: see OrderAudit. For `flashsale load --verify`.

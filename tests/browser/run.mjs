@@ -796,16 +796,24 @@ describe("report", () => {
       bought += 1;
       if (i % 2 === 1) await sleep(1100); // orders in more than one second
     }
-    // Until the order pipeline has persisted every order (bounded).
+    // Two buyers more, told sold_out: the top refusal reason.
+    for (const user of ["report-late-1", "report-late-2"]) {
+      const answer = await service.buy("report-sale", user);
+      assert.equal(answer.json && answer.json.status, "sold_out", answer.text);
+    }
+    // Until the order pipeline has persisted every order and the answers are written (every 2 s;
+    // bounded).
     let report = null;
+    const soldOut = (r) => (r.answers.find((a) => a.status === "sold_out") || { count: 0 }).count;
     for (let i = 0; i < 200; i++) {
       const answer = await service.admin("GET", "/api/v1/admin/activities/report-sale/report");
       assert.equal(answer.status, 200, answer.text);
       report = answer.json;
-      if (report.orders === bought) break;
+      if (report.orders === bought && soldOut(report) === 2) break;
       await sleep(100);
     }
     assert.equal(report.orders, bought, JSON.stringify(report));
+    assert.equal(soldOut(report), 2, JSON.stringify(report.answers));
     assert.equal(report.units_sold, 6);
     assert.equal(typeof report.sell_out_ms, "number", "sold out: a time to sell out");
     assert.ok(report.buckets.length >= 2, JSON.stringify(report.buckets));
@@ -821,6 +829,9 @@ describe("report", () => {
     assert.equal(points.reduce((sum, p) => sum + p.orders, 0), bought);
     const totals = await page.innerText("#totals");
     assert.match(totals, /units sold \/ stock\s+6 \/ 6/);
+    const refusals = await page.$$eval("#refusals tbody tr", (rows) =>
+      rows.map((r) => Array.from(r.cells, (c) => c.textContent)));
+    assert.deepEqual(refusals[0].slice(0, 2), ["sold_out", "2"], JSON.stringify(refusals));
     assert.doesNotMatch(await page.innerText("body"), /null|undefined|NaN|\[object /);
     assert.deepEqual(page.errors, []);
     await shot(page, "report");

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 #include "server/server_fixture.h"
 #include "store/sqlite_store.h"
+#include "support/wait.h"
 
 namespace flashsale::server {
 namespace {
@@ -138,6 +140,50 @@ TEST_F(ReportHttpTest, ReportsALotterysPrizesWon) {
   EXPECT_EQ(prizes[0].at("prize_id").as_string(), "gold");
   EXPECT_EQ(prizes[0].at("name").as_string(), "Gold");
   EXPECT_EQ(prizes[0].at("won").as_int64(), 2);
+}
+
+// The answers buyers got, by status word, with the refusals flagged: counted as the server
+// answers, written to the record every answers_every and when the server stops; an answer about
+// an id that names no activity leaves no row.
+TEST_F(ReportHttpTest, CountsTheAnswersBuyersGotAndTheRefusals) {
+  auto buy = [&](const std::string& activity, const std::string& user) {
+    return server_->Client()
+        .Request("POST", "/api/v1/activities/" + activity + "/purchase", R"({"quantity":1})",
+                 ServerFixture::User(user), std::chrono::seconds(30))
+        .status;
+  };
+  for (const char* user : {"u1", "u2", "u3"}) EXPECT_EQ(buy("sale", user), 200) << user;
+  for (const char* user : {"u4", "u5"}) EXPECT_EQ(buy("sale", user), 200) << user;  // sold_out
+  EXPECT_EQ(buy("nope", "u1"), 404);
+
+  json::object report;
+  auto counted = [&] {
+    report = Report("sale");
+    int64_t all = 0;
+    for (const json::value& answer : report.at("answers").as_array()) {
+      all += answer.at("count").as_int64();
+    }
+    return all == 5;
+  };
+  ASSERT_TRUE(testing::Eventually(counted, std::chrono::seconds(20))) << json::serialize(report);
+  const json::array& answers = report.at("answers").as_array();
+  ASSERT_EQ(answers.size(), 2u) << json::serialize(report);
+  EXPECT_EQ(answers[0].at("status").as_string(), "reserved");
+  EXPECT_EQ(answers[0].at("count").as_int64(), 3);
+  EXPECT_FALSE(answers[0].at("refusal").as_bool());
+  EXPECT_EQ(answers[1].at("status").as_string(), "sold_out");
+  EXPECT_EQ(answers[1].at("count").as_int64(), 2);
+  EXPECT_TRUE(answers[1].at("refusal").as_bool());
+
+  // Answered just before the server stops: written as it stops.
+  EXPECT_EQ(buy("sale", "u6"), 200);  // sold_out
+  server_->Stop();
+  auto stored = record_->ReportOrders("sale");
+  ASSERT_TRUE(stored.ok()) << stored.error().ToString();
+  // (Ties by word.)
+  EXPECT_EQ(stored->answers,
+            (std::vector<std::pair<std::string, int64_t>>{{"reserved", 3}, {"sold_out", 3}}));
+  EXPECT_TRUE(record_->ReportOrders("nope")->answers.empty());
 }
 
 TEST_F(ReportHttpTest, RefusesWithoutTheAdminTokenAndForAnUnknownActivity) {

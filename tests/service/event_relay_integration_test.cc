@@ -11,13 +11,20 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json/parse.hpp>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "base/crypto.h"
+#include "base/subprocess.h"
 #include "service/event_relay.h"
+#include "support/certificate.h"
+#include "support/flashsale_process.h"
 #include "support/service_fixture.h"
 #include "support/wait.h"
 
@@ -335,6 +342,103 @@ TEST_F(EventRelayTest, AnActivitysOwnReceiverGetsItsEventsOnlyBesidesTheGlobalOn
   EXPECT_EQ(PassUntilIdle(relay), 1);
   EXPECT_EQ(global.deliveries().size(), events.size() + 1);
   EXPECT_EQ(east_hook.deliveries().size(), east_events.size());
+}
+
+// An https:// receiver, as a shop runs one: Python's http.server behind its ssl module
+// (support/https_receiver.py), checking each signature with Python's hmac, with a certificate
+// made by openssl for localhost that the relay trusts through SSL_CERT_FILE. Every event arrives
+// once with a signature that verifies; the same receiver under a certificate the relay does not
+// trust gets nothing, and the relay says why (the TLS handshake) and keeps the events.
+class HttpsReceiverTest : public EventRelayTest {
+ protected:
+  void SetUp() override {
+    EventRelayTest::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(Certificate("server"));
+    ASSERT_TRUE(Certificate("stranger"));
+    const std::string key = base::DeriveKey(settings_.secret, "webhook-signing");
+    auto receiver = base::Subprocess::Spawn(
+        {"/usr/bin/python3", std::string(FLASHSALE_SOURCE_DIR) + "/tests/support/https_receiver.py",
+         "--cert", dir_ / "server.crt", "--key", dir_ / "server.key", "--signing-key-hex",
+         base::HexEncode(key), "--log", dir_ / "deliveries.jsonl", "--port-file", dir_ / "port"},
+        dir_ / "receiver.log");
+    ASSERT_TRUE(receiver.ok()) << receiver.error().message;
+    receiver_.emplace(std::move(*receiver));
+    ASSERT_TRUE(testing::Eventually(
+        [&] { return std::filesystem::exists(dir_ / "port") || !receiver_->Running(); },
+        std::chrono::seconds(20)));
+    port_ = testing::ReadFile(dir_ / "port");
+    ASSERT_FALSE(port_.empty()) << testing::ReadFile(dir_ / "receiver.log");
+  }
+  void TearDown() override { ::unsetenv("SSL_CERT_FILE"); }
+
+  // A self-signed certificate for localhost in <dir>/<name>.crt, its key in <dir>/<name>.key.
+  bool Certificate(const std::string& name) {
+    return testing::SelfSignedCertificate(dir_.path(), name);
+  }
+
+  // The deliveries the receiver logged: event id -> (signature valid, body), in arrival order.
+  std::vector<std::tuple<std::string, bool, std::string>> Logged() {
+    std::vector<std::tuple<std::string, bool, std::string>> logged;
+    std::istringstream lines(testing::ReadFile(dir_ / "deliveries.jsonl"));
+    for (std::string line; std::getline(lines, line);) {
+      const json::object entry = json::parse(line).as_object();
+      logged.emplace_back(std::string(entry.at("event_id").as_string()),
+                          entry.at("valid").as_bool(), std::string(entry.at("body").as_string()));
+    }
+    return logged;
+  }
+
+  testing::TempDir dir_{"fs-https-hook"};
+  std::optional<base::Subprocess> receiver_;
+  std::string port_;
+};
+
+TEST_F(HttpsReceiverTest, EveryEventArrivesSignedOverTlsAndAnUntrustedCertificateGetsNothing) {
+  ASSERT_NO_FATAL_FAILURE(MakeEvents({"east", "west"}, 3));
+  const auto events = AllEvents();
+  const std::string url = "https://localhost:" + port_ + "/hook";
+
+  // Not trusted: every attempt fails in the handshake, the events are parked, none arrives.
+  ::setenv("SSL_CERT_FILE", (dir_ / "stranger.crt").c_str(), 1);
+  RelayMetrics metrics;
+  RelayOptions options = Options(url, 2);
+  options.metrics = &metrics;
+  {
+    EventRelay relay(*context_, options);
+    EXPECT_EQ(PassUntilIdle(relay), static_cast<int64_t>(events.size()));
+  }
+  // Each activity's first event tried twice and parked, the rest held behind it.
+  EXPECT_EQ(metrics.webhook.failed_attempts.value(), 4u);
+  EXPECT_EQ(metrics.webhook.parked.value(), events.size());
+  EXPECT_EQ(metrics.webhook.delivered.value(), 0u);
+  auto parked = store_->ParkedEvents(url, 100);
+  ASSERT_TRUE(parked.ok());
+  ASSERT_EQ(parked->size(), events.size());
+  EXPECT_NE(parked->front().last_error.find("TLS handshake"), std::string::npos)
+      << parked->front().last_error;
+  EXPECT_TRUE(Logged().empty());
+
+  // Trusted: the parked events retried on demand arrive, each once, in order, signed.
+  ::setenv("SSL_CERT_FILE", (dir_ / "server.crt").c_str(), 1);
+  ASSERT_TRUE(store_->RequestRetry(url).ok());
+  EventRelay relay(*context_, options);
+  EXPECT_EQ(PassUntilIdle(relay), static_cast<int64_t>(events.size()));
+  EXPECT_EQ(metrics.webhook.delivered.value(), events.size());
+  std::string exposition;
+  metrics.AppendPrometheus(exposition);
+  EXPECT_NE(exposition.find("flashsale_events_parked_total{receiver=\"webhook\"} " +
+                            std::to_string(events.size()) + "\n"),
+            std::string::npos)
+      << exposition;
+  const auto logged = Logged();
+  ASSERT_EQ(logged.size(), events.size()) << testing::ReadFile(dir_ / "receiver.log");
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(std::get<0>(logged[i]), events[i].event_id);
+    EXPECT_TRUE(std::get<1>(logged[i])) << "the signature did not verify in Python";
+    EXPECT_EQ(json::parse(std::get<2>(logged[i])).at("id").as_string(), events[i].event_id);
+  }
+  EXPECT_TRUE(store_->ParkedEvents(url, 100)->empty());
 }
 
 }  // namespace

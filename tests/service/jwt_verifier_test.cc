@@ -15,6 +15,7 @@
 
 #include "base/subprocess.h"
 #include "service/jwt.h"
+#include "support/certificate.h"
 #include "support/jwt_kit.h"
 #include "support/wait.h"
 
@@ -291,13 +292,7 @@ class JwksUrlTest : public JwtVerifierTest {
 
   // A self-signed certificate for localhost in <dir>/<name>.crt, its key in <dir>/<name>.key.
   bool Certificate(const std::string& name) {
-    auto openssl = base::Subprocess::Spawn(
-        {"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-         "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout",
-         kit_.dir() / (name + ".key"), "-out", kit_.dir() / (name + ".crt")},
-        kit_.dir() / (name + "-req.log"));
-    if (!openssl.ok() || !openssl->Wait(std::chrono::seconds(60))) return false;
-    return openssl->exit_status() == 0;
+    return testing::SelfSignedCertificate(kit_.dir().path(), name);
   }
 
   uint16_t port_ = 0;

@@ -832,6 +832,35 @@ TEST_P(StoreContractTest, ReportOrdersCountsPrizesWon) {
             (std::vector<std::pair<std::string, int64_t>>{{"gold", 1}, {"mug", 2}}));
 }
 
+// The answers the service gave: each instance adds its counts; the report reads the sums by word,
+// most first, per activity; a bad count writes nothing of its batch.
+TEST_P(StoreContractTest, AddAnswersSumsTheCountsOfEveryCallPerActivityAndWord) {
+  using Answers = std::vector<std::pair<std::string, int64_t>>;
+  auto empty = store_->ReportOrders("act");
+  ASSERT_TRUE(empty.ok()) << empty.error().ToString();
+  EXPECT_TRUE(empty->answers.empty());
+
+  const std::vector<store::AnswerCount> first = {
+      {"act", "sold_out", 40}, {"act", "reserved", 10}, {"other", "sold_out", 7}};
+  ASSERT_TRUE(store_->AddAnswers(first).ok());
+  const std::vector<store::AnswerCount> second = {{"act", "sold_out", 2},
+                                                  {"act", "rate_limited", 10}};
+  ASSERT_TRUE(store_->AddAnswers(second).ok());
+  auto report = store_->ReportOrders("act");
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  EXPECT_EQ(report->answers, (Answers{{"sold_out", 42}, {"rate_limited", 10}, {"reserved", 10}}));
+  EXPECT_EQ(store_->ReportOrders("other")->answers, (Answers{{"sold_out", 7}}));
+
+  const std::vector<store::AnswerCount> bad = {{"act", "sold_out", 5}, {"act", "", 1}};
+  auto refused = store_->AddAnswers(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, base::ErrorCode::kInvalidArgument);
+  const std::vector<store::AnswerCount> zero = {{"act", "sold_out", 0}};
+  EXPECT_FALSE(store_->AddAnswers(zero).ok());
+  EXPECT_EQ(store_->ReportOrders("act")->answers.front(),
+            (std::pair<std::string, int64_t>{"sold_out", 42}));
+}
+
 TEST_P(StoreContractTest, AuditOrdersFindsUsersOverTheLimitAndIntentsRecordedTwice) {
   auto clean = store_->AuditOrders("act", 2);
   ASSERT_TRUE(clean.ok()) << clean.error().ToString();
@@ -1362,7 +1391,7 @@ TEST(MariaDbStoreTest, DescribesWithoutThePasswordAndOpensOverTheSocket) {
   ASSERT_TRUE(socket->CreateActivity(core::Activity{.id = "s", .end_ms = 10}, 1).ok());
   // Both connections see one database.
   EXPECT_TRUE(tcp->GetActivity("s", false).ok());
-  EXPECT_EQ(*tcp->SchemaVersion(), 10);
+  EXPECT_EQ(*tcp->SchemaVersion(), 11);
 
   // A wrong password or an unknown database: unavailable, and the message keeps the secret.
   auto wrong = MySqlStore::Open(fmt::format("mysql://{}:not-it@127.0.0.1:{}/{}",
@@ -1424,9 +1453,9 @@ TEST(MariaDbStoreTest, ConcurrentMigrationsOfOneDatabaseBothSucceed) {
   two.join();
   ASSERT_TRUE(a->ok()) << a->error().ToString();
   ASSERT_TRUE(b->ok()) << b->error().ToString();
-  EXPECT_EQ(*first->SchemaVersion(), 10);
-  EXPECT_EQ(*second->SchemaVersion(), 10);
-  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "10");
+  EXPECT_EQ(*first->SchemaVersion(), 11);
+  EXPECT_EQ(*second->SchemaVersion(), 11);
+  EXPECT_EQ(writers.Scalar("SELECT COUNT(*) FROM schema_migrations"), "11");
 }
 
 // A migrator that died holding the migration lease (schema.cc) keeps the next one waiting only
@@ -1442,7 +1471,7 @@ TEST(MariaDbStoreTest, ALeaseLeftByADeadMigratorRunsOutAndTheNextOneMigrates) {
   auto second = OpenMySql(writers.second_url);
   auto migrated = second->Migrate();
   ASSERT_TRUE(migrated.ok()) << migrated.error().ToString();
-  EXPECT_EQ(*second->SchemaVersion(), 10);
+  EXPECT_EQ(*second->SchemaVersion(), 11);
   EXPECT_EQ(writers.Scalar("SELECT CONCAT('[', holder, ']') FROM schema_lock"), "[]");
 }
 

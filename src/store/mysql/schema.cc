@@ -191,14 +191,27 @@ constexpr std::string_view kMigration9[] = {
     "ALTER TABLE activities ADD COLUMN IF NOT EXISTS webhook_urls TEXT NOT NULL DEFAULT ''",
 };
 
-// An activity's waiting room (core::Activity::waiting_room, core::EncodeWaitingRoom); '': none.
+// The report's answers (Store::AddAnswers), and its count of refused orders read from an index.
 constexpr std::string_view kMigration10[] = {
+    R"sql(
+CREATE TABLE IF NOT EXISTS activity_answers (
+  activity_id  VARCHAR(64) NOT NULL,
+  word         VARCHAR(32) NOT NULL,
+  total        BIGINT NOT NULL,
+  PRIMARY KEY (activity_id, word)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+)sql",
+    "ALTER TABLE order_events ADD KEY IF NOT EXISTS order_events_by_activity (activity_id, state)",
+};
+
+// An activity's waiting room (core::Activity::waiting_room, core::EncodeWaitingRoom); '': none.
+constexpr std::string_view kMigration11[] = {
     "ALTER TABLE activities ADD COLUMN IF NOT EXISTS waiting_room TEXT NOT NULL DEFAULT ''",
 };
 
-constexpr std::array<std::span<const std::string_view>, 10> kMigrations = {
-    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5,
-    kMigration6, kMigration7, kMigration8, kMigration9, kMigration10};
+constexpr std::array<std::span<const std::string_view>, 11> kMigrations = {
+    kMigration1, kMigration2, kMigration3, kMigration4,  kMigration5, kMigration6,
+    kMigration7, kMigration8, kMigration9, kMigration10, kMigration11};
 
 // ---- The migration lock ----
 //

@@ -488,7 +488,27 @@ Result<OrderReport> MySqlStore::ReportOrders(std::string_view activity_id) {
     Statement refused(conn, std::string(records::kReportRefused), "report orders");
     if (auto run = refused.Execute({activity_id}); !run) return run.error();
     report.refused = refused.rows().at(0).Int(0);
+    Statement answers(conn, std::string(records::kReportAnswers), "report orders");
+    if (auto run = answers.Execute({activity_id}); !run) return run.error();
+    for (const Row& answer : answers.rows()) {
+      report.answers.emplace_back(answer.Text(0), answer.Int(1));
+    }
     return report;
+  });
+}
+
+base::Status MySqlStore::AddAnswers(std::span<const AnswerCount> counts) {
+  if (auto valid = records::CheckAnswers(counts); !valid) return valid;
+  if (counts.empty()) return {};
+  std::lock_guard lock(mutex_);
+  return Run([&](Connection& conn) -> base::Status {
+    Transaction tx(conn);
+    if (!tx.status()) return tx.status();
+    Statement add(conn, std::string(records::kAddAnswerMysql), "add answers");
+    for (const AnswerCount& answer : counts) {
+      if (auto run = add.Execute({answer.activity_id, answer.word, answer.count}); !run) return run;
+    }
+    return tx.Commit();
   });
 }
 

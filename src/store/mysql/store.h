@@ -80,6 +80,7 @@ class MySqlStore final : public Store {
                                      int64_t limit, OrderStates states) override;
   base::Result<OrderCounts> CountOrders(std::string_view activity_id) override;
   base::Result<OrderReport> ReportOrders(std::string_view activity_id) override;
+  base::Status AddAnswers(std::span<const AnswerCount> counts) override;
   base::Result<OrderAudit> AuditOrders(std::string_view activity_id,
                                        int64_t per_user_limit) override;
 
