@@ -1,6 +1,7 @@
 #include "keyspace/activity_delete.h"
 
 #include "keyspace/activity_scripts.h"
+#include "keyspace/waiting_room.h"
 #include "redis/script_reply.h"
 
 namespace flashsale::keyspace {
@@ -8,6 +9,7 @@ namespace flashsale::keyspace {
 boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
     redis::ScriptEvaluator& runner, std::string_view key_namespace, std::string_view activity_id) {
   const ActivityKeys keys(key_namespace, activity_id);
+  const RoomKeys room(key_namespace, activity_id);
   const redis::Script& script = runner.scripts().Get("activity_delete");
   const redis::IntField outcome(script, "outcome");
   redis::ScriptCall call(script);
@@ -24,7 +26,9 @@ boost::asio::awaitable<base::Result<DeleteOutcome>> DeleteActivityKeys(
       .Key("queue", keys.queue())
       .Key("queue_lock", keys.queue_lock())
       .Key("queue_fence", keys.queue_fence())
-      .Key("report", keys.reconcile_report());
+      .Key("report", keys.reconcile_report())
+      .Key("room", room.room)
+      .Key("room_seq", room.seq);
   auto reply = co_await redis::Await(runner, call);
   auto read = redis::ScriptReply::Read(script, reply);
   if (!read) co_return std::move(read).error();

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -216,6 +217,73 @@ TEST(ServeProcessTest, DemoSellsItsStockStopsCleanlyAndKeepsItsStateAcrossAResta
   EXPECT_EQ(list[0].at("activity_id").as_string(), "demo");
   ASSERT_TRUE(StopsCleanly(serve));
   EXPECT_TRUE(RedisServersFor(data_dir).empty());
+}
+
+// Issue 37, point 6: a restart of `serve` mid-queue loses no place. The waiting room lives in the
+// embedded Redis (its AOF): after a SIGTERM and a start on the same directory every buyer has the
+// place they had, and joining again changes nothing.
+TEST(ServeProcessTest, ARestartMidQueueLosesNoPlaceInTheWaitingRoom) {
+  TempDir tmp;
+  const std::string data_dir = tmp / "data";
+  const std::vector<std::string> demo = {"--demo", "--threads", "2"};
+  constexpr int kBuyers = 20;
+  const auto user = [](int i) {
+    return std::map<std::string, std::string>{{"X-User-Id", fmt::format("q{}", i)}};
+  };
+  std::map<int, int64_t> places;
+  {
+    const uint16_t port = FreePort();
+    Flashsale serve(ServeArgs(port, data_dir, demo), tmp / "serve1.log", data_dir);
+    ASSERT_TRUE(WaitHealthy(serve, port));
+    HttpClient client("127.0.0.1", port);
+    std::string token = ReadFile(data_dir + "/admin-token");
+    token = token.substr(0, token.find('\n'));
+    const std::map<std::string, std::string> admin = {{"Authorization", "Bearer " + token}};
+    const int64_t now = Json(client.Get("/api/v1/activities")).at("server_time_ms").as_int64();
+    // One place a second: the last buyer is still waiting long after the restart.
+    auto created = client.Post("/api/v1/admin/activities",
+                               fmt::format(R"({{"id":"room","stock":100,"start_ms":{},
+                       "waiting_room":{{"opens_before_ms":60000,"admit_per_s":1}}}})",
+                                           now + 2000),
+                               admin);
+    ASSERT_EQ(created.status, 201) << created.body;
+    for (int i = 0; i < kBuyers; ++i) {
+      auto joined = client.Post("/api/v1/activities/room/join", "", user(i));
+      ASSERT_EQ(joined.status, 200) << joined.body;
+      EXPECT_EQ(Json(joined).at("status").as_string(), "drawing") << joined.body;
+    }
+    // After the start the places are drawn; read each one (the first wait is answered when the
+    // start has come and its place is drawn; the others need no wait then).
+    for (int i = 0; i < kBuyers; ++i) {
+      auto view = client.Get(
+          fmt::format("/api/v1/activities/room/wait?wait_ms={}", i == 0 ? 10000 : 0), user(i));
+      ASSERT_EQ(view.status, 200) << view.body;
+      const json::value place = Json(view).at("place");
+      ASSERT_TRUE(place.is_int64()) << view.body;
+      places[i] = place.as_int64();
+    }
+    ASSERT_TRUE(StopsCleanly(serve));
+  }
+  std::set<int64_t> distinct;
+  for (const auto& [i, place] : places) distinct.insert(place);
+  ASSERT_EQ(distinct.size(), size_t{kBuyers});
+  EXPECT_EQ(*distinct.begin(), 1);
+  EXPECT_EQ(*distinct.rbegin(), kBuyers);
+
+  const uint16_t port = FreePort();
+  Flashsale serve(ServeArgs(port, data_dir, demo), tmp / "serve2.log", data_dir);
+  ASSERT_TRUE(WaitHealthy(serve, port));
+  HttpClient client("127.0.0.1", port);
+  for (int i = 0; i < kBuyers; ++i) {
+    auto view = client.Get("/api/v1/activities/room/wait", user(i));
+    ASSERT_EQ(view.status, 200) << view.body;
+    EXPECT_EQ(Json(view).at("place").as_int64(), places[i]) << view.body;
+    auto again = client.Post("/api/v1/activities/room/join", "", user(i));
+    ASSERT_EQ(again.status, 200) << again.body;
+    EXPECT_FALSE(Json(again).at("joined").as_bool()) << again.body;
+    EXPECT_EQ(Json(again).at("place").as_int64(), places[i]) << again.body;
+  }
+  ASSERT_TRUE(StopsCleanly(serve));
 }
 
 // --- c) ----------------------------------------------------------------------------------------

@@ -139,11 +139,18 @@ TEST_F(RoomHttpTest, TheDefinitionTakesShowsAndTurnsOffARoom) {
   auto off = Admin("PATCH", "/api/v1/admin/activities/phone", R"({"waiting_room":null})");
   ASSERT_EQ(off.status, 200) << off.body;
   EXPECT_TRUE(Object(off).at("activity").as_object().at("waiting_room").is_null());
-  auto on =
-      Admin("PATCH", "/api/v1/admin/activities/phone", R"({"waiting_room":{"admit_per_s":9}})");
+  auto on = Admin("PATCH", "/api/v1/admin/activities/phone",
+                  R"({"waiting_room":{"admit_per_s":9,"opens_before_ms":60000}})");
   ASSERT_EQ(on.status, 200) << on.body;
   EXPECT_EQ(
       Int(Object(on).at("activity").as_object().at("waiting_room").as_object(), "admit_per_s"), 9);
+  // Deleting a sale that sold nothing removes its room too.
+  auto client = server_->Client();
+  ASSERT_EQ(Join(client, "phone", "alice").status, 200);
+  ASSERT_EQ(RoomOrder("phone").size(), 1u);
+  auto deleted = Admin("DELETE", "/api/v1/admin/activities/phone");
+  ASSERT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_TRUE(RoomOrder("phone").empty());
 }
 
 TEST_F(RoomHttpTest, JoinsOpenAtTheirTimeAndOnlyForARoom) {

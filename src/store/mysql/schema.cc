@@ -210,7 +210,7 @@ constexpr std::string_view kMigration11[] = {
 };
 
 constexpr std::array<std::span<const std::string_view>, 11> kMigrations = {
-    kMigration1, kMigration2, kMigration3, kMigration4, kMigration5, kMigration6,
+    kMigration1, kMigration2, kMigration3, kMigration4,  kMigration5, kMigration6,
     kMigration7, kMigration8, kMigration9, kMigration10, kMigration11};
 
 // ---- The migration lock ----
