@@ -49,26 +49,15 @@ admin POST activities "{\"id\":\"room\",\"title\":\"Room\",\"stock\":1000000000,
   \"start_ms\":$start,\"end_ms\":$((start + 86400000)),\"waiting_room\":{\"opens_before_ms\":7200000,
   \"admit_per_s\":100000,\"pass_ttl_ms\":60000,\"max_waiting\":100000000}}" >/dev/null
 
-# wrk's requests: a join of user u<n> (n counting up), or a poll of a random joined user.
-cat >"$dir/join.lua" <<'LUA'
-wrk.method = "POST"
-local n = 0
-local headers = {}
-request = function()
-  headers["X-User-Id"] = "u" .. n
-  n = n + 1
-  return wrk.format(nil, nil, headers, "")
-end
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %d %.0f %.3f %d\n", summary.requests,
-    summary.requests / (summary.duration / 1e6), latency:percentile(99) / 1000,
-    e.status + e.connect + e.read + e.write + e.timeout))
-end
-LUA
+# wrk's requests: bench_wrk_purchase_script's (its report line included) with the user counting
+# up (a join of user u<n>), or a GET of a random joined user (a poll).
+bench_wrk_purchase_script "$dir/purchase.lua"
+sed -e 's/^local headers = {}$/local headers = {}\nlocal n = 0/' \
+  -e 's/^  headers\["X-User-Id"\] = .*$/  headers["X-User-Id"] = "u" .. n; n = n + 1/' \
+  "$dir/purchase.lua" >"$dir/join.lua"
 sed -e 's/^wrk.method = "POST"$/wrk.method = "GET"/' \
-  -e 's/^  headers\["X-User-Id"\] = "u" .. n$/  headers["X-User-Id"] = "u" .. math.random(0, JOINED - 1)/' \
-  "$dir/join.lua" >"$dir/poll.lua"
+  -e 's/^  headers\["X-User-Id"\] = .*$/  headers["X-User-Id"] = "u" .. math.random(0, JOINED - 1)/' \
+  "$dir/purchase.lua" >"$dir/poll.lua"
 wrk_run() {  # url script -> "requests rps p99_ms errors"
   wrk -t1 -c128 -d"${seconds}s" --latency -s "$2" "$1" | awk '/^RESULT/ { print $2, $3, $4, $5 }'
 }
