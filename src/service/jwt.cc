@@ -358,7 +358,7 @@ Result<HttpTarget> ParseHttpsUrl(std::string_view text) {
   auto url = boost::urls::parse_uri(text);
   if (!url || url->scheme() != "https" || url->encoded_host().empty() || url->has_userinfo()) {
     return MakeError(ErrorCode::kInvalidArgument, "'{}' is not an https://host[:port]/path URL",
-                     text.substr(0, 200));
+                     base::RedactUrl(text.substr(0, 200)));
   }
   HttpTarget target;
   target.tls = true;

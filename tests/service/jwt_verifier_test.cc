@@ -356,6 +356,11 @@ TEST(JwksUrlParseTest, OnlyHttpsUrlsAreFetched) {
   ASSERT_FALSE(text.ok());
   EXPECT_NE(text.error().message.find("not an https://host[:port]/path URL"), std::string::npos)
       << text.error().message;
+  // A password in the URL is not repeated in the error.
+  auto with_password = service::FetchJwks({.source = "https://idp:s3cret@host/jwks.json"});
+  ASSERT_FALSE(with_password.ok());
+  EXPECT_EQ(with_password.error().message.find("s3cret"), std::string::npos)
+      << with_password.error().message;
 }
 
 // A token of a key published after the last read: refused at first, and its unknown kid makes the
